@@ -1,0 +1,158 @@
+"""LoCoMo retrieval benchmark through Memento's real write and recall path.
+
+Protocol: ../shared/bench/README.md. One fresh store per conversation; every turn is one
+memory `"{speaker}: {text}"` (+ image caption) created at its session's date; "now" is the
+conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@10, MRR.
+
+    python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memento.app import build_app
+from memento.embeddings.factory import build_embedder
+from memento.models import CallContext, FragmentType, RecallInput, RememberInput
+from memento.settings import Settings
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+KS = (5, 10, 25, 50)
+
+
+def parse_date(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def normalise_ids(evidence: list[str]) -> list[str]:
+    out = []
+    for item in evidence:
+        for part in str(item).split(";"):
+            m = re.match(r"\s*D:?(\d+):0*(\d+)\s*$", part.strip())
+            if m:
+                out.append(f"D{int(m.group(1))}:{int(m.group(2))}")
+    return list(dict.fromkeys(out))
+
+
+def sessions(conversation: dict) -> list[tuple[datetime, list[dict]]]:
+    out = []
+    for key, turns in conversation.items():
+        m = re.fullmatch(r"session_(\d+)", key)
+        if m and isinstance(turns, list):
+            out.append((int(m.group(1)), parse_date(conversation[f"{key}_date_time"]), turns))
+    return [(date, turns) for _, date, turns in sorted(out, key=lambda t: t[0])]
+
+
+def turn_text(turn: dict) -> str:
+    text = f"{turn['speaker']}: {turn['text']}"
+    if turn.get("blip_caption"):
+        text += f" [image: {turn['blip_caption']}]"
+    return text
+
+
+def evaluate_conversation(sample: dict, settings: Settings, embedder_choice: str, workdir: Path) -> tuple[list[dict], dict]:
+    sess = sessions(sample["conversation"])
+    now = sess[-1][0]
+    settings = settings.model_copy(update={"database_url": f"sqlite:///{workdir / (sample['sample_id'] + '.db')}"})
+    embedder = None if embedder_choice == "none" else build_embedder(settings.model_copy(update={"embedding_provider": embedder_choice}))
+    app = build_app(settings, embedder=embedder, clock=lambda: now)
+    ctx = CallContext()
+    id_to_dia: dict[str, list[str]] = defaultdict(list)
+    t0 = time.perf_counter()
+    turns = 0
+    for date, session_turns in sess:
+        for turn in session_turns:
+            result = app.service.remember(
+                RememberInput(content=turn_text(turn), topic="conversation", type=FragmentType.FACT, createdAt=date, source=turn["dia_id"]),
+                ctx,
+            )
+            id_to_dia[result["id"]].append(turn["dia_id"])
+            turns += 1
+    ingest_s = time.perf_counter() - t0
+    rows = []
+    t1 = time.perf_counter()
+    for qa in sample["qa"]:
+        gold = normalise_ids(qa.get("evidence") or [])
+        if not gold:
+            continue
+        result = app.service.recall(RecallInput(text=qa["question"], limit=50, tokenBudget=100_000, includeLinks=False), ctx)
+        ranked: list[str] = []
+        for f in result["fragments"]:
+            for dia in id_to_dia.get(f["id"], []):
+                if dia not in ranked:
+                    ranked.append(dia)
+        rows.append({"category": qa.get("category"), "gold": gold, "ranked": ranked})
+    query_s = time.perf_counter() - t1
+    app.close()
+    return rows, {"turns": turns, "ingest_s": ingest_s, "queries": len(rows), "query_s": query_s}
+
+
+def metrics(rows: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {"n": len(rows)}
+    if not rows:
+        return out
+    for k in KS:
+        out[f"R@{k}"] = 100 * sum(len(set(r["gold"]) & set(r["ranked"][:k])) / len(r["gold"]) for r in rows) / len(rows)
+    for k in (5, 10):
+        out[f"any@{k}"] = 100 * sum(bool(set(r["gold"]) & set(r["ranked"][:k])) for r in rows) / len(rows)
+    ndcg = mrr = 0.0
+    for r in rows:
+        gold = set(r["gold"])
+        dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(r["ranked"][:10]) if d in gold)
+        ideal = sum(1 / math.log2(i + 2) for i in range(min(len(gold), 10)))
+        ndcg += dcg / ideal
+        mrr += next((1 / (i + 1) for i, d in enumerate(r["ranked"]) if d in gold), 0.0)
+    out["NDCG@10"] = 100 * ndcg / len(rows)
+    out["MRR"] = 100 * mrr / len(rows)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument("--embedder", choices=["local", "hash", "none"], default="local")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    raw = args.data.read_bytes()
+    data = json.loads(raw)[: args.limit_conversations]
+    settings = Settings(MEMENTO_SQLITE_SYNCHRONOUS="NORMAL")
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for sample in data:
+            conv_rows, info = evaluate_conversation(sample, settings, args.embedder, Path(tmp))
+            rows += conv_rows
+            print(f"{sample['sample_id']}: {info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
+                  f"{info['queries']} questions in {info['query_s']:.1f}s", file=sys.stderr)
+    print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
+    print(f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false), "
+          f"ranking={settings.memory.ranking.model_dump()}")
+    header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    groups = [("overall", rows)] + [
+        (CATEGORIES[c], [r for r in rows if r["category"] == c]) for c in sorted(CATEGORIES)
+    ]
+    table = {}
+    for name, subset in groups:
+        m = metrics(subset)
+        table[name] = m
+        print("| " + " | ".join([name, str(int(m["n"]))] + [f"{m.get(h, 0):.1f}" for h in header[2:]]) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(table, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""Memento: a persistent memory server for LLM agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,190 @@
+"""The command line: serve over MCP, and remember / recall / reindex for humans."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import __version__
+from .app import App, build_app
+from .errors import MementoError
+from .models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
+from .settings import Settings
+
+log = logging.getLogger("memento")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memento", description="Persistent memory server for LLM agents (MCP).")
+    p.add_argument("--version", action="version", version=f"memento {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the MCP server")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", default=None, help="bind address for http (default: MEMENTO_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port for http (default: PORT or 56332)")
+
+    rem = sub.add_parser("remember", help="store a memory")
+    rem.add_argument("content")
+    rem.add_argument("--topic", default="general")
+    rem.add_argument("--type", default="fact", help="fact, decision, error, preference, procedure, relation, episode")
+    rem.add_argument("--keyword", "-k", action="append", dest="keywords", help="repeatable")
+    rem.add_argument("--importance", type=float)
+    rem.add_argument("--anchor", action="store_true")
+    rem.add_argument("--agent", dest="agent_id")
+    rem.add_argument("--json", action="store_true", help="print the raw result")
+
+    rec = sub.add_parser("recall", help="search memories")
+    rec.add_argument("text", nargs="?", help="natural-language query")
+    rec.add_argument("--keyword", "-k", action="append", dest="keywords")
+    rec.add_argument("--topic")
+    rec.add_argument("--type")
+    rec.add_argument("--limit", type=int, default=10)
+    rec.add_argument("--budget", type=int, default=1000, help="token budget")
+    rec.add_argument("--agent", dest="agent_id")
+    rec.add_argument("--json", action="store_true")
+
+    sub.add_parser("reindex", help="rebuild derived data: embeddings with the current model, vector indexes")
+    stats = sub.add_parser("stats", help="store statistics")
+    stats.add_argument("--agent", dest="agent_id")
+    cons = sub.add_parser("consolidate", help="run the consolidation pipeline")
+    cons.add_argument("--agent", dest="agent_id")
+    return p
+
+
+def _configure_logging(settings: Settings) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if settings.log_dir:
+        from logging.handlers import RotatingFileHandler
+
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        handlers.append(RotatingFileHandler(settings.log_dir / "memento.log", maxBytes=10_000_000, backupCount=5))
+    logging.basicConfig(
+        level=settings.log_level.upper(), handlers=handlers,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _print_recall(result: dict[str, Any]) -> None:
+    fragments = result["fragments"]
+    if not fragments:
+        print("No memories found.")
+        return
+    for i, f in enumerate(fragments, start=1):
+        tag = "linked" if f.get("linked") else f"score {f.get('score', 0):.3f}"
+        print(f"{i:>2}. [{f['type']}/{f['topic']}] {f['id']}  ({tag})")
+        print(textwrap.indent(textwrap.fill(f["content"], 90), "    "))
+        if f.get("recall_reason"):
+            print(f"    why: {f['recall_reason']}")
+    print(f"-- {result['count']} result(s), {result['totalTokens']}/{result['tokenBudget']} tokens, mode {result['searchMode']}")
+
+
+def _reindex(app: App) -> None:
+    from .models import AgentScope
+
+    store = app.store
+    if app.embedder is None:
+        print("No embedding provider configured (EMBEDDING_PROVIDER=none): nothing to embed.")
+        return
+    total = store.count(AgentScope("system"), _all_filter())
+    print(f"Re-embedding {total} fragment(s) with {app.embedder.name} ...", file=sys.stderr)
+    store.clear_embeddings()
+    done, after = 0, 0
+    while True:
+        batch = store.missing_embeddings(AgentScope("system"), 128, after)
+        if not batch:
+            break
+        after = batch[-1][0]
+        vectors = app.embedder.embed_passages([c for _, _, c in batch])
+        for (_, fid, _), vec in zip(batch, vectors):
+            store.set_embedding(fid, vec)
+        done += len(batch)
+        print(f"\r  {done}/{total}", end="", file=sys.stderr, flush=True)
+    print(f"\nDone: {done} embedded.", file=sys.stderr)
+
+
+def _all_filter() -> Any:
+    from .storage.protocol import SearchFilter
+
+    return SearchFilter()
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command == "serve":
+        app = build_app(settings)
+        from .mcp.http import serve_http
+        from .mcp.stdio import serve_stdio
+
+        if args.transport == "stdio":
+            import anyio
+
+            anyio.run(serve_stdio, app)
+        else:
+            serve_http(app, args.host or settings.host, args.port if args.port is not None else settings.port)
+        return 0
+    app = build_app(settings)
+    try:
+        ctx = CallContext()
+        if args.command == "remember":
+            payload: dict[str, Any] = {"content": args.content, "topic": args.topic, "type": args.type, "isAnchor": args.anchor}
+            for key, value in (("keywords", args.keywords), ("importance", args.importance), ("agentId", args.agent_id)):
+                if value is not None:
+                    payload[key] = value
+            result = app.service.remember(RememberInput.model_validate(payload), ctx)
+            if args.json:
+                print(json.dumps(result, ensure_ascii=False, indent=2))
+            else:
+                state = "stored" if result["created"] else "already known"
+                print(f"{state}: {result['id']} [{result['fragment']['type']}/{result['fragment']['topic']}] tier {result['fragment']['ttl_tier']}")
+                if result.get("message"):
+                    print(result["message"])
+        elif args.command == "recall":
+            payload = {"limit": args.limit, "tokenBudget": args.budget}
+            for key, value in (("text", args.text), ("keywords", args.keywords), ("topic", args.topic), ("type", args.type), ("agentId", args.agent_id)):
+                if value is not None:
+                    payload[key] = value
+            result = app.service.recall(RecallInput.model_validate(payload), ctx)
+            print(json.dumps(result, ensure_ascii=False, indent=2)) if args.json else _print_recall(result)
+        elif args.command == "reindex":
+            _reindex(app)
+        elif args.command == "stats":
+            payload = {"agentId": args.agent_id} if args.agent_id else {}
+            print(json.dumps(app.service.memory_stats(MemoryStatsInput.model_validate(payload), ctx), indent=2))
+        elif args.command == "consolidate":
+            payload = {"agentId": args.agent_id} if args.agent_id else {}
+            print(json.dumps(app.service.memory_consolidate(ConsolidateInput.model_validate(payload), ctx), indent=2))
+    finally:
+        app.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `memento` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        print(f"memento: invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    _configure_logging(settings)
+    try:
+        return _run(args, settings)
+    except ValidationError as exc:
+        print("memento: invalid input: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()), file=sys.stderr)
+        return 2
+    except MementoError as exc:
+        print(f"memento: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The exception tree. Each face translates these once (tool error, HTTP status, CLI message)."""
+
+
+class MementoError(Exception):
+    """Base of every error Memento raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(MementoError):
+    """The caller sent something malformed; nothing was changed."""
+
+    code = "invalid_argument"
+
+
+class NotFound(MementoError):
+    """The named thing does not exist in the caller's namespace."""
+
+    code = "not_found"
+
+
+class Forbidden(MementoError):
+    """The caller may not do this (e.g. forget a permanent fragment without force)."""
+
+    code = "forbidden"
+
+
+class Conflict(MementoError):
+    """The request conflicts with the current state."""
+
+    code = "conflict"
+
+
+class Unavailable(MementoError):
+    """A dependency (database, embedding provider) is not available right now."""
+
+    code = "unavailable"

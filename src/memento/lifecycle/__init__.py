@@ -1,0 +1,1 @@
+"""Lifecycle engines: consolidation (and, later, evaluation and review)."""

@@ -1,0 +1,85 @@
+"""The consolidation pipeline of 000 §8, returning per-stage counts. Anchors are exempt."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..models import AgentScope, TTLTier
+from ..settings import MemoryConfig
+from ..storage.protocol import MaintenanceStore, Store
+
+log = logging.getLogger(__name__)
+
+Backfill = Callable[[AgentScope, int | None], int]
+Progress = Callable[[int, int, str], None]
+
+STAGES = (
+    "hot_to_warm", "warm_to_cold", "expired", "decayed", "deduplicated",
+    "contradictions", "orphan_links_pruned", "utility_recomputed", "embeddings_backfilled", "statistics",
+)
+
+
+class Consolidator:
+    """Runs the ten stages in order; each stage is one call on the maintenance store."""
+
+    def __init__(
+        self,
+        config: MemoryConfig,
+        store: Store,
+        maintenance: MaintenanceStore,
+        backfill: Backfill,
+        clock: Callable[[], datetime],
+        session_ttl: timedelta = timedelta(hours=24),
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.maintenance = maintenance
+        self.backfill = backfill
+        self.clock = clock
+        self.session_ttl = session_ttl
+
+    def run(self, scope: AgentScope, progress: Progress | None = None) -> dict[str, Any]:
+        now = self.clock()
+        cfg = self.config
+        m = self.maintenance
+        started = time.perf_counter()
+        stale = cfg.staleThresholds
+        special = ("procedure", "fact", "decision")
+
+        def expire() -> int:
+            removed = sum(
+                m.expire_cold(scope, t, (), now - timedelta(days=stale.for_type(t))) for t in special
+            )
+            return removed + m.expire_cold(scope, None, special, now - timedelta(days=stale.default))
+
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("hot_to_warm", lambda: m.demote(scope, TTLTier.HOT, TTLTier.WARM, now - timedelta(days=cfg.hotDays), None)),
+            ("warm_to_cold", lambda: m.demote(scope, TTLTier.WARM, TTLTier.COLD, now - timedelta(days=cfg.warmInactiveDays), now - timedelta(days=cfg.warmInactiveDays))),
+            ("expired", expire),
+            ("decayed", lambda: m.decay_importance(scope, cfg.decayFactor, 1, 0.5, now - timedelta(days=cfg.hotDays))),
+            ("deduplicated", lambda: m.deduplicate(scope)),
+            ("contradictions", lambda: m.contradictions(scope)),
+            ("orphan_links_pruned", lambda: m.prune_orphan_links(scope)),
+            ("utility_recomputed", lambda: m.recompute_utility(scope, now, cfg.ranking.recencyHalfLifeDays)),
+            ("embeddings_backfilled", lambda: self.backfill(scope, None)),
+        ]
+        result: dict[str, Any] = {}
+        for number, (name, step) in enumerate(steps, start=1):
+            if progress:
+                progress(number - 1, len(STAGES), name)
+            value = step()
+            if name == "contradictions":
+                result["contradictions"] = len(value)
+                result["contradiction_pairs"] = [{"fromId": a, "toId": b} for a, b in value]
+            else:
+                result[name] = int(value)
+        result["working_memory_expired"] = m.expire_sessions(now - self.session_ttl)
+        result["statistics"] = self.store.stats(scope)
+        result["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        if progress:
+            progress(len(STAGES), len(STAGES), "done")
+        return result

@@ -1,0 +1,159 @@
+"""The stdio transport: newline-delimited JSON-RPC on stdin/stdout, one session per process.
+
+stdout carries protocol messages only; while serving, `sys.stdout` is pointed at stderr so a
+stray print cannot corrupt the stream. stdin is read by a daemon thread (portable, and it can
+never keep the process alive), requests run concurrently, and EOF or SIGTERM/SIGINT ends the
+session, waits briefly for running calls, and closes the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, BinaryIO
+
+from memento.mcp import jsonrpc
+from memento.mcp.jsonrpc import JsonRpcError
+from memento.mcp.server import McpServer, Session
+
+if TYPE_CHECKING:
+    from memento.app import App
+
+log = logging.getLogger(__name__)
+
+DRAIN_TIMEOUT_S = 10.0
+_EOF = b""
+
+
+def _lines(stream: BinaryIO) -> Iterator[bytes]:
+    """Lines of `stream`. A real file descriptor is read raw: a thread blocked inside a
+    buffered reader holds its lock, and interpreter shutdown after a signal would abort on it."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        yield from iter(stream.readline, _EOF)
+        return
+    pending = b""
+    while chunk := os.read(fd, 65536):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line + b"\n"
+    if pending:
+        yield pending
+
+
+def _start_reader(
+    stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes]
+) -> None:
+    def pump() -> None:
+        try:
+            for line in _lines(stream):
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+        except (OSError, ValueError):
+            log.debug("stdin closed", exc_info=True)
+        with contextlib.suppress(RuntimeError):  # the loop may already be closed
+            loop.call_soon_threadsafe(queue.put_nowait, _EOF)
+
+    threading.Thread(target=pump, name="memento-stdin", daemon=True).start()
+
+
+class _StdioConnection:
+    def __init__(self, server: McpServer, out: BinaryIO) -> None:
+        self.server = server
+        self.out = out
+        self.session: Session = server.create_session()
+
+    def write(self, message: dict[str, object]) -> None:
+        # One write + flush with no await in between, so concurrent replies never interleave.
+        try:
+            self.out.write(jsonrpc.encode(message).encode("utf-8") + b"\n")
+            self.out.flush()
+        except (BrokenPipeError, ValueError):  # the client went away; EOF on stdin follows
+            log.debug("stdout closed; reply dropped")
+
+    async def handle_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            value = jsonrpc.decode(line)
+        except JsonRpcError as exc:
+            self.write(exc.to_response())
+            return
+        reply = await self.server.handle(value, self.session)
+        if reply is not None:
+            self.write(reply)
+
+
+async def serve_stdio(
+    app: App, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> None:
+    """Serve one MCP session over stdio until EOF or a termination signal, then close `app`."""
+    inp = stdin if stdin is not None else sys.stdin.buffer
+    out = stdout if stdout is not None else sys.stdout.buffer
+    saved_stdout = sys.stdout
+    if stdout is None:
+        sys.stdout = sys.stderr
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = _install_signal_handlers(loop, stop)
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    _start_reader(inp, loop, queue)
+    conn = _StdioConnection(McpServer(app), out)
+    running: set[asyncio.Task[None]] = set()
+    log.info("serving MCP on stdio")
+    try:
+        await _read_loop(conn, queue, stop, running)
+        if running:
+            _, pending = await asyncio.wait(running, timeout=DRAIN_TIMEOUT_S)
+            for task in pending:
+                task.cancel()
+        await conn.server.close_session(conn.session.id)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        app.close()
+        sys.stdout = saved_stdout
+        log.info("stdio server stopped")
+
+
+async def _read_loop(
+    conn: _StdioConnection,
+    queue: asyncio.Queue[bytes],
+    stop: asyncio.Event,
+    running: set[asyncio.Task[None]],
+) -> None:
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        while True:
+            getting = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():
+                getting.cancel()
+                return
+            line = getting.result()
+            if line == _EOF:
+                return
+            task = asyncio.create_task(conn.handle_line(line))
+            running.add(task)
+            task.add_done_callback(running.discard)
+    finally:
+        stopping.cancel()
+
+
+def _install_signal_handlers(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> list[int]:
+    installed: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
+            continue
+        installed.append(sig)
+    return installed

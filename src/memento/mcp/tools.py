@@ -1,0 +1,241 @@
+"""The eleven memory tools: schemas generated from the operation models, calls sent to the service.
+
+A tool call never fails at the protocol level once the tool is found: bad arguments and
+service errors become tool results with `isError: true`, so the model can read and correct them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+from pydantic import BaseModel, ValidationError
+
+from memento.errors import MementoError
+from memento.mcp import versions
+from memento.mcp.versions import ToolHints
+from memento.models import (
+    AmendInput,
+    CallContext,
+    ConsolidateInput,
+    ContextInput,
+    ForgetInput,
+    GraphExploreInput,
+    LinkInput,
+    MemoryStatsInput,
+    RecallInput,
+    ReflectInput,
+    RememberInput,
+    ToolFeedbackInput,
+)
+
+log = logging.getLogger(__name__)
+
+OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+"""Every operation answers with a JSON object; its fields are documented per tool."""
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace local `#/$defs/...` references by their definitions and drop `$defs`.
+
+    Some clients do not resolve `$ref`; the operation models are not recursive, so inlining
+    always terminates.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            ref = node["$ref"]
+            name = ref.removeprefix("#/$defs/")
+            if name == ref or name not in defs:
+                raise ValueError(f"cannot inline schema reference {ref!r}")
+            siblings = {k: resolve(v) for k, v in node.items() if k != "$ref"}
+            return {**resolve(copy.deepcopy(defs[name])), **siblings}
+        return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+
+    inlined: dict[str, Any] = resolve(schema)
+    return inlined
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: its wire description and the service method it calls."""
+
+    name: str
+    title: str
+    description: str
+    input_model: type[BaseModel]
+    method: str  # the MemoryService method, called as method(inp, ctx) -> dict
+    hints: ToolHints = field(default_factory=ToolHints)
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = inline_refs(self.input_model.model_json_schema())
+        schema.pop("title", None)
+        return schema
+
+    def definition(self, version: str) -> dict[str, Any]:
+        """The `tools/list` entry for the negotiated version."""
+        return versions.tool_definition(
+            version,
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            input_schema=self.input_schema(),
+            output_schema=OUTPUT_SCHEMA,
+            hints=self.hints,
+        )
+
+
+_READ = ToolHints(read_only=True, idempotent=True)
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "remember",
+        "Remember",
+        "Store one typed knowledge fragment (fact, decision, error, preference, procedure, "
+        "relation, episode). Content over 300 characters is truncated and PII is masked. Returns "
+        "the fragment id; created=false means identical content already existed.",
+        RememberInput,
+        "remember",
+        ToolHints(idempotent=True),
+    ),
+    ToolSpec(
+        "recall",
+        "Recall",
+        "Find fragments by keywords, natural-language text, topic and type, ranked by relevance, "
+        "importance and recency within a token budget; linked neighbours are appended.",
+        RecallInput,
+        "recall",
+        ToolHints(read_only=True),
+    ),
+    ToolSpec(
+        "forget",
+        "Forget",
+        "Delete a fragment by id, or every fragment of a topic. Permanent-tier fragments need "
+        "force=true.",
+        ForgetInput,
+        "forget",
+        ToolHints(destructive=True, idempotent=True),
+    ),
+    ToolSpec(
+        "link",
+        "Link fragments",
+        "Create a typed directed edge between two fragments (related, caused_by, resolved_by, "
+        "part_of, contradicts, superseded_by).",
+        LinkInput,
+        "link",
+        ToolHints(idempotent=True),
+    ),
+    ToolSpec(
+        "amend",
+        "Amend a fragment",
+        "Change a fragment in place, keeping its id and links; the previous state is archived as a "
+        "version. supersedes=true stores the change as a new fragment that supersedes the "
+        "original.",
+        AmendInput,
+        "amend",
+        ToolHints(destructive=True),
+    ),
+    ToolSpec(
+        "reflect",
+        "Reflect on a session",
+        "At session end, turn a summary (plus decisions, resolved errors, new procedures, open "
+        "questions) into typed fragments for future sessions.",
+        ReflectInput,
+        "reflect",
+    ),
+    ToolSpec(
+        "context",
+        "Load context",
+        "At session start, load core memory (high-importance preferences, errors, procedures) and "
+        "the session's working memory within a token budget.",
+        ContextInput,
+        "context",
+        _READ,
+    ),
+    ToolSpec(
+        "tool_feedback",
+        "Tool feedback",
+        "Record whether a tool's results were relevant and sufficient for the task.",
+        ToolFeedbackInput,
+        "tool_feedback",
+    ),
+    ToolSpec(
+        "memory_stats",
+        "Memory statistics",
+        "Aggregate statistics: fragment counts by tier and type, embedding coverage, mean utility.",
+        MemoryStatsInput,
+        "memory_stats",
+        _READ,
+    ),
+    ToolSpec(
+        "memory_consolidate",
+        "Consolidate memory",
+        "Run the maintenance pipeline now (tier moves, decay, expiry, duplicate merging) and "
+        "return per-stage counts.",
+        ConsolidateInput,
+        "memory_consolidate",
+        ToolHints(destructive=True),
+    ),
+    ToolSpec(
+        "graph_explore",
+        "Explore causal graph",
+        "Follow caused_by and resolved_by edges from a fragment (typically an error) for root- "
+        "cause analysis.",
+        GraphExploreInput,
+        "graph_explore",
+        _READ,
+    ),
+)
+
+TOOLS_BY_NAME: Mapping[str, ToolSpec] = {spec.name: spec for spec in TOOLS}
+
+
+def describe_validation_error(tool: str, exc: ValidationError) -> str:
+    """A one-line message naming every bad field, e.g. `content: Field required`."""
+    problems = []
+    for err in exc.errors(include_url=False, include_context=False, include_input=False):
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        problems.append(f"{where}: {err['msg']}")
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+async def call_tool(
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    service: Any,
+    ctx: CallContext,
+    version: str,
+) -> dict[str, Any]:
+    """Validate, run the service method in a worker thread, and shape the result for `version`."""
+    try:
+        # JSON mode: the models are strict, and strict JSON validation still reads enum values
+        # and ISO timestamps from strings, exactly as a client sends them.
+        inp = spec.input_model.model_validate_json(json.dumps(dict(arguments)))
+    except ValidationError as exc:
+        return versions.tool_error(
+            version, "invalid_argument", describe_validation_error(spec.name, exc)
+        )
+    method = getattr(service, spec.method)
+    try:
+        payload = await anyio.to_thread.run_sync(partial(method, inp, ctx))
+    except MementoError as exc:
+        log.info("tool %s failed: %s: %s", spec.name, exc.code, exc.message)
+        return versions.tool_error(version, exc.code, exc.message)
+    except Exception:  # boundary: one broken call must not take the server down
+        log.exception("tool %s raised unexpectedly", spec.name)
+        return versions.tool_error(version, "internal", "internal error")
+    if not isinstance(payload, dict):
+        log.error("tool %s returned %s, not a dict", spec.name, type(payload).__name__)
+        return versions.tool_error(version, "internal", "internal error")
+    return versions.tool_result(version, payload)

@@ -1,0 +1,119 @@
+"""The single home of protocol-version-specific behaviour.
+
+Everything that differs between MCP revisions is decided here from the negotiated version,
+so handlers build one neutral shape and ask this module how to put it on the wire:
+
+- 2024-11-05: tools carry name, description, inputSchema; results carry content, isError.
+- 2025-03-26: tool annotations (readOnlyHint, destructiveHint, ...; their own title).
+- 2025-06-18: Tool.title, outputSchema, structuredContent; Implementation.title.
+- 2025-11-25: tasks and icons (not used yet; resources/prompts/tasks shapes belong here).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+SUPPORTED: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+"""Newest first; the order is the order of releases, not of string comparison."""
+LATEST = SUPPORTED[0]
+
+
+def negotiate(requested: object) -> str:
+    """Echo a supported requested version, otherwise answer with the newest (the client decides)."""
+    return requested if isinstance(requested, str) and requested in SUPPORTED else LATEST
+
+
+def is_supported(version: str) -> bool:
+    return version in SUPPORTED
+
+
+def at_least(version: str, minimum: str) -> bool:
+    """True when `version` is a supported revision no older than `minimum`."""
+    if version not in SUPPORTED or minimum not in SUPPORTED:
+        return False
+    return SUPPORTED.index(version) <= SUPPORTED.index(minimum)
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a negotiated revision can carry."""
+
+    tool_annotations: bool
+    titles: bool
+    structured_output: bool
+
+
+def features(version: str) -> Features:
+    return Features(
+        tool_annotations=at_least(version, "2025-03-26"),
+        titles=at_least(version, "2025-06-18"),
+        structured_output=at_least(version, "2025-06-18"),
+    )
+
+
+@dataclass(frozen=True)
+class ToolHints:
+    """Behaviour hints (2025-03-26 annotations); the client must not trust them for safety."""
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+
+def server_info(version: str, *, name: str, server_version: str, title: str) -> dict[str, Any]:
+    """The `serverInfo` Implementation object."""
+    info: dict[str, Any] = {"name": name, "version": server_version}
+    if features(version).titles:
+        info["title"] = title
+    return info
+
+
+def tool_definition(
+    version: str,
+    *,
+    name: str,
+    title: str,
+    description: str,
+    input_schema: dict[str, Any],
+    output_schema: dict[str, Any] | None,
+    hints: ToolHints,
+) -> dict[str, Any]:
+    """One entry of a `tools/list` result as the negotiated revision defines it."""
+    feats = features(version)
+    tool: dict[str, Any] = {"name": name, "description": description, "inputSchema": input_schema}
+    if feats.titles:
+        tool["title"] = title
+    if feats.structured_output and output_schema is not None:
+        tool["outputSchema"] = output_schema
+    if feats.tool_annotations:
+        tool["annotations"] = {
+            "title": title,
+            "readOnlyHint": hints.read_only,
+            "destructiveHint": hints.destructive,
+            "idempotentHint": hints.idempotent,
+            "openWorldHint": hints.open_world,
+        }
+    return tool
+
+
+def tool_result(version: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A successful `tools/call` result: JSON text always, structured content where defined."""
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
+    if features(version).structured_output:
+        result["structuredContent"] = json.loads(text)  # the same values the text shows
+    return result
+
+
+def tool_error(version: str, code: str, message: str) -> dict[str, Any]:
+    """A failed `tools/call` result (isError): text for the model, plus code and message."""
+    result: dict[str, Any] = {
+        "content": [{"type": "text", "text": f"Error ({code}): {message}"}],
+        "isError": True,
+    }
+    if features(version).structured_output:
+        result["structuredContent"] = {"error": {"code": code, "message": message}}
+    return result

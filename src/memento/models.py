@@ -1,0 +1,295 @@
+"""Value types shared by every layer, and the typed inputs of the eleven operations.
+
+The operation inputs use the parameter names of seed 000 §6 so that MCP schemas generated from
+them match the specification; every input model forbids unknown fields and coerces nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, field_validator
+
+MAX_INPUT_CHARS = 20_000  # longer input is refused; up to this it is truncated to 300 chars
+MAX_LIST_ITEMS = 50
+
+
+class FragmentType(StrEnum):
+    FACT = "fact"
+    DECISION = "decision"
+    ERROR = "error"
+    PREFERENCE = "preference"
+    PROCEDURE = "procedure"
+    RELATION = "relation"
+    EPISODE = "episode"
+
+
+class TTLTier(StrEnum):
+    HOT = "hot"
+    WARM = "warm"
+    COLD = "cold"
+    PERMANENT = "permanent"
+
+
+class RelationType(StrEnum):
+    RELATED = "related"
+    CAUSED_BY = "caused_by"
+    RESOLVED_BY = "resolved_by"
+    PART_OF = "part_of"
+    CONTRADICTS = "contradicts"
+    SUPERSEDED_BY = "superseded_by"
+
+
+class Scope(StrEnum):
+    PERMANENT = "permanent"
+    SESSION = "session"
+
+
+DEFAULT_AGENT = "default"
+MAINTENANCE_AGENTS = frozenset({"system", "admin"})
+
+
+@dataclass(frozen=True)
+class AgentScope:
+    """Whose fragments an operation may see; writes go to `agent_id`."""
+
+    agent_id: str = DEFAULT_AGENT
+
+    @property
+    def is_maintenance(self) -> bool:
+        return self.agent_id in MAINTENANCE_AGENTS
+
+    def visible_agents(self) -> tuple[str, ...] | None:
+        """Agents whose rows are visible (000 §3.6); None means all (maintenance scope)."""
+        if self.is_maintenance:
+            return None
+        if self.agent_id == DEFAULT_AGENT:
+            return (DEFAULT_AGENT,)
+        return (self.agent_id, DEFAULT_AGENT)
+
+
+@dataclass
+class Fragment:
+    """One stored memory."""
+
+    id: str
+    content: str
+    topic: str
+    type: FragmentType
+    keywords: list[str]
+    importance: float
+    content_hash: str
+    agent_id: str
+    ttl_tier: TTLTier
+    created_at: datetime
+    source: str | None = None
+    linked_to: list[str] = field(default_factory=list)
+    access_count: int = 0
+    accessed_at: datetime | None = None
+    estimated_tokens: int = 0
+    utility_score: float = 1.0
+    verified_at: datetime | None = None
+    is_anchor: bool = False
+    session_id: str | None = None
+    has_embedding: bool = False
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view with the seed's camelCase-free column names."""
+        return {
+            "id": self.id,
+            "content": self.content,
+            "topic": self.topic,
+            "type": self.type.value,
+            "keywords": list(self.keywords),
+            "importance": round(self.importance, 4),
+            "ttl_tier": self.ttl_tier.value,
+            "is_anchor": self.is_anchor,
+            "source": self.source,
+            "agent_id": self.agent_id,
+            "linked_to": list(self.linked_to),
+            "access_count": self.access_count,
+            "created_at": self.created_at.isoformat(),
+            "accessed_at": self.accessed_at.isoformat() if self.accessed_at else None,
+            "estimated_tokens": self.estimated_tokens,
+            "utility_score": round(self.utility_score, 4),
+            "scope": Scope.SESSION.value if self.session_id else Scope.PERMANENT.value,
+            "has_embedding": self.has_embedding,
+        }
+
+
+@dataclass(frozen=True)
+class Link:
+    from_id: str
+    to_id: str
+    relation_type: RelationType
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- operation inputs
+
+AgentId = Annotated[
+    str, Strict(), StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")
+]
+FragmentId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=64)]
+Topic = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Keyword = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+ShortText = Annotated[str, Strict(), StringConstraints(max_length=2000)]
+Content = Annotated[str, Strict(), StringConstraints(max_length=MAX_INPUT_CHARS)]
+Unit = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
+Budget = Annotated[int, Strict(), Field(ge=1, le=100_000)]
+
+
+class OperationInput(BaseModel):
+    """Base of every operation input: unknown fields are refused; scalars are strictly typed."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _non_blank(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError("must not be empty or whitespace")
+    return value
+
+
+class RememberInput(OperationInput):
+    """Store one typed knowledge fragment."""
+
+    content: Content = Field(description="The knowledge to store. Longer than 300 characters is truncated with an ellipsis; PII is masked.")
+    topic: Topic = Field(description="Categorical label, e.g. database, deployment, security.")
+    type: FragmentType = Field(description="fact, decision, error, preference, procedure, relation or episode.")
+    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Search keywords; extracted by term frequency when omitted.")
+    importance: Unit | None = Field(default=None, description="0.0-1.0; a default per type when omitted.")
+    source: ShortText | None = Field(default=None, description="Provenance: session id, tool name, file path.")
+    linkedTo: list[FragmentId] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Fragment ids to link (related) at creation.")
+    scope: Scope = Field(default=Scope.PERMANENT, description="permanent (default) or session (working memory, expunged at session end).")
+    isAnchor: StrictBool = Field(default=False, description="Exempt from decay, demotion and expiry.")
+    agentId: AgentId | None = Field(default=None, description="Agent namespace; 'default' when omitted.")
+    sessionId: ShortText | None = Field(default=None, description="Session for scope=session; the MCP session when omitted.")
+    createdAt: datetime | None = Field(default=None, strict=False, description="ISO-8601 creation time, for imports; now when omitted.")
+
+    _content_not_blank = field_validator("content")(_non_blank)
+
+
+class RecallInput(OperationInput):
+    """Find fragments by keywords, natural-language text, topic and type."""
+
+    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Keywords; fragments sharing any are found, more shared ranks higher.")
+    topic: Topic | None = Field(default=None, description="Only fragments with this topic.")
+    type: FragmentType | None = Field(default=None, description="Only fragments of this type.")
+    text: Content | None = Field(default=None, description="A natural-language query (a question is fine); runs full-text and semantic search.")
+    tokenBudget: Budget = Field(default=1000, description="Maximum total estimated tokens returned.")
+    limit: Annotated[int, Strict(), Field(ge=1, le=200)] = Field(default=20, description="Maximum fragments returned before linked neighbours.")
+    includeLinks: StrictBool = Field(default=True, description="Append 1-hop linked neighbours.")
+    linkRelationType: RelationType | None = Field(default=None, description="Only follow this edge type; default caused_by, resolved_by, related.")
+    threshold: Unit | None = Field(default=None, description="Minimum cosine similarity for semantic-only results; keyword results are unaffected.")
+    agentId: AgentId | None = None
+    sessionId: ShortText | None = Field(default=None, description="Also search this session's working memory.")
+
+
+class ForgetInput(OperationInput):
+    """Delete a fragment by id, or every fragment of a topic."""
+
+    id: FragmentId | None = Field(default=None, description="Fragment to delete.")
+    topic: Topic | None = Field(default=None, description="Delete every fragment with this topic.")
+    force: StrictBool = Field(default=False, description="Allow deleting permanent-tier fragments.")
+    agentId: AgentId | None = None
+
+
+class LinkInput(OperationInput):
+    """Create a typed directed edge between two fragments."""
+
+    fromId: FragmentId
+    toId: FragmentId
+    relationType: RelationType = Field(default=RelationType.RELATED)
+    agentId: AgentId | None = None
+
+
+class AmendInput(OperationInput):
+    """Change a fragment in place; the previous state is archived as a version."""
+
+    id: FragmentId
+    content: Content | None = None
+    topic: Topic | None = None
+    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    type: FragmentType | None = None
+    importance: Unit | None = None
+    isAnchor: StrictBool | None = None
+    supersedes: StrictBool = Field(default=False, description="Store the change as a new fragment that supersedes this one (superseded_by edge, original importance lowered).")
+    agentId: AgentId | None = None
+
+    _content_not_blank = field_validator("content")(_non_blank)
+
+
+class TaskEffectiveness(OperationInput):
+    overall_success: StrictBool
+    tool_highlights: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    tool_pain_points: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+
+
+class ReflectInput(OperationInput):
+    """Turn a session summary into typed fragments."""
+
+    summary: Content
+    sessionId: ShortText | None = None
+    decisions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    errors_resolved: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    new_procedures: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    open_questions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    task_effectiveness: TaskEffectiveness | None = None
+    topic: Topic = Field(default="session", description="Topic given to the created fragments.")
+    agentId: AgentId | None = None
+
+    _summary_not_blank = field_validator("summary")(_non_blank)
+
+
+class ContextInput(OperationInput):
+    """Load core memory (and a session's working memory) at session start."""
+
+    tokenBudget: Budget = Field(default=2000)
+    types: list[FragmentType] = Field(default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE], max_length=7)
+    sessionId: ShortText | None = None
+    agentId: AgentId | None = None
+
+
+class ToolFeedbackInput(OperationInput):
+    """Record whether a tool's results were relevant and sufficient."""
+
+    tool_name: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
+    relevant: StrictBool
+    sufficient: StrictBool
+    suggestion: ShortText | None = None
+    context: ShortText | None = None
+    session_id: ShortText | None = None
+    trigger_type: Annotated[str, Strict(), Field(pattern="^(sampled|voluntary)$")] = "voluntary"
+
+
+class MemoryStatsInput(OperationInput):
+    """Aggregate statistics of the store."""
+
+    agentId: AgentId | None = None
+
+
+class ConsolidateInput(OperationInput):
+    """Run the maintenance pipeline and return per-stage counts."""
+
+    agentId: AgentId | None = None
+
+
+class GraphExploreInput(OperationInput):
+    """Follow caused_by / resolved_by edges from a fragment (root-cause analysis)."""
+
+    startId: FragmentId
+    depth: Annotated[int, Strict(), Field(ge=1, le=3)] = Field(default=1, description="Hops to follow (1 = the seed's one-hop traversal).")
+    agentId: AgentId | None = None
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling and from which session; handed by every face to the service."""
+
+    session_id: str | None = None
+    agent_id: str | None = None  # set by a credential later; an agentId argument may only narrow it

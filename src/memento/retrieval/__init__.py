@@ -1,0 +1,1 @@
+"""Retrieval engines: text analysis, fusion and ranking."""

@@ -1,0 +1,67 @@
+"""Fusion of the retrieval tiers and the composite score (000 §4.4, with query relevance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..models import Fragment
+from ..settings import RankingConfig
+from ..storage.protocol import Hit, RankFeatures
+
+RRF_K = 60
+
+
+@dataclass
+class Candidate:
+    """A fragment id with what each tier said about it."""
+
+    id: str
+    relevance: float = 0.0
+    matched: dict[str, int] = field(default_factory=dict)  # tier -> 1-based rank
+    similarity: float | None = None
+
+
+def fuse(tiers: dict[str, list[Hit]], weights: dict[str, float] | None = None) -> dict[str, Candidate]:
+    """Reciprocal-rank fusion: rank positions, not raw scores, so tiers need no calibration."""
+    out: dict[str, Candidate] = {}
+    for tier, hits in tiers.items():
+        weight = (weights or {}).get(tier, 1.0)
+        for rank, hit in enumerate(hits, start=1):
+            cand = out.setdefault(hit.id, Candidate(hit.id))
+            cand.relevance += weight / (RRF_K + rank)
+            cand.matched[tier] = rank
+            if tier == "semantic":
+                cand.similarity = hit.score
+    return out
+
+
+def recency(created: datetime, accessed: datetime | None, now: datetime, half_life_days: float) -> float:
+    last = max(created, accessed) if accessed else created
+    age_days = max(0.0, (now - last).total_seconds() / 86400)
+    return float(0.5 ** (age_days / half_life_days))
+
+
+def prior(fragment: Fragment | RankFeatures, now: datetime, cfg: RankingConfig) -> float:
+    """importanceWeight·importance + recencyWeight·recency: the seed's composite rank."""
+    return cfg.importanceWeight * fragment.importance + cfg.recencyWeight * recency(
+        fragment.created_at, fragment.accessed_at, now, cfg.recencyHalfLifeDays
+    )
+
+
+def composite(candidate: Candidate, fragment: Fragment | RankFeatures, best: float, now: datetime, cfg: RankingConfig) -> float:
+    """Relevance (normalised to the best candidate) blended with the prior."""
+    relevance = candidate.relevance / best if best > 0 else 0.0
+    return cfg.relevanceWeight * relevance + (1 - cfg.relevanceWeight) * prior(fragment, now, cfg)
+
+
+def reason(candidate: Candidate) -> str:
+    """A short human-readable account of why a fragment was recalled."""
+    parts = []
+    if "keywords" in candidate.matched:
+        parts.append(f"keyword match (rank {candidate.matched['keywords']})")
+    if "text" in candidate.matched:
+        parts.append(f"full-text rank {candidate.matched['text']}")
+    if "semantic" in candidate.matched and candidate.similarity is not None:
+        parts.append(f"semantic similarity {candidate.similarity:.2f}")
+    return ", ".join(parts) or "filter match"

@@ -1,0 +1,123 @@
+"""Text analysis shared by keyword extraction and full-text search.
+
+English words are lower-cased and stemmed (research/researching match); Hangul words are kept
+whole and also split into character bigrams so that a particle-suffixed form (`회의가`) is found
+by its stem (`회의`). The same analyser runs at write and at query time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+
+import snowballstemmer
+
+_WORD = re.compile(r"[\w]+(?:['’][\w]+)*", re.UNICODE)
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+ENGLISH_STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
+    don't down during each few for from further had hadn't has hasn't have haven't having he he'd
+    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into
+    is isn't it it's its itself let's me more most mustn't my myself no nor not of off on once only
+    or other ought our ours ourselves out over own same shan't she she'd she'll she's should
+    shouldn't so some such than that that's the their theirs them themselves then there there's
+    these they they'd they'll they're they've this those through to too under until up very was
+    wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while
+    who who's whom why why's will with won't would wouldn't you you'd you'll you're you've your
+    yours yourself yourselves also just like get got really yeah yes oh ok okay well s t""".split()
+)
+
+KOREAN_STOPWORDS = frozenset(
+    """이 그 저 것 수 등 들 및 에 의 가 을 를 은 는 와 과 도 로 으로 에서 에게 한 하다 있다 없다 되다
+    이다 그리고 그러나 하지만 또는 또 더 매우 너무 정말 아주 때 중 좀 잘 안 못 왜 어떻게 무엇 누가
+    언제 어디 이것 저것 그것 우리 저희 제 내 나 너 당신 거 게 건 걸 니다 습니다 합니다 했다 했습니다
+    있습니다 입니다""".split()
+)
+
+STOPWORDS = ENGLISH_STOPWORDS | KOREAN_STOPWORDS
+
+# Particles commonly attached to Korean nouns; stripped for keyword extraction only.
+_KOREAN_PARTICLES = tuple(
+    sorted(
+        "은 는 이 가 을 를 에 의 와 과 도 로 으로 에서 에게 께 한테 까지 부터 보다 처럼 만 이나 나 이다 입니다 였다 이었다".split(),
+        key=len,
+        reverse=True,
+    )
+)
+
+_stemmer = snowballstemmer.stemmer("english")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (letters, digits, Hangul)."""
+    return [w.replace("’", "'") for w in _WORD.findall(text.lower())]
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def _is_hangul(word: str) -> bool:
+    return bool(_HANGUL.search(word))
+
+
+def _hangul_bigrams(word: str) -> list[str]:
+    return [word[i : i + 2] for i in range(len(word) - 1)]
+
+
+def index_terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
+    """Terms for the full-text index (and, with drop_stopwords, for a query)."""
+    terms: list[str] = []
+    for word in words(text):
+        if drop_stopwords and word in STOPWORDS:
+            continue
+        if _is_hangul(word):
+            terms.append(word)
+            if len(word) > 2:
+                terms.extend(_hangul_bigrams(word))
+        else:
+            stem = _stem(word.replace("'", ""))
+            if stem:
+                terms.append(stem)
+    return terms
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct terms of a natural-language query, stop words removed (all kept if none remain)."""
+    terms = index_terms(text, drop_stopwords=True) or index_terms(text)
+    return list(dict.fromkeys(terms))
+
+
+def strip_particle(word: str) -> str:
+    """Remove one trailing Korean particle when a stem of two or more syllables remains."""
+    for particle in _KOREAN_PARTICLES:
+        if word.endswith(particle) and len(word) - len(particle) >= 2:
+            return word[: -len(particle)]
+    return word
+
+
+def extract_keywords(text: str, limit: int = 5) -> list[str]:
+    """Up to `limit` keywords ranked by term frequency, Korean and English stop words removed."""
+    counts: Counter[str] = Counter()
+    first_seen: dict[str, int] = {}
+    for position, word in enumerate(words(text)):
+        if _is_hangul(word):
+            word = strip_particle(word)
+        word = word.replace("'", "")
+        if len(word) < 2 and not _is_hangul(word):
+            continue
+        if word in STOPWORDS or word.isdigit():
+            continue
+        counts[word] += 1
+        first_seen.setdefault(word, position)
+    ranked = sorted(counts, key=lambda w: (-counts[w], first_seen[w]))
+    return ranked[:limit]
+
+
+def normalise_keyword(keyword: str) -> str:
+    """The stored form of a keyword: trimmed and lower-cased."""
+    return " ".join(keyword.lower().split())

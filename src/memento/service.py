@@ -1,0 +1,446 @@
+"""MemoryService: the eleven operations of 000 §6, called by every face.
+
+Methods are synchronous (SQLite and the embedding model block); async faces run them in
+worker threads. Each returns a JSON-ready dict and raises MementoError subclasses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from .embeddings.protocol import Embedder
+from .errors import Forbidden, InvalidArgument, NotFound
+from .factory import FragmentFactory, content_hash, infer_ttl
+from .lifecycle.consolidate import Consolidator
+from .models import (
+    AgentScope, AmendInput, CallContext, ConsolidateInput, ContextInput, ForgetInput, Fragment,
+    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
+    ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
+)
+from .retrieval.rank import Candidate, composite, fuse, prior, reason
+from .retrieval.text import normalise_keyword, query_terms
+from .settings import Settings
+from .storage.protocol import FragmentChanges, Hit, MaintenanceStore, NewFragment, SearchFilter, Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LINK_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY, RelationType.RELATED)
+CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
+SUPERSEDED_IMPORTANCE_FACTOR = 0.5
+CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryService:
+    """The operations every face calls."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        maintenance: MaintenanceStore,
+        embedder: Embedder | None,
+        factory: FragmentFactory | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.embedder = embedder
+        self.factory = factory or FragmentFactory()
+        self.clock = clock
+        self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock)
+
+    # ------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _scope(agent_id: str | None, ctx: CallContext) -> AgentScope:
+        """The namespace of a call: an agentId argument may narrow a credential, never widen it."""
+        if ctx.agent_id and agent_id and agent_id != ctx.agent_id:
+            if not AgentScope(ctx.agent_id).is_maintenance:
+                raise Forbidden(f"this credential may not act as agent {agent_id!r}")
+        return AgentScope(agent_id or ctx.agent_id or DEFAULT_AGENT)
+
+    def _embed_passage(self, text: str) -> np.ndarray | None:
+        """A passage vector, or None when the provider fails (the write goes on; 000 §9.3)."""
+        if self.embedder is None:
+            return None
+        try:
+            return self.embedder.embed_passages([text])[0]
+        except Exception as exc:  # noqa: BLE001 - any provider failure degrades to a pending embedding
+            log.warning("embedding failed, fragment stored for backfill: %s", exc)
+            return None
+
+    def _embed_query(self, text: str) -> np.ndarray | None:
+        if self.embedder is None:
+            return None
+        try:
+            return self.embedder.embed_query(text)
+        except Exception as exc:  # noqa: BLE001 - recall degrades to the keyword tiers
+            log.warning("query embedding failed, recall is keyword-only: %s", exc)
+            return None
+
+    def _backfill(self, scope: AgentScope, limit: int | None = None) -> int:
+        """Embed fragments that have no vector of the current model. Returns how many were done."""
+        if self.embedder is None:
+            return 0
+        done, after = 0, 0
+        while limit is None or done < limit:
+            batch = self.store.missing_embeddings(scope, 64, after)
+            if not batch:
+                break
+            after = batch[-1][0]
+            try:
+                vectors = self.embedder.embed_passages([content for _, _, content in batch])
+            except Exception as exc:  # noqa: BLE001 - provider still down: leave the rest pending
+                log.warning("embedding backfill stopped: %s", exc)
+                break
+            for (_, fid, _), vector in zip(batch, vectors):
+                self.store.set_embedding(fid, vector)
+            done += len(batch)
+        return done
+
+    def search_mode(self) -> str:
+        return "hybrid" if self.embedder is not None else "keyword-only"
+
+    # ------------------------------------------------------------ storage cluster
+
+    def remember(self, inp: RememberInput, ctx: CallContext) -> dict[str, Any]:
+        """Store a fragment; a duplicate returns the existing id with created=false."""
+        scope = self._scope(inp.agentId, ctx)
+        fragment, created = self._remember(
+            scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
+            importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
+            scope_kind=inp.scope, is_anchor=inp.isAnchor, session_id=inp.sessionId, created_at=inp.createdAt,
+        )
+        result: dict[str, Any] = {
+            "success": True,
+            "id": fragment.id,
+            "created": created,
+            "fragment": fragment.to_dict(),
+            "embedded": fragment.has_embedding,
+        }
+        if not created:
+            result["message"] = f"duplicate of existing fragment {fragment.id}; nothing new stored"
+        elif self.embedder is not None and not fragment.has_embedding:
+            result["message"] = "stored; embedding pending (provider unavailable), keyword search works now"
+        return result
+
+    def _remember(
+        self, scope: AgentScope, ctx: CallContext, *, content: str, topic: str, type_: FragmentType,
+        keywords: list[str] | None = None, importance: float | None = None, source: str | None = None,
+        linked_to: list[str] | None = None, scope_kind: Scope = Scope.PERMANENT, is_anchor: bool = False,
+        session_id: str | None = None, created_at: datetime | None = None,
+    ) -> tuple[Fragment, bool]:
+        session = None
+        if scope_kind is Scope.SESSION:
+            session = session_id or ctx.session_id
+            if not session:
+                raise InvalidArgument("scope 'session' needs a sessionId (none was given and the transport has no session)")
+        if created_at is not None and created_at.tzinfo is None:
+            created_at = created_at.replace(tzinfo=UTC)
+        draft = self.factory.draft(
+            content=content, topic=topic, type_=type_, keywords=keywords, importance=importance,
+            source=source, is_anchor=is_anchor, created_at=created_at or self.clock(),
+        )
+        if not draft.content:
+            raise InvalidArgument("content is empty after redaction")
+        vector = self._embed_passage(draft.content)
+        return self.store.insert(
+            scope, NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()))
+        )
+
+    def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
+        """Delete by id or by topic; permanent-tier fragments need force. All or nothing."""
+        scope = self._scope(inp.agentId, ctx)
+        if (inp.id is None) == (inp.topic is None):
+            raise InvalidArgument("give exactly one of 'id' or 'topic'")
+        if inp.id is not None:
+            targets = self.store.get_many(scope, [inp.id])
+            if not targets:
+                raise NotFound(f"fragment {inp.id!r} not found")
+        else:
+            targets = self.store.find_by_topic(scope, inp.topic or "")
+        protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
+        if protected and not inp.force:
+            raise Forbidden(
+                f"{len(protected)} permanent or anchored fragment(s) ({', '.join(protected[:5])}) need force=true; nothing deleted"
+            )
+        deleted = self.store.delete(scope, [f.id for f in targets])
+        return {"success": True, "deleted": deleted, "count": len(deleted)}
+
+    def link(self, inp: LinkInput, ctx: CallContext) -> dict[str, Any]:
+        """Create (or retype) a directed edge between two visible fragments."""
+        scope = self._scope(inp.agentId, ctx)
+        self.store.add_link(scope, inp.fromId, inp.toId, inp.relationType, self.clock())
+        return {"success": True, "fromId": inp.fromId, "toId": inp.toId, "relationType": inp.relationType.value}
+
+    def amend(self, inp: AmendInput, ctx: CallContext) -> dict[str, Any]:
+        """Change a fragment in place (version archived, id and links kept), or supersede it."""
+        scope = self._scope(inp.agentId, ctx)
+        found = self.store.get_many(scope, [inp.id])
+        if not found:
+            raise NotFound(f"fragment {inp.id!r} not found")
+        old = found[0]
+        fields = {k: getattr(inp, k) for k in ("content", "topic", "keywords", "type", "importance", "isAnchor")}
+        if all(v is None for v in fields.values()):
+            raise InvalidArgument("nothing to amend: give at least one of content, topic, keywords, type, importance, isAnchor")
+        if inp.supersedes:
+            return self._supersede(scope, old, inp)
+        type_ = inp.type or old.type
+        importance = inp.importance if inp.importance is not None else old.importance
+        content = self.factory.clean_content(inp.content) if inp.content is not None else None
+        if content is not None and not content:
+            raise InvalidArgument("content is empty after redaction")
+        content_changed = content is not None and content != old.content
+        keywords = (
+            self.factory.keywords_for(content or old.content, inp.keywords)
+            if inp.keywords is not None or content_changed else None
+        )
+        vector = self._embed_passage(content) if content_changed and content else None
+        changes = FragmentChanges(
+            content=content if content_changed else None,
+            content_hash=content_hash(content) if content_changed and content else None,
+            estimated_tokens=self.factory.tokens.count(content) if content_changed and content else None,
+            topic=inp.topic, keywords=keywords, type=inp.type, importance=inp.importance,
+            ttl_tier=infer_ttl(type_, importance) if (inp.type or inp.importance is not None) else None,
+            is_anchor=inp.isAnchor, embedding=vector, clear_embedding=content_changed and vector is None,
+        )
+        fragment = self.store.update(scope, old.id, changes, scope.agent_id, self.clock())
+        return {"success": True, "id": fragment.id, "fragment": fragment.to_dict(), "versionArchived": True}
+
+    def _supersede(self, scope: AgentScope, old: Fragment, inp: AmendInput) -> dict[str, Any]:
+        now = self.clock()
+        draft = self.factory.draft(
+            content=inp.content if inp.content is not None else old.content,
+            topic=inp.topic or old.topic, type_=inp.type or old.type, created_at=now,
+            keywords=inp.keywords, importance=inp.importance,
+            source=f"supersedes:{old.id}", is_anchor=bool(inp.isAnchor),
+        )
+        vector = self._embed_passage(draft.content)
+        fragment, _ = self.store.supersede(
+            scope, old.id, NewFragment(draft, scope.agent_id, None, vector), SUPERSEDED_IMPORTANCE_FACTOR, now
+        )
+        original = self.store.get_many(scope, [old.id])[0]
+        return {
+            "success": True, "id": fragment.id, "supersededId": old.id, "fragment": fragment.to_dict(),
+            "original": original.to_dict(),
+            "message": f"{fragment.id} supersedes {old.id} (superseded_by edge; original importance lowered)",
+        }
+
+    # ------------------------------------------------------------ retrieval cluster
+
+    def recall(self, inp: RecallInput, ctx: CallContext) -> dict[str, Any]:
+        """The cascade of 000 §4: keyword tiers, full text, vectors; fused, ranked, budgeted."""
+        vector = self._embed_query(inp.text) if inp.text else None
+        return self.recall_with_vector(inp, ctx, vector)
+
+    def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None) -> dict[str, Any]:
+        """recall with the query vector already computed (lets benchmarks time the store alone)."""
+        scope = self._scope(inp.agentId, ctx)
+        now = self.clock()
+        filt = SearchFilter(topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id)
+        pool = max(CANDIDATE_POOL, inp.limit * 3)
+        keywords = [normalise_keyword(k) for k in inp.keywords or []]
+        tiers: dict[str, list[Hit]] = {}
+        semantic = "unused"
+        if keywords:
+            tiers["keywords"] = self.store.keyword_search(scope, keywords, filt, pool)
+        # Keywords alone escalate to the text and vector tiers only when they found nothing.
+        query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
+        if query:
+            tiers["text"] = self.store.text_search(scope, query_terms(query), filt, pool)
+            if vector is None and inp.text is None and keywords:
+                vector = self._embed_query(query)
+            if vector is not None:
+                semantic = "used"
+                exempt = {h.id for hits in tiers.values() for h in hits}
+                tiers["semantic"] = [
+                    h for h in self.store.vector_search(scope, vector, filt, pool)
+                    if inp.threshold is None or h.score >= inp.threshold or h.id in exempt
+                ]
+            elif self.embedder is None:
+                semantic = "disabled (keyword-only mode)"
+            else:
+                semantic = "unavailable (embedding provider failed; keyword tiers only)"
+        if tiers:
+            ranked = self._rank_query(scope, tiers, now, inp.limit)
+        else:
+            ranked = self._rank_listing(scope, filt, now, inp.limit)
+        return self._assemble(scope, inp, ranked[: inp.limit], now, {
+            "keywords": len(tiers.get("keywords", [])), "text": len(tiers.get("text", [])),
+            "semantic": len(tiers["semantic"]) if "semantic" in tiers else semantic,
+        })
+
+    def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> list[tuple[Fragment, Candidate, float]]:
+        cands = fuse(tiers)
+        if not cands:
+            return []
+        features = self.store.rank_features(scope, list(cands))
+        best = max(c.relevance for c in cands.values())
+        cfg = self.settings.memory.ranking
+        scored = [(c, composite(c, features[c.id], best, now, cfg)) for c in cands.values() if c.id in features]
+        scored.sort(key=lambda t: -t[1])
+        top = scored[:limit]
+        fragments = {f.id: f for f in self.store.get_many(scope, [c.id for c, _ in top])}
+        return [(fragments[c.id], c, score) for c, score in top if c.id in fragments]
+
+    def _rank_listing(self, scope: AgentScope, filt: SearchFilter, now: datetime, limit: int) -> list[tuple[Fragment, Candidate, float]]:
+        """No query: newest first for small stores, the seed's composite rank above the threshold."""
+        cfg = self.settings.memory.ranking
+        total = self.store.count(scope, filt)
+        if total <= cfg.activationThreshold:
+            rows = self.store.recent(scope, filt, limit)
+            return [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
+        rows = self.store.list_fragments(scope, filt, max(limit * 5, 200))
+        scored = [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
+        scored.sort(key=lambda t: -t[2])
+        return scored
+
+    def _assemble(self, scope: AgentScope, inp: RecallInput, ranked: list[tuple[Fragment, Candidate, float]], now: datetime, tiers: dict[str, Any]) -> dict[str, Any]:
+        out: list[dict[str, Any]] = []
+        used, truncated = 0, False
+        for fragment, cand, score in ranked:
+            if used + fragment.estimated_tokens > inp.tokenBudget:
+                truncated = True
+                break
+            used += fragment.estimated_tokens
+            item = fragment.to_dict() | {"score": round(score, 4), "recall_reason": reason(cand), "matched": sorted(cand.matched)}
+            if cand.similarity is not None:
+                item["similarity"] = round(cand.similarity, 4)
+            out.append(item)
+        if inp.includeLinks and out and not truncated:
+            relations = (inp.linkRelationType,) if inp.linkRelationType else DEFAULT_LINK_RELATIONS
+            present = {i["id"] for i in out}
+            limit = self.settings.memory.linkedFragmentLimit
+            for link, neighbour in self.store.neighbours(scope, list(present), relations, limit * 3):
+                if neighbour.id in present or limit <= 0:
+                    continue
+                if used + neighbour.estimated_tokens > inp.tokenBudget:
+                    truncated = True
+                    break
+                used += neighbour.estimated_tokens
+                present.add(neighbour.id)
+                limit -= 1
+                out.append(neighbour.to_dict() | {
+                    "linked": True, "via": {"from": link.from_id, "to": link.to_id, "relation": link.relation_type.value},
+                    "recall_reason": f"linked ({link.relation_type.value}) to a recalled fragment",
+                })
+        self.store.record_access([i["id"] for i in out], now)
+        return {
+            "fragments": out, "count": len(out), "totalTokens": used, "tokenBudget": inp.tokenBudget,
+            "truncated": truncated, "tiers": tiers, "searchMode": self.search_mode(),
+        }
+
+    def context(self, inp: ContextInput, ctx: CallContext) -> dict[str, Any]:
+        """Core memory (important fragments of the given types) plus the session's working memory."""
+        scope = self._scope(inp.agentId, ctx)
+        session = inp.sessionId or ctx.session_id
+        working = self.store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
+        working_budget = inp.tokenBudget // 2 if working else 0
+        work_items, work_used = self._take(working, working_budget)
+        core_items, core_used = self._take(
+            self.store.list_fragments(scope, SearchFilter(types=tuple(inp.types)), 500), inp.tokenBudget - work_used
+        )
+        self.store.record_access([f.id for f in core_items + work_items], self.clock())
+        lines = ["## Core memory"] + [f"- [{f.type.value}] {f.content} (id {f.id})" for f in core_items]
+        if session:
+            lines += ["", "## Working memory (this session)"] + [f"- [{f.type.value}] {f.content}" for f in work_items]
+        return {
+            "coreMemory": [f.to_dict() for f in core_items],
+            "workingMemory": [f.to_dict() for f in work_items],
+            "totalTokens": core_used + work_used, "tokenBudget": inp.tokenBudget,
+            "rendered": "\n".join(lines),
+        }
+
+    @staticmethod
+    def _take(fragments: list[Fragment], budget: int) -> tuple[list[Fragment], int]:
+        taken, used = [], 0
+        for fragment in fragments:
+            if used + fragment.estimated_tokens > budget:
+                break
+            taken.append(fragment)
+            used += fragment.estimated_tokens
+        return taken, used
+
+    def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> dict[str, Any]:
+        """Follow caused_by / resolved_by edges (both directions) from a fragment."""
+        scope = self._scope(inp.agentId, ctx)
+        start = self.store.get_many(scope, [inp.startId])
+        if not start:
+            raise NotFound(f"fragment {inp.startId!r} not found")
+        nodes = {start[0].id: start[0]}
+        edges: dict[tuple[str, str], str] = {}
+        frontier = [start[0].id]
+        for _ in range(inp.depth):
+            found = self.store.neighbours(scope, frontier, CAUSAL_RELATIONS, 200)
+            frontier = []
+            for link, fragment in found:
+                edges[(link.from_id, link.to_id)] = link.relation_type.value
+                if fragment.id not in nodes:
+                    nodes[fragment.id] = fragment
+                    frontier.append(fragment.id)
+            if not frontier:
+                break
+        return {
+            "start": start[0].to_dict(),
+            "nodes": [f.to_dict() for fid, f in nodes.items() if fid != start[0].id],
+            "edges": [{"from": a, "to": b, "relation": r} for (a, b), r in edges.items()],
+        }
+
+    # ------------------------------------------------------------ maintenance and telemetry
+
+    def reflect(self, inp: ReflectInput, ctx: CallContext) -> dict[str, Any]:
+        """Turn a session summary into typed fragments, and task feedback into a row."""
+        scope = self._scope(inp.agentId, ctx)
+        session = inp.sessionId or ctx.session_id
+        source = f"reflect:{session}" if session else "reflect"
+        plan: list[tuple[str, FragmentType]] = [(inp.summary, FragmentType.FACT)]
+        for items, type_ in (
+            (inp.decisions, FragmentType.DECISION), (inp.errors_resolved, FragmentType.ERROR),
+            (inp.new_procedures, FragmentType.PROCEDURE), (inp.open_questions, FragmentType.FACT),
+        ):
+            plan += [(text, type_) for text in items or [] if text.strip()]
+        created = []
+        for text, type_ in plan:
+            fragment, is_new = self._remember(scope, ctx, content=text, topic=inp.topic, type_=type_, source=source)
+            created.append({"id": fragment.id, "type": type_.value, "created": is_new})
+        result: dict[str, Any] = {"success": True, "fragments": created, "count": len(created)}
+        if inp.task_effectiveness is not None:
+            te = inp.task_effectiveness
+            result["taskFeedbackId"] = self.store.add_task_feedback(scope.agent_id, {
+                "session_id": session or "unspecified", "overall_success": te.overall_success,
+                "tool_highlights": te.tool_highlights, "tool_pain_points": te.tool_pain_points,
+            }, self.clock())
+        return result
+
+    def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> dict[str, Any]:
+        """Record a utility assessment of a tool call."""
+        scope = self._scope(None, ctx)
+        row = inp.model_dump()
+        row["session_id"] = inp.session_id or ctx.session_id
+        feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())
+        return {"success": True, "id": feedback_id}
+
+    def memory_stats(self, inp: MemoryStatsInput, ctx: CallContext) -> dict[str, Any]:
+        """Counts by tier and type, embedding coverage, mean utility, search mode."""
+        scope = self._scope(inp.agentId, ctx)
+        stats = self.store.stats(scope)
+        stats["searchMode"] = self.search_mode()
+        stats["embeddingModel"] = self.embedder.name if self.embedder else None
+        return stats
+
+    def memory_consolidate(self, inp: ConsolidateInput, ctx: CallContext) -> dict[str, Any]:
+        """Run the consolidation pipeline; per-stage counts."""
+        return self.consolidator.run(self._scope(inp.agentId, ctx))
+
+    def end_session(self, session_id: str) -> int:
+        """Expunge a finished session's working memory."""
+        return self.store.expunge_session(session_id)

@@ -1,0 +1,95 @@
+"""Configuration, read once from the environment with the seed's variable names (000 §10, 001 §9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from platformdirs import user_data_dir
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RankingConfig(BaseModel):
+    """Composite ranking weights (000 §4.4, plus the weight of query relevance)."""
+
+    importanceWeight: float = Field(0.6, ge=0, le=1, description="Weight of importance in the prior.")
+    recencyWeight: float = Field(0.4, ge=0, le=1, description="Weight of recency in the prior.")
+    relevanceWeight: float = Field(0.85, ge=0, le=1, description="Share of the final score given to query relevance when a query is present.")
+    activationThreshold: int = Field(100, ge=0, description="Below this many candidates without a query, order by creation time.")
+    recencyHalfLifeDays: float = Field(30.0, gt=0, description="Age at which the recency score halves.")
+
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> "RankingConfig":
+        if abs(self.importanceWeight + self.recencyWeight - 1.0) > 1e-6:
+            raise ValueError("importanceWeight + recencyWeight must equal 1.0")
+        return self
+
+
+class StaleThresholds(BaseModel):
+    """Days without access before a cold fragment expires (000 §5.2)."""
+
+    procedure: int = 30
+    fact: int = 60
+    decision: int = 90
+    default: int = 60
+
+    def for_type(self, type_: str) -> int:
+        return int(getattr(self, type_, self.default)) if type_ in {"procedure", "fact", "decision"} else self.default
+
+
+class MemoryConfig(BaseModel):
+    """The seed's MEMORY_CONFIG; set as JSON in the MEMORY_CONFIG environment variable."""
+
+    ranking: RankingConfig = RankingConfig()
+    staleThresholds: StaleThresholds = StaleThresholds()
+    linkedFragmentLimit: int = Field(10, ge=0, le=100)
+    hotDays: int = Field(7, ge=0, description="Age after which hot fragments move to warm.")
+    warmInactiveDays: int = Field(30, ge=0, description="Days without access after which warm moves to cold.")
+    decayFactor: float = Field(0.95, gt=0, le=1, description="Importance multiplier for unused, low-utility fragments.")
+
+
+def default_database_url() -> str:
+    return "sqlite:///" + str(Path(user_data_dir("memento", appauthor=False)) / "memento.db")
+
+
+class Settings(BaseSettings):
+    """Every setting Memento reads. Invalid values fail at start-up."""
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    host: str = Field("127.0.0.1", validation_alias=AliasChoices("MEMENTO_HOST", "HOST"), description="Address the HTTP server binds.")
+    port: int = Field(56332, ge=0, le=65535, validation_alias=AliasChoices("PORT"), description="TCP port of the HTTP listener.")
+    access_key: str = Field("", validation_alias=AliasChoices("MEMENTO_ACCESS_KEY"), description="Bearer token; empty disables authentication.")
+    session_ttl_minutes: int = Field(60, ge=1, validation_alias=AliasChoices("SESSION_TTL_MINUTES"), description="Idle MCP session expiry.")
+    log_dir: Path | None = Field(None, validation_alias=AliasChoices("LOG_DIR"), description="Directory for log files; stderr only when unset.")
+    log_level: str = Field("INFO", validation_alias=AliasChoices("LOG_LEVEL"))
+    allowed_origins: str = Field("", validation_alias=AliasChoices("ALLOWED_ORIGINS"), description="Comma-separated allowed Origin values.")
+    database_url: str = Field(default_factory=default_database_url, validation_alias=AliasChoices("DATABASE_URL"), description="sqlite:///path (default: a file in the user data directory).")
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field("FULL", validation_alias=AliasChoices("MEMENTO_SQLITE_SYNCHRONOUS"), description="SQLite synchronous pragma; FULL makes every acknowledged write survive power loss.")
+
+    embedding_provider: Literal["local", "openai", "hash", "none"] = Field("local", validation_alias=AliasChoices("EMBEDDING_PROVIDER"), description="local (bundled multilingual-e5-small), openai (OpenAI-compatible HTTP), hash (deterministic, tests), none (keyword only).")
+    embedding_model: str = Field("", validation_alias=AliasChoices("EMBEDDING_MODEL"), description="Model name; the provider's default when empty.")
+    embedding_dimensions: int | None = Field(None, ge=8, le=8192, validation_alias=AliasChoices("EMBEDDING_DIMENSIONS"), description="Vector size; the provider's default when unset.")
+    openai_api_key: str = Field("", validation_alias=AliasChoices("OPENAI_API_KEY"))
+    openai_base_url: str = Field("https://api.openai.com/v1", validation_alias=AliasChoices("OPENAI_BASE_URL", "EMBEDDING_BASE_URL"))
+    embedding_timeout_s: float = Field(10.0, gt=0, validation_alias=AliasChoices("EMBEDDING_TIMEOUT_S"))
+
+    ann_threshold: int = Field(5000, ge=0, validation_alias=AliasChoices("MEMENTO_ANN_THRESHOLD"), description="Vectors per agent above which search uses the HNSW graph instead of an exact scan.")
+    hnsw_ef_search: int = Field(128, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time.")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not value.startswith("sqlite:///"):
+            raise ValueError("DATABASE_URL must start with sqlite:/// (PostgreSQL arrives with the scale-out backend)")
+        return value
+
+    @property
+    def sqlite_path(self) -> Path:
+        return Path(self.database_url.removeprefix("sqlite:///")).expanduser()
+
+    @property
+    def origins(self) -> list[str]:
+        return [o.strip() for o in self.allowed_origins.split(",") if o.strip()]

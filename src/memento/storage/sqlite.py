@@ -1,0 +1,738 @@
+"""The embedded backend: one SQLite file (WAL), FTS5 for words, per-agent vector indexes.
+
+One writer connection behind a lock; each reading thread has its own connection. Every
+statement that touches fragments carries the agent scope, so isolation holds here and not
+only in the faces.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pysqlite3.dbapi2 as sqlite3
+
+from ..errors import Conflict, InvalidArgument, NotFound
+from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
+from ..retrieval.text import index_terms
+from .protocol import FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+from .vectors import VectorIndex
+
+log = logging.getLogger(__name__)
+
+ACCESS_FLUSH_SECONDS = 5.0
+ACCESS_FLUSH_SIZE = 512
+EXACT_FALLBACK_LIMIT = 20_000
+COMMON_TERM_SHARE = 0.1
+COMMON_TERM_MIN_DOCS = 2_000
+
+
+def ts(value: datetime) -> str:
+    """The stored form of a timestamp: UTC ISO-8601 with microseconds (sorts as text)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _row_to_fragment(row: sqlite3.Row) -> Fragment:
+    return Fragment(
+        id=row["id"],
+        content=row["content"],
+        topic=row["topic"],
+        type=FragmentType(row["type"]),
+        keywords=json.loads(row["keywords"]),
+        importance=row["importance"],
+        content_hash=row["content_hash"],
+        agent_id=row["agent_id"],
+        ttl_tier=TTLTier(row["ttl_tier"]),
+        created_at=parse_ts(row["created_at"]) or datetime.now(UTC),
+        source=row["source"],
+        linked_to=json.loads(row["linked_to"]),
+        access_count=row["access_count"],
+        accessed_at=parse_ts(row["accessed_at"]),
+        estimated_tokens=row["estimated_tokens"],
+        utility_score=row["utility_score"],
+        verified_at=parse_ts(row["verified_at"]),
+        is_anchor=bool(row["is_anchor"]),
+        session_id=row["session_id"],
+        has_embedding=bool(row["has_embedding"]),
+        seq=row["seq"],
+    )
+
+
+_FRAGMENT_COLUMNS = "f.*, EXISTS(SELECT 1 FROM fragment_embeddings e WHERE e.seq = f.seq) AS has_embedding"
+
+
+def _scope_sql(scope: AgentScope, alias: str = "f", *, use_index: bool = False) -> tuple[str, list[Any]]:
+    """The visibility predicate. Without use_index the agent column is a filter only (`+col`),
+    so lookups by id or seq keep their own index instead of scanning the agent's rows."""
+    agents = scope.visible_agents()
+    if agents is None:
+        return "1 = 1", []
+    column = f"{alias}.agent_id" if use_index else f"+{alias}.agent_id"
+    return f"{column} IN ({','.join('?' * len(agents))})", list(agents)
+
+
+def _filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filt.only_session:
+        clauses.append(f"{alias}.session_id = ?")
+        params.append(filt.session_id)
+    elif filt.session_id:
+        clauses.append(f"({alias}.session_id IS NULL OR {alias}.session_id = ?)")
+        params.append(filt.session_id)
+    else:
+        clauses.append(f"{alias}.session_id IS NULL")
+    if filt.topic is not None:
+        clauses.append(f"{alias}.topic = ?")
+        params.append(filt.topic)
+    if filt.type is not None:
+        clauses.append(f"{alias}.type = ?")
+        params.append(filt.type.value)
+    if filt.types:
+        clauses.append(f"{alias}.type IN ({','.join('?' * len(filt.types))})")
+        params.extend(t.value for t in filt.types)
+    return " AND ".join(clauses), params
+
+
+def _fts_query(terms: Sequence[str]) -> str:
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+class SQLiteStore:
+    """The Store protocol on one SQLite file."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        embedding_model: str | None,
+        dimensions: int | None,
+        synchronous: str = "FULL",
+        ann_threshold: int = 5000,
+        ef_search: int = 128,
+    ) -> None:
+        self.path = path
+        self.embedding_model = embedding_model
+        self.synchronous = synchronous
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._writer = self._connect()
+        self._migrate()
+        self._pending_access: dict[str, tuple[int, str]] = {}
+        self._access_lock = threading.Lock()
+        self._last_flush = time.monotonic()
+        self._closed = False
+        self.vectors: VectorIndex | None = None
+        if embedding_model and dimensions:
+            self.vectors = VectorIndex(
+                dimensions,
+                path.with_name(path.name + ".vectors"),
+                self._load_vectors,
+                self._generation,
+                ann_threshold=ann_threshold,
+                ef_search=ef_search,
+            )
+
+    # ------------------------------------------------------------ connections
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA cache_size = -65536")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on the single writer connection."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        conn = self._writer
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        applied = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+        folder = resources.files("memento.storage.migrations").joinpath("sqlite")
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if not entry.name.endswith(".sql") or entry.name in applied:
+                continue
+            sql = entry.read_text(encoding="utf-8")
+            conn.executescript(
+                "BEGIN IMMEDIATE;\n" + sql + "\nINSERT INTO schema_migrations VALUES ("
+                + f"'{entry.name}', '{ts(datetime.now(UTC))}');\nCOMMIT;"
+            )
+            log.info("applied migration %s", entry.name)
+
+    def migrations(self) -> list[str]:
+        return [r[0] for r in self._reader().execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.flush_access()
+        if self.vectors is not None:
+            self.vectors.save()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        with self._write_lock:
+            self._writer.execute("PRAGMA optimize")
+            self._writer.close()
+
+    # ------------------------------------------------------------ vectors
+
+    def _generation(self, agent: str) -> int:
+        row = self._reader().execute(
+            "SELECT generation FROM vector_generations WHERE agent_id = ?", (agent,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def _bump(conn: sqlite3.Connection, agent: str) -> int:
+        row = conn.execute(
+            "INSERT INTO vector_generations VALUES (?, 1) ON CONFLICT(agent_id) "
+            "DO UPDATE SET generation = generation + 1 RETURNING generation",
+            (agent,),
+        ).fetchone()
+        return int(row[0])
+
+    def _load_vectors(self, agent: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        conn = self._connect()
+        try:
+            cursor = conn.execute(
+                "SELECT seq, vector FROM fragment_embeddings WHERE agent_id = ? AND model = ? ORDER BY seq",
+                (agent, self.embedding_model),
+            )
+            while batch := cursor.fetchmany(4096):
+                keys = np.array([r[0] for r in batch], dtype=np.uint64)
+                vectors = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32)
+                yield keys, vectors.reshape(len(batch), -1)
+        finally:
+            conn.close()
+
+    def _store_vector(self, conn: sqlite3.Connection, seq: int, agent: str, vector: np.ndarray) -> int:
+        vec = np.ascontiguousarray(vector, dtype=np.float32)
+        conn.execute(
+            "INSERT OR REPLACE INTO fragment_embeddings (seq, agent_id, model, dim, vector) VALUES (?, ?, ?, ?, ?)",
+            (seq, agent, self.embedding_model, int(vec.shape[0]), vec.tobytes()),
+        )
+        return self._bump(conn, agent)
+
+    # ------------------------------------------------------------ fragments
+
+    def _visible(self, conn: sqlite3.Connection, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
+        if not ids:
+            return []
+        where, params = _scope_sql(scope)
+        rows = conn.execute(
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
+            [*ids, *params],
+        ).fetchall()
+        by_id = {r["id"]: _row_to_fragment(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def _require(self, conn: sqlite3.Connection, scope: AgentScope, fragment_id: str) -> Fragment:
+        found = self._visible(conn, scope, [fragment_id])
+        if not found:
+            raise NotFound(f"fragment {fragment_id!r} not found")
+        return found[0]
+
+    def _index_text(self, conn: sqlite3.Connection, seq: int, content: str, keywords: list[str], topic: str) -> None:
+        terms = " ".join(index_terms(content + " " + " ".join(keywords)))
+        conn.execute(
+            "INSERT INTO fragments_fts (rowid, terms, topic) VALUES (?, ?, ?)",
+            (seq, terms, " ".join(index_terms(topic))),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO fragment_keywords (keyword, seq) VALUES (?, ?)",
+            [(k, seq) for k in keywords],
+        )
+
+    def _unindex_text(self, conn: sqlite3.Connection, seq: int) -> None:
+        conn.execute("DELETE FROM fragments_fts WHERE rowid = ?", (seq,))
+        conn.execute("DELETE FROM fragment_keywords WHERE seq = ?", (seq,))
+
+    @staticmethod
+    def _same_content(conn: sqlite3.Connection, agent: str, digest: str, session: str | None) -> sqlite3.Row | None:
+        # Spelled out per case so each uses its partial unique index (`IS ?` would scan).
+        if session is None:
+            sql, params = "f.session_id IS NULL", [agent, digest]
+        else:
+            sql, params = "f.session_id = ?", [agent, digest, session]
+        return conn.execute(
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND {sql}",
+            params,
+        ).fetchone()
+
+    def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
+        d = new.draft
+        generation = None
+        with self._tx() as conn:
+            existing = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
+            if existing is not None:
+                return _row_to_fragment(existing), False
+            targets = self._visible(conn, scope, list(dict.fromkeys(new.linked_to)))
+            missing = set(new.linked_to) - {t.id for t in targets}
+            if missing:
+                raise NotFound(f"linkedTo fragment(s) not found: {', '.join(sorted(missing))}")
+            created = ts(d.created_at)
+            seq = conn.execute(
+                "INSERT INTO fragments (id, content, topic, keywords, type, importance, content_hash, source,"
+                " linked_to, agent_id, created_at, ttl_tier, estimated_tokens, verified_at, is_anchor, session_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                (
+                    d.id, d.content, d.topic, json.dumps(d.keywords, ensure_ascii=False), d.type.value,
+                    d.importance, d.content_hash, d.source,
+                    json.dumps([t.id for t in targets]), new.agent_id, created, d.ttl_tier.value,
+                    d.estimated_tokens, created, int(d.is_anchor), new.session_id,
+                ),
+            ).fetchone()[0]
+            self._index_text(conn, seq, d.content, d.keywords, d.topic)
+            for target in targets:
+                conn.execute(
+                    "INSERT OR IGNORE INTO fragment_links (from_id, to_id, relation_type, created_at) VALUES (?, ?, 'related', ?)",
+                    (d.id, target.id, created),
+                )
+            if new.embedding is not None and self.embedding_model:
+                generation = self._store_vector(conn, seq, new.agent_id, new.embedding)
+            row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (seq,)).fetchone()
+        if generation is not None and self.vectors is not None and new.embedding is not None:
+            self.vectors.add(new.agent_id, seq, new.embedding, generation)
+        return _row_to_fragment(row), True
+
+    def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
+        return self._visible(self._reader(), scope, list(ids))
+
+    def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
+        with self._tx() as conn:
+            old = self._require(conn, scope, fragment_id)
+            conn.execute(
+                "INSERT INTO fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (old.id, old.content, old.topic, json.dumps(old.keywords, ensure_ascii=False), old.type.value,
+                 old.importance, ts(now), amended_by),
+            )
+            content = changes.content if changes.content is not None else old.content
+            content_hash = changes.content_hash or old.content_hash
+            if content_hash != old.content_hash:
+                clash = self._same_content(conn, old.agent_id, content_hash, old.session_id)
+                if clash is not None and clash["id"] != old.id:
+                    raise Conflict(f"fragment {clash['id']} already holds this content")
+            keywords = changes.keywords if changes.keywords is not None else old.keywords
+            topic = changes.topic if changes.topic is not None else old.topic
+            conn.execute(
+                "UPDATE fragments SET content = ?, content_hash = ?, estimated_tokens = ?, topic = ?, keywords = ?,"
+                " type = ?, importance = ?, ttl_tier = ?, is_anchor = ? WHERE id = ?",
+                (
+                    content, content_hash,
+                    changes.estimated_tokens if changes.estimated_tokens is not None else old.estimated_tokens,
+                    topic, json.dumps(keywords, ensure_ascii=False),
+                    (changes.type or old.type).value,
+                    changes.importance if changes.importance is not None else old.importance,
+                    (changes.ttl_tier or old.ttl_tier).value,
+                    int(changes.is_anchor if changes.is_anchor is not None else old.is_anchor),
+                    old.id,
+                ),
+            )
+            if (content, keywords, topic) != (old.content, old.keywords, old.topic):
+                self._unindex_text(conn, old.seq)
+                self._index_text(conn, old.seq, content, keywords, topic)
+            generation = None
+            if changes.embedding is not None and self.embedding_model:
+                generation = self._store_vector(conn, old.seq, old.agent_id, changes.embedding)
+            elif changes.clear_embedding:
+                conn.execute("DELETE FROM fragment_embeddings WHERE seq = ?", (old.seq,))
+                generation = self._bump(conn, old.agent_id)
+            row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (old.seq,)).fetchone()
+        if self.vectors is not None and generation is not None:
+            if changes.embedding is not None:
+                self.vectors.add(old.agent_id, old.seq, changes.embedding, generation)
+            else:
+                self.vectors.remove(old.agent_id, [old.seq], generation)
+        return _row_to_fragment(row)
+
+    def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
+        with self._write_lock:  # re-entrant: the steps below share one writer, no interleaving
+            old = self._require(self._writer, scope, old_id)
+            fragment, created = self.insert(scope, new)
+            if fragment.id == old.id:
+                raise Conflict("the superseding content is identical to the original")
+            self.add_link(scope, old.id, fragment.id, RelationType.SUPERSEDED_BY, now)
+            self.update(
+                scope, old.id,
+                FragmentChanges(importance=round(old.importance * importance_factor, 4)),
+                new.agent_id, now,
+            )
+        return fragment, created
+
+    def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]:
+        where, params = _scope_sql(scope)
+        rows = self._reader().execute(
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.topic = ? AND f.session_id IS NULL AND {where}",
+            [topic, *params],
+        ).fetchall()
+        return [_row_to_fragment(r) for r in rows]
+
+    def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        removed: dict[str, list[int]] = {}
+        generations: dict[str, int] = {}
+        with self._tx() as conn:
+            found = self._visible(conn, scope, list(ids))
+            if not found:
+                return []
+            gone = [f.id for f in found]
+            marks = ",".join("?" * len(gone))
+            for f in found:
+                self._unindex_text(conn, f.seq)
+                removed.setdefault(f.agent_id, []).append(f.seq)
+            conn.execute(
+                "UPDATE fragments SET linked_to = (SELECT json_group_array(j.value) FROM json_each(fragments.linked_to) j"
+                f" WHERE j.value NOT IN ({marks})) WHERE seq IN (SELECT f.seq FROM fragments f, json_each(f.linked_to) j"
+                f" WHERE j.value IN ({marks}))",
+                [*gone, *gone],
+            )
+            conn.execute(f"DELETE FROM fragments WHERE id IN ({marks})", gone)
+            for agent in removed:
+                generations[agent] = self._bump(conn, agent)
+        if self.vectors is not None:
+            for agent, seqs in removed.items():
+                self.vectors.remove(agent, seqs, generations[agent])
+        return gone
+
+    def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
+        where, params = _scope_sql(scope, use_index=True)
+        fwhere, fparams = _filter_sql(filt)
+        rows = self._reader().execute(
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere}"
+            " ORDER BY f.is_anchor DESC, f.importance DESC, f.created_at DESC LIMIT ?",
+            [*params, *fparams, limit],
+        ).fetchall()
+        return [_row_to_fragment(r) for r in rows]
+
+    def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
+        where, params = _scope_sql(scope, use_index=True)
+        fwhere, fparams = _filter_sql(filt)
+        rows = self._reader().execute(
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere}"
+            " ORDER BY f.created_at DESC LIMIT ?",
+            [*params, *fparams, limit],
+        ).fetchall()
+        return [_row_to_fragment(r) for r in rows]
+
+    def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
+        if not ids:
+            return {}
+        where, params = _scope_sql(scope)
+        rows = self._reader().execute(
+            "SELECT f.id, f.importance, f.created_at, f.accessed_at FROM fragments f"
+            f" WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
+            [*ids, *params],
+        ).fetchall()
+        return {
+            r[0]: RankFeatures(r[1], parse_ts(r[2]) or datetime.now(UTC), parse_ts(r[3])) for r in rows
+        }
+
+    def count(self, scope: AgentScope, filt: SearchFilter) -> int:
+        where, params = _scope_sql(scope, use_index=True)
+        fwhere, fparams = _filter_sql(filt)
+        return int(self._reader().execute(
+            f"SELECT COUNT(*) FROM fragments f WHERE {where} AND {fwhere}", [*params, *fparams]
+        ).fetchone()[0])
+
+    def expunge_session(self, session_id: str) -> int:
+        ids = [r[0] for r in self._reader().execute("SELECT id FROM fragments WHERE session_id = ?", (session_id,))]
+        return len(self.delete(AgentScope("system"), ids))
+
+    # ------------------------------------------------------------ links
+
+    def add_link(self, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool:
+        if from_id == to_id:
+            raise InvalidArgument("a fragment cannot link to itself")
+        with self._tx() as conn:
+            source = self._require(conn, scope, from_id)
+            self._require(conn, scope, to_id)
+            cursor = conn.execute(
+                "INSERT INTO fragment_links (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(from_id, to_id) DO UPDATE SET relation_type = excluded.relation_type",
+                (from_id, to_id, relation.value, ts(now)),
+            )
+            if to_id not in source.linked_to:
+                conn.execute(
+                    "UPDATE fragments SET linked_to = ? WHERE id = ?",
+                    (json.dumps([*source.linked_to, to_id]), from_id),
+                )
+            return cursor.rowcount > 0
+
+    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
+        if not ids or not relations or limit <= 0:
+            return []
+        where, params = _scope_sql(scope)
+        id_marks = ",".join("?" * len(ids))
+        rel_marks = ",".join("?" * len(relations))
+        rels = [r.value for r in relations]
+        rows = self._reader().execute(
+            f"SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
+            f" {_FRAGMENT_COLUMNS} FROM fragment_links l JOIN fragments f"
+            " ON (f.id = l.to_id AND l.from_id IN ({ids})) OR (f.id = l.from_id AND l.to_id IN ({ids}))"
+            f" WHERE l.relation_type IN ({rel_marks}) AND {where} ORDER BY l.id LIMIT ?".replace("{ids}", id_marks),
+            [*ids, *ids, *rels, *params, limit],
+        ).fetchall()
+        out = []
+        for r in rows:
+            link = Link(r["l_from"], r["l_to"], RelationType(r["l_rel"]), parse_ts(r["l_created"]) or datetime.now(UTC))
+            out.append((link, _row_to_fragment(r)))
+        return out
+
+    def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:
+        conn = self._reader()
+        self._require(conn, scope, fragment_id)
+        rows = conn.execute(
+            "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM fragment_versions"
+            " WHERE fragment_id = ? ORDER BY id",
+            (fragment_id,),
+        ).fetchall()
+        return [{**dict(r), "keywords": json.loads(r["keywords"])} for r in rows]
+
+    # ------------------------------------------------------------ retrieval tiers
+
+    def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        if not keywords:
+            return []
+        where, params = _scope_sql(scope)
+        fwhere, fparams = _filter_sql(filt)
+        rows = self._reader().execute(
+            "SELECT f.id, COUNT(*) AS matched FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq"
+            f" WHERE k.keyword IN ({','.join('?' * len(keywords))}) AND {where} AND {fwhere}"
+            " GROUP BY f.seq ORDER BY matched DESC, f.importance DESC, f.created_at DESC LIMIT ?",
+            [*keywords, *params, *fparams, limit],
+        ).fetchall()
+        return [Hit(r[0], float(r[1])) for r in rows]
+
+    def _selective_terms(self, terms: Sequence[str]) -> list[str]:
+        """Drop terms found in more than COMMON_TERM_SHARE of all fragments when rarer ones remain.
+
+        Such terms carry almost no BM25 weight, yet scoring every fragment that contains them is
+        what makes a question like "what did X say" slow on a large store.
+        """
+        conn = self._reader()
+        total = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM fragments").fetchone()[0]
+        if total < COMMON_TERM_MIN_DOCS:
+            return list(terms)
+        df = dict(conn.execute(
+            f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({','.join('?' * len(terms))})", list(terms)
+        ).fetchall())
+        present = [t for t in terms if t in df]
+        if not present:
+            return []
+        kept = [t for t in present if df[t] <= total * COMMON_TERM_SHARE]
+        return kept or sorted(present, key=lambda t: df[t])[:2]
+
+    def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        terms = self._selective_terms(terms) if terms else []
+        if not terms:
+            return []
+        where, params = _scope_sql(scope)
+        fwhere, fparams = _filter_sql(filt)
+        rows = self._reader().execute(
+            # Materialise the full-text matches first: joined directly, the planner may probe
+            # the FTS index once per fragment row.
+            "WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(fragments_fts, 1.0, 0.3) AS rank"
+            " FROM fragments_fts WHERE fragments_fts MATCH ?)"
+            f" SELECT f.id, m.rank FROM m JOIN fragments f ON f.seq = m.seq"
+            f" WHERE {where} AND {fwhere} ORDER BY m.rank LIMIT ?",
+            [_fts_query(terms), *params, *fparams, limit],
+        ).fetchall()
+        return [Hit(r[0], -float(r[1])) for r in rows]
+
+    def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
+        if self.vectors is None:
+            return []
+        agents = scope.visible_agents()
+        if agents is None:
+            agents = tuple(r[0] for r in self._reader().execute("SELECT DISTINCT agent_id FROM vector_generations"))
+        narrowed = filt.topic is not None or filt.type is not None or bool(filt.types) or filt.only_session
+        candidates: list[tuple[int, float]] = []
+        for agent in agents:
+            candidates.extend(self.vectors.search(agent, vector, limit * (4 if narrowed else 2)))
+        candidates.sort(key=lambda c: -c[1])
+        hits = self._keep_visible(scope, filt, candidates)[:limit]
+        if narrowed and len(hits) < limit:
+            hits = self._exact_filtered(scope, filt, vector, limit) or hits
+        return hits
+
+    def _keep_visible(self, scope: AgentScope, filt: SearchFilter, candidates: list[tuple[int, float]]) -> list[Hit]:
+        if not candidates:
+            return []
+        where, params = _scope_sql(scope)
+        fwhere, fparams = _filter_sql(filt)
+        seqs = [c[0] for c in candidates]
+        rows = self._reader().execute(
+            f"SELECT f.seq, f.id FROM fragments f WHERE f.seq IN ({','.join('?' * len(seqs))}) AND {where} AND {fwhere}",
+            [*seqs, *params, *fparams],
+        ).fetchall()
+        ids = {r[0]: r[1] for r in rows}
+        return [Hit(ids[s], sim) for s, sim in candidates if s in ids]
+
+    def _exact_filtered(self, scope: AgentScope, filt: SearchFilter, vector: np.ndarray, limit: int) -> list[Hit]:
+        where, params = _scope_sql(scope)
+        fwhere, fparams = _filter_sql(filt)
+        rows = self._reader().execute(
+            "SELECT f.id, e.vector FROM fragment_embeddings e JOIN fragments f ON f.seq = e.seq"
+            f" WHERE e.model = ? AND {where} AND {fwhere} LIMIT ?",
+            [self.embedding_model, *params, *fparams, EXACT_FALLBACK_LIMIT],
+        ).fetchall()
+        if not rows:
+            return []
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        sims = matrix @ vector.astype(np.float32)
+        order = np.argsort(-sims)[:limit]
+        return [Hit(rows[i][0], float(sims[i])) for i in order]
+
+    def record_access(self, ids: Sequence[str], at: datetime) -> None:
+        """Buffer access statistics; they are flushed in batches (and on close)."""
+        stamp = ts(at)
+        with self._access_lock:
+            for fid in ids:
+                count, _ = self._pending_access.get(fid, (0, stamp))
+                self._pending_access[fid] = (count + 1, stamp)
+            due = len(self._pending_access) >= ACCESS_FLUSH_SIZE or time.monotonic() - self._last_flush > ACCESS_FLUSH_SECONDS
+        if due:
+            self.flush_access()
+
+    def flush_access(self) -> None:
+        with self._access_lock:
+            pending, self._pending_access = self._pending_access, {}
+            self._last_flush = time.monotonic()
+        if not pending:
+            return
+        with self._tx() as conn:
+            conn.executemany(
+                "UPDATE fragments SET access_count = access_count + ?, accessed_at = MAX(COALESCE(accessed_at, ''), ?) WHERE id = ?",
+                [(count, stamp, fid) for fid, (count, stamp) in pending.items()],
+            )
+
+    # ------------------------------------------------------------ embeddings
+
+    def set_embedding(self, fragment_id: str, vector: np.ndarray) -> None:
+        with self._tx() as conn:
+            row = conn.execute("SELECT seq, agent_id FROM fragments WHERE id = ?", (fragment_id,)).fetchone()
+            if row is None:
+                return  # deleted meanwhile
+            generation = self._store_vector(conn, row[0], row[1], vector)
+        if self.vectors is not None:
+            self.vectors.add(row[1], row[0], vector, generation)
+
+    def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
+        where, params = _scope_sql(scope)
+        rows = self._reader().execute(
+            "SELECT f.seq, f.id, f.content FROM fragments f LEFT JOIN fragment_embeddings e"
+            f" ON e.seq = f.seq AND e.model = ? WHERE e.seq IS NULL AND f.seq > ? AND {where} ORDER BY f.seq LIMIT ?",
+            [self.embedding_model, after_seq, *params, limit],
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def clear_embeddings(self) -> int:
+        """Drop every stored vector (before a full re-embedding)."""
+        with self._tx() as conn:
+            count = conn.execute("DELETE FROM fragment_embeddings").rowcount
+            for (agent,) in conn.execute("SELECT agent_id FROM vector_generations").fetchall():
+                self._bump(conn, agent)
+        if self.vectors is not None:
+            self.vectors.invalidate()
+        return int(count)
+
+    # ------------------------------------------------------------ feedback, statistics
+
+    def add_tool_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
+        with self._tx() as conn:
+            return int(conn.execute(
+                "INSERT INTO tool_feedback (agent_id, tool_name, relevant, sufficient, suggestion, context, session_id,"
+                " trigger_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (agent_id, row["tool_name"], int(bool(row["relevant"])), int(bool(row["sufficient"])),
+                 row.get("suggestion"), row.get("context"), row.get("session_id"),
+                 row.get("trigger_type", "voluntary"), ts(now)),
+            ).fetchone()[0])
+
+    def add_task_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
+        with self._tx() as conn:
+            return int(conn.execute(
+                "INSERT INTO task_feedback (agent_id, session_id, overall_success, tool_highlights, tool_pain_points,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (agent_id, row["session_id"], int(bool(row["overall_success"])),
+                 json.dumps(row.get("tool_highlights", []), ensure_ascii=False),
+                 json.dumps(row.get("tool_pain_points", []), ensure_ascii=False), ts(now)),
+            ).fetchone()[0])
+
+    def task_feedback(self, session_id: str) -> list[dict[str, object]]:
+        rows = self._reader().execute("SELECT * FROM task_feedback WHERE session_id = ?", (session_id,)).fetchall()
+        return [dict(r) for r in rows]
+
+    def stats(self, scope: AgentScope) -> dict[str, object]:
+        conn = self._reader()
+        where, params = _scope_sql(scope, use_index=True)
+        total = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL", params).fetchone()[0]
+        working = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NOT NULL", params).fetchone()[0]
+        tiers = dict(conn.execute(f"SELECT ttl_tier, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY ttl_tier", params).fetchall())
+        types = dict(conn.execute(f"SELECT type, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY type", params).fetchall())
+        embedded = conn.execute(
+            f"SELECT COUNT(*) FROM fragments f JOIN fragment_embeddings e ON e.seq = f.seq AND e.model = ? WHERE {where} AND f.session_id IS NULL",
+            [self.embedding_model, *params],
+        ).fetchone()[0]
+        utility = conn.execute(f"SELECT AVG(utility_score), AVG(importance) FROM fragments f WHERE {where} AND f.session_id IS NULL", params).fetchone()
+        anchors = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.is_anchor = 1", params).fetchone()[0]
+        links = conn.execute(
+            f"SELECT COUNT(*) FROM fragment_links l JOIN fragments f ON f.id = l.from_id WHERE {where}", params
+        ).fetchone()[0]
+        return {
+            "total": total,
+            "working_memory": working,
+            "by_tier": {t.value: int(tiers.get(t.value, 0)) for t in TTLTier},
+            "by_type": {t.value: int(types.get(t.value, 0)) for t in FragmentType},
+            "anchors": anchors,
+            "links": links,
+            "embedded": embedded,
+            "embedding_coverage": round(embedded / total, 4) if total else 1.0,
+            "mean_utility_score": round(utility[0], 4) if utility[0] is not None else None,
+            "mean_importance": round(utility[1], 4) if utility[1] is not None else None,
+        }

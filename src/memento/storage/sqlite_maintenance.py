@@ -1,0 +1,150 @@
+"""Consolidation primitives (000 §8) for the SQLite backend."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from typing import Sequence
+
+from ..models import AgentScope, TTLTier
+from .sqlite import SQLiteStore, _scope_sql, parse_ts, ts
+
+_LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL"
+
+
+class SQLiteMaintenance:
+    """The MaintenanceStore protocol over a SQLiteStore."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
+        where, params = _scope_sql(scope)
+        cutoff = ts(accessed_before or created_before)
+        with self.store._tx() as conn:
+            return int(conn.execute(
+                f"UPDATE fragments AS f SET ttl_tier = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ? AND f.created_at < ?"
+                f" AND COALESCE(f.accessed_at, f.created_at) < ? AND {where}",
+                [to_tier.value, from_tier.value, ts(created_before), cutoff, *params],
+            ).rowcount)
+
+    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
+        where, params = _scope_sql(scope)
+        clauses, extra = [], []
+        if type_ is not None:
+            clauses.append("f.type = ?")
+            extra.append(type_)
+        if exclude_types:
+            clauses.append(f"f.type NOT IN ({','.join('?' * len(exclude_types))})")
+            extra.extend(exclude_types)
+        type_sql = (" AND " + " AND ".join(clauses)) if clauses else ""
+        ids = [r[0] for r in self.store._reader().execute(
+            f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
+            f" AND COALESCE(f.accessed_at, f.created_at) < ?{type_sql} AND {where}",
+            [ts(stale_before), *extra, *params],
+        )]
+        return len(self.store.delete(scope, ids)) if ids else 0
+
+    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
+        where, params = _scope_sql(scope)
+        with self.store._tx() as conn:
+            return int(conn.execute(
+                f"UPDATE fragments AS f SET importance = ROUND(f.importance * ?, 4) WHERE {_LIFECYCLE}"
+                " AND f.ttl_tier != 'permanent' AND f.access_count <= ? AND f.utility_score < ? AND f.created_at < ?"
+                f" AND {where}",
+                [factor, max_access, max_utility, ts(older_than), *params],
+            ).rowcount)
+
+    def deduplicate(self, scope: AgentScope) -> int:
+        """Merge fragments sharing a content hash into the oldest (sums access counts, moves links)."""
+        where, params = _scope_sql(scope)
+        groups = self.store._reader().execute(
+            f"SELECT f.agent_id, f.content_hash FROM fragments f WHERE f.session_id IS NULL AND {where}"
+            " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
+            params,
+        ).fetchall()
+        merged = 0
+        for agent, digest in groups:
+            rows = self.store._reader().execute(
+                "SELECT id, access_count FROM fragments WHERE agent_id = ? AND content_hash = ? AND session_id IS NULL"
+                " ORDER BY created_at, seq",
+                (agent, digest),
+            ).fetchall()
+            survivor, duplicates = rows[0][0], [r[0] for r in rows[1:]]
+            marks = ",".join("?" * len(duplicates))
+            with self.store._tx() as conn:
+                conn.execute(
+                    "UPDATE fragments SET access_count = access_count + ? WHERE id = ?",
+                    (sum(r[1] for r in rows[1:]), survivor),
+                )
+                conn.execute(f"UPDATE OR IGNORE fragment_links SET from_id = ? WHERE from_id IN ({marks})", [survivor, *duplicates])
+                conn.execute(f"UPDATE OR IGNORE fragment_links SET to_id = ? WHERE to_id IN ({marks})", [survivor, *duplicates])
+                conn.execute("DELETE FROM fragment_links WHERE from_id = to_id")
+            merged += len(self.store.delete(scope, duplicates))
+        return merged
+
+    def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
+        where, params = _scope_sql(scope)
+        rows = self.store._reader().execute(
+            "SELECT l.from_id, l.to_id FROM fragment_links l JOIN fragments f ON f.id = l.from_id"
+            f" WHERE l.relation_type = 'contradicts' AND {where} ORDER BY l.id",
+            params,
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def prune_orphan_links(self, scope: AgentScope) -> int:
+        where, params = _scope_sql(scope)
+        with self.store._tx() as conn:
+            dangling = conn.execute(
+                "DELETE FROM fragment_links WHERE from_id NOT IN (SELECT id FROM fragments)"
+                " OR to_id NOT IN (SELECT id FROM fragments)"
+            ).rowcount
+            stale = conn.execute(
+                f"SELECT f.id, f.linked_to FROM fragments f WHERE f.linked_to != '[]' AND {where}", params
+            ).fetchall()
+            fixed = 0
+            for fid, linked in stale:
+                targets = json.loads(linked)
+                if not targets:
+                    continue
+                alive = {r[0] for r in conn.execute(
+                    f"SELECT id FROM fragments WHERE id IN ({','.join('?' * len(targets))})", targets
+                )}
+                kept = [t for t in targets if t in alive]
+                if len(kept) != len(targets):
+                    conn.execute("UPDATE fragments SET linked_to = ? WHERE id = ?", (json.dumps(kept), fid))
+                    fixed += len(targets) - len(kept)
+        return int(dangling) + fixed
+
+    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
+        """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
+        where, params = _scope_sql(scope)
+        rows = self.store._reader().execute(
+            f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score"
+            f" FROM fragments f WHERE {_LIFECYCLE} AND {where}",
+            params,
+        ).fetchall()
+        updates = []
+        for seq, importance, accesses, last, old in rows:
+            age_days = max(0.0, (now - (parse_ts(last) or now)).total_seconds() / 86400)
+            recency = 0.5 ** (age_days / half_life_days)
+            usage = min(1.0, math.log1p(accesses) / math.log1p(10))
+            utility = round(0.4 * importance + 0.3 * recency + 0.3 * usage, 4)
+            if abs(utility - old) > 1e-4:
+                updates.append((utility, ts(now), seq))
+        if updates:
+            with self.store._tx() as conn:
+                conn.executemany("UPDATE fragments SET utility_score = ?, verified_at = ? WHERE seq = ?", updates)
+        return len(updates)
+
+    def expire_sessions(self, idle_before: datetime) -> int:
+        ids = [r[0] for r in self.store._reader().execute(
+            "SELECT id FROM fragments WHERE session_id IS NOT NULL AND COALESCE(accessed_at, created_at) < ?",
+            (ts(idle_before),),
+        )]
+        return len(self.store.delete(AgentScope("system"), ids)) if ids else 0
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
