@@ -140,6 +140,8 @@ def run_locomo(cand: Candidate, convs: list[dict]) -> dict:
             c = per_cat[q["category"]]
             c["n"] += 1
             c["r10"] += len(gold.intersection(ranked[:10])) / len(gold)
+        print(f"  {cand.key}: {conv['id']} done ({len(conv['texts'])} turns, {len(conv['questions'])} questions)",
+              file=sys.stderr, flush=True)
     out = {f"R@{k}": 100 * float(np.mean(v)) for k, v in recall.items()}
     out["MRR"] = 100 * float(np.mean(rr))
     out["n"] = len(rr)

@@ -11,7 +11,7 @@ from memento.factory import (
     FragmentFactory, TokenCounter, content_hash, infer_ttl, new_fragment_id, redact_pii, truncate,
 )
 from memento.models import FragmentType, TTLTier
-from memento.retrieval.text import extract_keywords
+from memento.analysis import extract_keywords
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,12 +7,11 @@ import logging
 import math
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
-from .models import FragmentType, TTLTier
-from .retrieval.text import extract_keywords, normalise_keyword
+from .models import Draft, FragmentType, TTLTier
+from .analysis import extract_keywords, normalise_keyword
 
 log = logging.getLogger(__name__)
 
@@ -110,24 +109,6 @@ class TokenCounter:
         if self._encode is None:
             return math.ceil(len(text) / 4)
         return len(self._encode(text))
-
-
-@dataclass(frozen=True)
-class Draft:
-    """A fragment ready to be stored (everything derived, nothing persisted yet)."""
-
-    id: str
-    content: str
-    content_hash: str
-    topic: str
-    type: FragmentType
-    keywords: list[str]
-    importance: float
-    ttl_tier: TTLTier
-    estimated_tokens: int
-    is_anchor: bool
-    source: str | None
-    created_at: datetime
 
 
 class FragmentFactory:

@@ -122,6 +122,24 @@ class Fragment:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """A fragment ready to be stored (everything derived, nothing persisted yet)."""
+
+    id: str
+    content: str
+    content_hash: str
+    topic: str
+    type: FragmentType
+    keywords: list[str]
+    importance: float
+    ttl_tier: TTLTier
+    estimated_tokens: int
+    is_anchor: bool
+    source: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class Link:
     from_id: str
     to_id: str

@@ -23,7 +23,7 @@ from .models import (
     ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
 )
 from .retrieval.rank import Candidate, composite, fuse, prior, reason
-from .retrieval.text import normalise_keyword, query_terms
+from .analysis import normalise_keyword, query_terms
 from .settings import Settings
 from .storage.protocol import FragmentChanges, Hit, MaintenanceStore, NewFragment, SearchFilter, Store
 
@@ -264,7 +264,7 @@ class MemoryService:
                 exempt = {h.id for hits in tiers.values() for h in hits}
                 tiers["semantic"] = [
                     h for h in self.store.vector_search(scope, vector, filt, pool)
-                    if inp.threshold is None or h.score >= inp.threshold or h.id in exempt
+                    if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
                 ]
             elif self.embedder is None:
                 semantic = "disabled (keyword-only mode)"

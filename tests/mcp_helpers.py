@@ -1,0 +1,115 @@
+"""Helpers for end-to-end tests that drive the real server process with the official MCP client.
+
+Shared by test_bad_input.py and test_durability.py (test_mcp_clients.py keeps its own copies).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp_types import CallToolResult, TextContent
+
+TIMEOUT_S = 30.0
+SERVE = [sys.executable, "-m", "memento", "serve"]
+
+
+def server_env(database: Path) -> dict[str, str]:
+    """Environment for a server on `database` with the deterministic hash embedder."""
+    return {
+        "EMBEDDING_PROVIDER": "hash",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "LOG_LEVEL": "INFO",
+        "MEMENTO_HOST": "127.0.0.1",
+    }
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class HttpServer:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    @property
+    def mcp(self) -> str:
+        return self.url + "/mcp"
+
+    def stop(self) -> int:
+        """SIGTERM, then wait (bounded), SIGKILL if it hangs; returns the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            return self.crash()
+
+    def crash(self) -> int:
+        """SIGKILL: no shutdown code runs (no index save, no flush, no session cleanup)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        return self.process.wait(timeout=15)
+
+
+def start_http_server(env: dict[str, str], log: Path) -> HttpServer:
+    """Start `memento serve --transport http` on 127.0.0.1 and wait (bounded) until healthy."""
+    port = free_port()
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            [*SERVE, "--transport", "http", "--host", "127.0.0.1", "--port", str(port)],
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+        )
+    server = HttpServer(process, f"http://127.0.0.1:{port}", log)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            assert process.poll() is None, "server exited:\n" + log.read_text()
+            try:
+                if httpx.get(server.url + "/health", timeout=1).status_code == 200:
+                    return server
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not become healthy:\n" + log.read_text()
+            time.sleep(0.05)  # readiness poll of a separate process; there is no event to await
+    except BaseException:
+        server.crash()
+        raise
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    """The JSON payload of a successful tool result."""
+    assert result.is_error is False, result.content
+    assert isinstance(result.content[0], TextContent)
+    parsed: dict[str, Any] = json.loads(result.content[0].text)
+    assert result.structured_content == parsed
+    return parsed
+
+
+def error_of(result: CallToolResult) -> tuple[str, str, str]:
+    """(code, message, text) of a tool error result."""
+    assert result.is_error is True, result.content
+    assert isinstance(result.content[0], TextContent)
+    text = result.content[0].text
+    structured = result.structured_content
+    assert structured is not None and set(structured) == {"error"}, structured
+    code, message = structured["error"]["code"], structured["error"]["message"]
+    assert text == f"Error ({code}): {message}"
+    return code, message, text

@@ -1,0 +1,166 @@
+"""Consolidation (000 §8) and embedding failure / backfill (000 §9.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memento.app import build_app
+from memento.embeddings.hashing import HashEmbedder
+from memento.embeddings.protocol import EmbeddingFailed
+from memento.models import CallContext, ConsolidateInput, LinkInput, MemoryStatsInput, RecallInput, RememberInput
+from memento.service import MemoryService
+from memento.settings import Settings
+
+from conftest import Clock
+
+
+def remember(service: MemoryService, content: str, **kw: object) -> str:
+    payload = {"topic": "t", "type": "fact", **kw, "content": content}
+    return service.remember(RememberInput.model_validate(payload), CallContext())["id"]
+
+
+def tiers(service: MemoryService) -> dict[str, int]:
+    return service.memory_stats(MemoryStatsInput(), CallContext())["by_tier"]
+
+
+def consolidate(service: MemoryService) -> dict[str, object]:
+    return service.memory_consolidate(ConsolidateInput(), CallContext())
+
+
+def test_hot_moves_to_warm_then_cold_then_expires(service: MemoryService, clock: Clock) -> None:
+    remember(service, "a warm fact", importance=0.6)  # warm, fact: 60 stale days
+    remember(service, "procedure: restart the worker", type="procedure")  # hot
+    remember(service, "anchored procedure", type="procedure", isAnchor=True)  # hot, exempt
+    clock.now += timedelta(days=8)
+    assert consolidate(service)["hot_to_warm"] == 1
+    clock.now += timedelta(days=25)  # 33 days without access: both warm ones go cold ...
+    result = consolidate(service)
+    assert result["warm_to_cold"] == 2
+    assert result["expired"] == 1  # ... and the procedure is past its 30 stale days
+    assert tiers(service) == {"hot": 1, "warm": 0, "cold": 1, "permanent": 0}
+    clock.now += timedelta(days=30)
+    assert consolidate(service)["expired"] == 1  # the fact after 60 days
+    assert service.memory_stats(MemoryStatsInput(), CallContext())["total"] == 1  # the anchor stays
+
+
+def test_permanent_fragments_never_move_or_expire(service: MemoryService, clock: Clock) -> None:
+    remember(service, "prefers dark mode", type="preference")
+    clock.now += timedelta(days=400)
+    result = consolidate(service)
+    assert result["hot_to_warm"] == result["warm_to_cold"] == result["expired"] == 0
+    assert tiers(service)["permanent"] == 1
+
+
+def test_stale_thresholds_differ_by_type(service: MemoryService, clock: Clock) -> None:
+    remember(service, "a cold fact", importance=0.3)
+    remember(service, "a cold decision", type="decision", importance=0.3)
+    clock.now += timedelta(days=61)
+    assert consolidate(service)["expired"] == 1  # fact after 60 days; decision waits for 90
+    clock.now += timedelta(days=30)
+    assert consolidate(service)["expired"] == 1
+
+
+def test_recent_access_protects_from_demotion(service: MemoryService, clock: Clock) -> None:
+    remember(service, "warm fact about the billing queue", importance=0.6)
+    clock.now += timedelta(days=29)
+    service.recall(RecallInput(text="billing queue"), CallContext())
+    service.store.flush_access()
+    clock.now += timedelta(days=2)
+    assert consolidate(service)["warm_to_cold"] == 0
+
+
+def test_decay_lowers_unused_low_utility_importance(service: MemoryService, clock: Clock) -> None:
+    fid = remember(service, "rarely used decision", type="decision", importance=0.6)
+    clock.now += timedelta(days=40)
+    consolidate(service)  # utility recomputed low (old, unused)
+    before = service.store.get_many(service._scope(None, CallContext()), [fid])[0].importance
+    consolidate(service)
+    after = service.store.get_many(service._scope(None, CallContext()), [fid])[0].importance
+    assert after < before
+
+
+def test_contradictions_are_reported_not_resolved(service: MemoryService) -> None:
+    a = remember(service, "the office opens at 8")
+    b = remember(service, "the office opens at 9")
+    service.link(LinkInput(fromId=a, toId=b, relationType="contradicts"), CallContext())
+    result = consolidate(service)
+    assert result["contradictions"] == 1 and result["contradiction_pairs"] == [{"fromId": a, "toId": b}]
+    assert service.memory_stats(MemoryStatsInput(), CallContext())["total"] == 2
+
+
+def test_consolidation_returns_every_stage(service: MemoryService) -> None:
+    result = consolidate(service)
+    for stage in ("hot_to_warm", "warm_to_cold", "expired", "decayed", "deduplicated", "contradictions",
+                  "orphan_links_pruned", "utility_recomputed", "embeddings_backfilled", "statistics"):
+        assert stage in result
+
+
+class FlakyEmbedder:
+    """Fails while `down` is set; otherwise delegates to the hash embedder."""
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(64)
+        self.name = self.inner.name
+        self.dimensions = self.inner.dimensions
+        self.down = True
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        if self.down:
+            raise EmbeddingFailed("provider unreachable")
+        return self.inner.embed_passages(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if self.down:
+            raise EmbeddingFailed("provider unreachable")
+        return self.inner.embed_query(text)
+
+
+def test_a_failing_embedder_never_fails_a_write_and_is_backfilled(tmp_path: Path) -> None:
+    embedder = FlakyEmbedder()
+    app = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}"), embedder=embedder)
+    try:
+        service = app.service
+        result = service.remember(RememberInput(content="queue workers scale with CPU", topic="ops", type="fact"), CallContext())
+        assert result["created"] is True and result["embedded"] is False and "pending" in result["message"]
+        recalled = service.recall(RecallInput(text="queue workers"), CallContext())
+        assert [f["id"] for f in recalled["fragments"]] == [result["id"]]
+        assert recalled["tiers"]["semantic"].startswith("unavailable")
+        assert service.memory_stats(MemoryStatsInput(), CallContext())["embedding_coverage"] == 0.0
+        embedder.down = False
+        assert consolidate(service)["embeddings_backfilled"] == 1
+        assert service.memory_stats(MemoryStatsInput(), CallContext())["embedding_coverage"] == 1.0
+        semantic = service.recall(RecallInput(text="scale workers CPU"), CallContext())
+        assert semantic["fragments"][0].get("similarity") is not None
+    finally:
+        app.close()
+
+
+def test_keyword_only_mode_says_so(tmp_path: Path) -> None:
+    app = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="none"))
+    try:
+        app.service.remember(RememberInput(content="plain keyword memory", topic="t", type="fact"), CallContext())
+        result = app.service.recall(RecallInput(text="keyword memory"), CallContext())
+        assert result["searchMode"] == "keyword-only" and result["count"] == 1
+        assert result["tiers"]["semantic"].startswith("disabled")
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("sync", ["NORMAL", "FULL"])
+def test_reopening_a_store_applies_no_migration_twice(tmp_path: Path, sync: str) -> None:
+    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="none", MEMENTO_SQLITE_SYNCHRONOUS=sync)
+    first = build_app(settings)
+    names = first.store.migrations()
+    first.service.remember(RememberInput(content="survives reopen", topic="t", type="fact"), CallContext())
+    first.close()
+    second = build_app(settings)
+    try:
+        assert second.store.migrations() == names and names[0] == "0001_initial.sql"
+        assert second.service.memory_stats(MemoryStatsInput(), CallContext())["total"] == 1
+    finally:
+        second.close()
