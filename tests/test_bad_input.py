@@ -67,7 +67,9 @@ SEED: dict[str, dict[str, Any]] = {
 
 
 async def seed(client: Client) -> dict[str, str]:
-    ids = {name: data(await client.call_tool("remember", args))["id"] for name, args in SEED.items()}
+    ids = {
+        name: data(await client.call_tool("remember", args))["id"] for name, args in SEED.items()
+    }
     data(
         await client.call_tool(
             "link", {"fromId": ids["error"], "toId": ids["fix"], "relationType": "resolved_by"}
