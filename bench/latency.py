@@ -24,7 +24,7 @@ from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.models import AgentScope, CallContext, FragmentType, RecallInput
 from memento.settings import Settings
-from memento.storage.protocol import NewFragment
+from memento.storage.protocol import NewFragment, SearchFilter
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
 AGENT = "bench-agent"
@@ -99,6 +99,25 @@ def measure(app, embedder, turns, questions, samples: int, rng: random.Random) -
     return out
 
 
+def ann_recall(app, embedder, questions, k: int = 10, n: int = 50) -> float:
+    """Share of HNSW top-k results as close as the exact top-k (numpy over every stored vector)."""
+    import numpy as np
+
+    keys, blocks = [], []
+    for batch_keys, batch in app.store._load_vectors(AGENT):
+        keys.append(batch_keys)
+        blocks.append(batch)
+    all_keys, matrix = np.concatenate(keys), np.concatenate(blocks)
+    found = 0
+    for q in questions[:n]:
+        vec = embedder.embed_query(q)
+        kth = float(np.sort(matrix @ vec)[-k])
+        # near-identical copies tie in similarity, so a hit counts when it is at least as close
+        # as the exact k-th neighbour (f16 storage rounds, hence the small tolerance)
+        found += sum(1 for _, sim in app.store.vectors.search(AGENT, vec, k) if sim >= kth - 2e-3)
+    return found / (k * n)
+
+
 def default_model_times(turns, questions, samples: int) -> dict[str, list[float]]:
     from memento.embeddings.local import LocalE5Embedder
 
@@ -122,6 +141,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--synchronous", default="FULL", choices=["NORMAL", "FULL"])
     parser.add_argument("--skip-model", action="store_true", help="do not time the default embedding model")
+    parser.add_argument("--db", type=Path, help="keep the store in this file and reuse what it already holds")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     turns, questions = corpus()
@@ -129,18 +149,22 @@ def main() -> int:
     embedder = HashEmbedder(384)
     print(f"backend sqlite (synchronous={args.synchronous}), one agent, {args.samples} samples per figure")
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(DATABASE_URL=f"sqlite:///{tmp}/latency.db", MEMENTO_SQLITE_SYNCHRONOUS=args.synchronous)
+        path = args.db or Path(tmp) / "latency.db"
+        settings = Settings(DATABASE_URL=f"sqlite:///{path}", MEMENTO_SQLITE_SYNCHRONOUS=args.synchronous)
         app = build_app(settings, embedder=embedder)
-        have = 0
+        have = app.store.count(AgentScope(AGENT), SearchFilter())
         for size in sizes:
-            fill(app, embedder, turns, have, size, rng)
-            have = size
+            if have < size:
+                fill(app, embedder, turns, have, size, rng)
+                have = size
             app.store.vectors.size(AGENT)
             m = measure(app, embedder, turns, questions, args.samples, rng)
             have += args.samples
             print(f"\n{size:,} memories:")
             print(f"  remember  store {fmt(m['remember_store'])}   (hash embedding {fmt(m['remember_embed'])})")
             print(f"  recall    store {fmt(m['recall_store'])}   (hash embedding {fmt(m['recall_embed'])})")
+            mode = "HNSW" if size > settings.ann_threshold else "exact"
+            print(f"  vector search: {mode}, recall@10 vs exact scan {ann_recall(app, embedder, questions):.3f}")
         app.close()
     if not args.skip_model:
         t = default_model_times(turns, questions, min(args.samples, 100))

@@ -73,7 +73,7 @@ class MemoryService:
         if self.embedder is None:
             return None
         try:
-            return self.embedder.embed_passages([text])[0]
+            return np.asarray(self.embedder.embed_passages([text])[0])
         except Exception as exc:  # noqa: BLE001 - any provider failure degrades to a pending embedding
             log.warning("embedding failed, fragment stored for backfill: %s", exc)
             return None
@@ -280,12 +280,12 @@ class MemoryService:
         })
 
     def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> list[tuple[Fragment, Candidate, float]]:
-        cands = fuse(tiers)
+        cfg = self.settings.memory.ranking
+        cands = fuse(tiers, {"semantic": cfg.semanticWeight})
         if not cands:
             return []
         features = self.store.rank_features(scope, list(cands))
         best = max(c.relevance for c in cands.values())
-        cfg = self.settings.memory.ranking
         scored = [(c, composite(c, features[c.id], best, now, cfg)) for c in cands.values() if c.id in features]
         scored.sort(key=lambda t: -t[1])
         top = scored[:limit]

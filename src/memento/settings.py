@@ -15,7 +15,8 @@ class RankingConfig(BaseModel):
 
     importanceWeight: float = Field(0.6, ge=0, le=1, description="Weight of importance in the prior.")
     recencyWeight: float = Field(0.4, ge=0, le=1, description="Weight of recency in the prior.")
-    relevanceWeight: float = Field(0.85, ge=0, le=1, description="Share of the final score given to query relevance when a query is present.")
+    relevanceWeight: float = Field(0.9, ge=0, le=1, description="Share of the final score given to query relevance when a query is present.")
+    semanticWeight: float = Field(0.3, ge=0, le=4, description="Weight of the vector tier in rank fusion (keyword and full-text tiers weigh 1).")
     activationThreshold: int = Field(100, ge=0, description="Below this many candidates without a query, order by creation time.")
     recencyHalfLifeDays: float = Field(30.0, gt=0, description="Age at which the recency score halves.")
 
@@ -76,7 +77,7 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = Field(10.0, gt=0, validation_alias=AliasChoices("EMBEDDING_TIMEOUT_S"))
 
     ann_threshold: int = Field(5000, ge=0, validation_alias=AliasChoices("MEMENTO_ANN_THRESHOLD"), description="Vectors per agent above which search uses the HNSW graph instead of an exact scan.")
-    hnsw_ef_search: int = Field(128, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time.")
+    hnsw_ef_search: int = Field(512, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time.")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
 
     @field_validator("database_url")

@@ -104,7 +104,7 @@ class LocalE5Embedder:
         return parts[0] if len(parts) == 1 else numpy.concatenate(parts, axis=0)
 
     def embed_query(self, text: str) -> numpy.ndarray:
-        return self._run([_clean(text)], True)[0]
+        return numpy.asarray(self._run([_clean(text)], True)[0])
 
     def __repr__(self) -> str:
         return f"LocalE5Embedder(variant={self.variant!r})"

@@ -76,11 +76,11 @@ class OpenAICompatibleEmbedder:
         if isinstance(body, dict):
             err = body.get("error")
             if isinstance(err, dict) and isinstance(err.get("message"), str):
-                return err["message"]
+                return str(err["message"])
             if isinstance(err, str):
                 return err
             if isinstance(body.get("detail"), str):
-                return body["detail"]
+                return str(body["detail"])
         return response.text.strip()
 
     def _request(self, texts: list[str]) -> numpy.ndarray:
@@ -141,7 +141,7 @@ class OpenAICompatibleEmbedder:
         return parts[0] if len(parts) == 1 else numpy.concatenate(parts, axis=0)
 
     def embed_query(self, text: str) -> numpy.ndarray:
-        return self.embed_passages([text])[0]
+        return numpy.asarray(self.embed_passages([text])[0])
 
     def close(self) -> None:
         with self._close_lock:

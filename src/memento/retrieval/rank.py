@@ -36,16 +36,17 @@ def fuse(tiers: dict[str, list[Hit]], weights: dict[str, float] | None = None) -
     return out
 
 
-def recency(created: datetime, accessed: datetime | None, now: datetime, half_life_days: float) -> float:
-    last = max(created, accessed) if accessed else created
-    age_days = max(0.0, (now - last).total_seconds() / 86400)
+def recency(created: datetime, now: datetime, half_life_days: float) -> float:
+    """1.0 for a memory created now, halving every half-life. Access does not refresh it:
+    recall itself touches what it returns, so access-based recency would feed on itself."""
+    age_days = max(0.0, (now - created).total_seconds() / 86400)
     return float(0.5 ** (age_days / half_life_days))
 
 
 def prior(fragment: Fragment | RankFeatures, now: datetime, cfg: RankingConfig) -> float:
     """importanceWeight·importance + recencyWeight·recency: the seed's composite rank."""
     return cfg.importanceWeight * fragment.importance + cfg.recencyWeight * recency(
-        fragment.created_at, fragment.accessed_at, now, cfg.recencyHalfLifeDays
+        fragment.created_at, now, cfg.recencyHalfLifeDays
     )
 
 

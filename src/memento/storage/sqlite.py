@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 ACCESS_FLUSH_SECONDS = 5.0
 ACCESS_FLUSH_SIZE = 512
 EXACT_FALLBACK_LIMIT = 20_000
-COMMON_TERM_SHARE = 0.1
+COMMON_TERM_SHARE = 0.02  # in a large store, a term in >2% of fragments acts as a stop word
 COMMON_TERM_MIN_DOCS = 2_000
 
 
@@ -123,7 +123,7 @@ class SQLiteStore:
         dimensions: int | None,
         synchronous: str = "FULL",
         ann_threshold: int = 5000,
-        ef_search: int = 128,
+        ef_search: int = 512,
     ) -> None:
         self.path = path
         self.embedding_model = embedding_model
@@ -502,7 +502,7 @@ class SQLiteStore:
                     "UPDATE fragments SET linked_to = ? WHERE id = ?",
                     (json.dumps([*source.linked_to, to_id]), from_id),
                 )
-            return cursor.rowcount > 0
+            return bool(cursor.rowcount > 0)
 
     def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
         if not ids or not relations or limit <= 0:

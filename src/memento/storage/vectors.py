@@ -41,7 +41,7 @@ class VectorIndex:
         load: VectorLoader,
         generation: GenerationReader,
         ann_threshold: int = 5000,
-        ef_search: int = 128,
+        ef_search: int = 512,
     ) -> None:
         self.dimensions = dimensions
         self.directory = directory
