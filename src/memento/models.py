@@ -311,3 +311,14 @@ class CallContext:
 
     session_id: str | None = None
     agent_id: str | None = None  # set by a credential later; an agentId argument may only narrow it
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """What a write changed; faces turn it into notifications (e.g. MCP resources/updated)."""
+
+    kind: str  # created | amended | deleted | linked | consolidated | session_ended
+    agent_id: str
+    fragment_ids: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+    session_id: str | None = None

@@ -18,7 +18,7 @@ from .errors import Forbidden, InvalidArgument, NotFound
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
 from .models import (
-    AgentScope, AmendInput, CallContext, ConsolidateInput, ContextInput, ForgetInput, Fragment,
+    AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
     FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
     ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
 )
@@ -57,6 +57,24 @@ class MemoryService:
         self.factory = factory or FragmentFactory()
         self.clock = clock
         self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock)
+        self._listeners: list[Callable[[ChangeEvent], None]] = []
+
+    # ------------------------------------------------------------ change events
+
+    def add_listener(self, listener: Callable[[ChangeEvent], None]) -> None:
+        """Call `listener` after every committed change (from the calling worker thread)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ChangeEvent], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _emit(self, event: ChangeEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001 - a face's listener must never undo a committed write
+                log.exception("change listener failed")
 
     # ------------------------------------------------------------ helpers
 
@@ -120,6 +138,8 @@ class MemoryService:
             importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
             scope_kind=inp.scope, is_anchor=inp.isAnchor, session_id=inp.sessionId, created_at=inp.createdAt,
         )
+        if created:
+            self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         result: dict[str, Any] = {
             "success": True,
             "id": fragment.id,
@@ -174,12 +194,15 @@ class MemoryService:
                 f"{len(protected)} permanent or anchored fragment(s) ({', '.join(protected[:5])}) need force=true; nothing deleted"
             )
         deleted = self.store.delete(scope, [f.id for f in targets])
+        if deleted:
+            self._emit(ChangeEvent("deleted", scope.agent_id, tuple(deleted), tuple({f.topic for f in targets})))
         return {"success": True, "deleted": deleted, "count": len(deleted)}
 
     def link(self, inp: LinkInput, ctx: CallContext) -> dict[str, Any]:
         """Create (or retype) a directed edge between two visible fragments."""
         scope = self._scope(inp.agentId, ctx)
         self.store.add_link(scope, inp.fromId, inp.toId, inp.relationType, self.clock())
+        self._emit(ChangeEvent("linked", scope.agent_id, (inp.fromId, inp.toId)))
         return {"success": True, "fromId": inp.fromId, "toId": inp.toId, "relationType": inp.relationType.value}
 
     def amend(self, inp: AmendInput, ctx: CallContext) -> dict[str, Any]:
@@ -214,6 +237,7 @@ class MemoryService:
             is_anchor=inp.isAnchor, embedding=vector, clear_embedding=content_changed and vector is None,
         )
         fragment = self.store.update(scope, old.id, changes, scope.agent_id, self.clock())
+        self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
         return {"success": True, "id": fragment.id, "fragment": fragment.to_dict(), "versionArchived": True}
 
     def _supersede(self, scope: AgentScope, old: Fragment, inp: AmendInput) -> dict[str, Any]:
@@ -229,6 +253,8 @@ class MemoryService:
             scope, old.id, NewFragment(draft, scope.agent_id, None, vector), SUPERSEDED_IMPORTANCE_FACTOR, now
         )
         original = self.store.get_many(scope, [old.id])[0]
+        self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
+        self._emit(ChangeEvent("amended", original.agent_id, (original.id,), (original.topic,)))
         return {
             "success": True, "id": fragment.id, "supersededId": old.id, "fragment": fragment.to_dict(),
             "original": original.to_dict(),
@@ -411,6 +437,8 @@ class MemoryService:
         created = []
         for text, type_ in plan:
             fragment, is_new = self._remember(scope, ctx, content=text, topic=inp.topic, type_=type_, source=source)
+            if is_new:
+                self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
             created.append({"id": fragment.id, "type": type_.value, "created": is_new})
         result: dict[str, Any] = {"success": True, "fragments": created, "count": len(created)}
         if inp.task_effectiveness is not None:
@@ -437,10 +465,18 @@ class MemoryService:
         stats["embeddingModel"] = self.embedder.name if self.embedder else None
         return stats
 
-    def memory_consolidate(self, inp: ConsolidateInput, ctx: CallContext) -> dict[str, Any]:
-        """Run the consolidation pipeline; per-stage counts."""
-        return self.consolidator.run(self._scope(inp.agentId, ctx))
+    def memory_consolidate(
+        self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
+    ) -> dict[str, Any]:
+        """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
+        scope = self._scope(inp.agentId, ctx)
+        result = self.consolidator.run(scope, progress)
+        self._emit(ChangeEvent("consolidated", scope.agent_id))
+        return result
 
     def end_session(self, session_id: str) -> int:
         """Expunge a finished session's working memory."""
-        return self.store.expunge_session(session_id)
+        removed = self.store.expunge_session(session_id)
+        if removed:
+            self._emit(ChangeEvent("session_ended", DEFAULT_AGENT, session_id=session_id))
+        return removed
