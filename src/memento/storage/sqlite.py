@@ -441,21 +441,18 @@ class SQLiteStore:
         return gone
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
-        where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt)
-        rows = self._reader().execute(
-            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere}"
-            " ORDER BY f.is_anchor DESC, f.importance DESC, f.created_at DESC LIMIT ?",
-            [*params, *fparams, limit],
-        ).fetchall()
-        return [_row_to_fragment(r) for r in rows]
+        """Anchors first, then by importance, newest first among equals."""
+        return self._select(scope, filt, "f.is_anchor DESC, f.importance DESC, f.created_at DESC", limit)
 
     def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
+        """Newest first."""
+        return self._select(scope, filt, "f.created_at DESC", limit)
+
+    def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
         where, params = _scope_sql(scope, use_index=True)
         fwhere, fparams = _filter_sql(filt)
         rows = self._reader().execute(
-            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere}"
-            " ORDER BY f.created_at DESC LIMIT ?",
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} ORDER BY {order} LIMIT ?",
             [*params, *fparams, limit],
         ).fetchall()
         return [_row_to_fragment(r) for r in rows]
