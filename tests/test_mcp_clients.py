@@ -368,9 +368,18 @@ def test_http_session_rules(http_server: HttpServer) -> None:
         sse_only = http.post(
             url, json=ping, headers={"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
         )
-        assert sse_only.headers["content-type"].startswith("text/event-stream")
-        assert sse_only.text.startswith("event: message\ndata: ")
-        assert json.loads(sse_only.text.split("data: ", 1)[1])["result"] == {}
+        assert sse_only.status_code == 406  # a POST must accept both JSON and SSE
+        prefers_sse = http.post(
+            url,
+            json=ping,
+            headers={
+                "Accept": "application/json;q=0.5, text/event-stream",
+                "Mcp-Session-Id": session_id,
+            },
+        )
+        assert prefers_sse.headers["content-type"].startswith("text/event-stream")
+        assert "event: message\n" in prefers_sse.text
+        assert json.loads(prefers_sse.text.split("data: ", 1)[1])["result"] == {}
 
         no_json = http.post(
             url, json=ping, headers={"Accept": "text/html", "Mcp-Session-Id": session_id}

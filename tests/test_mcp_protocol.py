@@ -122,7 +122,7 @@ async def test_initialize_echoes_a_supported_version(server: McpServer, version:
     peer = Peer(server)
     result = (await peer.initialize(version))["result"]
     assert result["protocolVersion"] == version
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {"logging": {}, "tools": {"listChanged": False}}
     assert result["serverInfo"]["name"] == "memento"
     assert result["serverInfo"]["version"] == __import__("memento").__version__
     assert "recall" in result["instructions"]
@@ -327,7 +327,7 @@ async def test_an_unexpected_exception_is_an_internal_tool_error(
         def memory_stats(self, inp: object, ctx: object) -> dict[str, Any]:
             raise RuntimeError("disk on fire")
 
-    server = McpServer(SimpleNamespace(service=Exploding()))  # type: ignore[arg-type]
+    server = McpServer(SimpleNamespace(service=Exploding(), settings=Settings()))  # type: ignore[arg-type]
     peer = Peer(server)
     await peer.initialize()
     result = await peer.call("memory_stats", {})

@@ -421,6 +421,51 @@ class MemoryService:
             "edges": [{"from": a, "to": b, "relation": r} for (a, b), r in edges.items()],
         }
 
+    # ------------------------------------------------------------ read-only views (MCP resources, completion)
+
+    def get_fragment(self, fragment_id: str, ctx: CallContext) -> dict[str, Any]:
+        """One visible fragment as JSON; records no access (a view, not a recall)."""
+        found = self.store.get_many(self._scope(None, ctx), [fragment_id])
+        if not found:
+            raise NotFound(f"fragment {fragment_id!r} not found")
+        return found[0].to_dict()
+
+    def list_topics(self, ctx: CallContext, prefix: str = "", limit: int = 1000) -> list[dict[str, Any]]:
+        """Topics of permanent fragments (optionally by prefix) with their counts, by name."""
+        return [{"topic": t, "count": n} for t, n in self.store.topics(self._scope(None, ctx), prefix, limit)]
+
+    def topic_fragments(self, topic: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
+        """Permanent fragments of one topic, newest first."""
+        rows = self.store.page(self._scope(None, ctx), SearchFilter(topic=topic), None, limit)
+        return [f.to_dict() for f in rows]
+
+    def list_fragments_page(
+        self, ctx: CallContext, before_seq: int | None, limit: int
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """Permanent fragments newest first; returns the page and the keyset of the next page."""
+        rows = self.store.page(self._scope(None, ctx), SearchFilter(), before_seq, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return [f.to_dict() for f in rows], (rows[-1].seq if more and rows else None)
+
+    def working_memory(self, session_id: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
+        """A session's working memory (scope=session fragments), newest first."""
+        filt = SearchFilter(session_id=session_id, only_session=True)
+        return [f.to_dict() for f in self.store.page(self._scope(None, ctx), filt, None, limit)]
+
+    def fragment_ids(self, ctx: CallContext, prefix: str, limit: int = 100) -> list[str]:
+        """Visible fragment ids starting with `prefix` (for argument completion)."""
+        return self.store.ids_with_prefix(self._scope(None, ctx), prefix, limit)
+
+    def preview_forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
+        """What `forget` would delete, without deleting: target ids and the protected ones."""
+        scope = self._scope(inp.agentId, ctx)
+        if (inp.id is None) == (inp.topic is None):
+            raise InvalidArgument("give exactly one of 'id' or 'topic'")
+        targets = self.store.get_many(scope, [inp.id]) if inp.id is not None else self.store.find_by_topic(scope, inp.topic or "")
+        protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
+        return {"ids": [f.id for f in targets], "protected": protected}
+
     # ------------------------------------------------------------ maintenance and telemetry
 
     def reflect(self, inp: ReflectInput, ctx: CallContext) -> dict[str, Any]:

@@ -1,18 +1,23 @@
 """The Streamable HTTP transport (MCP 2025-03-26 and later) on Starlette, served by uvicorn.
 
-`POST /mcp` carries one JSON-RPC message; requests are answered with a JSON body (or a
-single-event SSE stream when the client accepts only SSE), notifications and responses with
-202. `initialize` without a session creates one and returns it in `Mcp-Session-Id`; every
-other message must name a live session. `GET /mcp` opens a server-to-client SSE stream (idle
-for now: the server sends no requests yet), `DELETE /mcp` ends the session.
+`POST /mcp` carries one JSON-RPC message (or, for 2025-03-26 sessions, a batch). A request is
+answered with a JSON body, or with an SSE stream when answering it produces related messages
+(progress, logs, server→client requests) or the client prefers SSE; notifications and
+responses get 202. `initialize` without a session creates one and returns it in
+`Mcp-Session-Id`; every other message must name a live session (400 without, 404 unknown).
+`GET /mcp` opens the session's stream for server-initiated messages, or, with
+`Last-Event-ID`, resumes the stream an event belonged to from the event store. `DELETE /mcp`
+ends the session. Origin and Host are checked on every request (DNS rebinding). The legacy
+HTTP+SSE transport (2024-11-05) lives in `sse_legacy` and shares this app.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -26,7 +31,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memento.mcp import jsonrpc, versions
+from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
+from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
 
 if TYPE_CHECKING:
@@ -36,43 +43,113 @@ log = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
+LAST_EVENT_HEADER = "last-event-id"
+DEFAULT_VERSION_HEADER = "2025-03-26"  # what a request without MCP-Protocol-Version means
 MAX_BODY_BYTES = 4 * 1024 * 1024
 KEEPALIVE_S = 15.0
+RETRY_MS = 1000
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+STANDALONE = "standalone"  # the stream id of a session's GET stream
+_END = object()
 
 
 def _rpc_error(status: int, code: int, message: str, request_id: Any = None) -> JSONResponse:
     return JSONResponse(jsonrpc.error_response(request_id, code, message), status_code=status)
 
 
-def _accepts(request: Request) -> tuple[bool, bool]:
-    """Whether the client accepts (JSON, SSE); a missing Accept header accepts anything."""
+def _media_ranges(request: Request) -> dict[str, float] | None:
+    """Accept's media ranges and their q-values; None when the header is absent."""
     header = request.headers.get("accept")
     if not header:
-        return True, True
-    kinds = {part.split(";")[0].strip().lower() for part in header.split(",")}
-    anything = "*/*" in kinds
-    json_ok = anything or "application/json" in kinds or "application/*" in kinds
-    sse_ok = anything or "text/event-stream" in kinds or "text/*" in kinds
-    return json_ok, sse_ok
+        return None
+    ranges: dict[str, float] = {}
+    for part in header.split(","):
+        kind, *parameters = (item.strip() for item in part.split(";"))
+        q = 1.0
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                with contextlib.suppress(ValueError):
+                    q = float(value)
+        if kind:
+            ranges[kind.lower()] = max(q, ranges.get(kind.lower(), 0.0))
+    return ranges
 
 
-def _sse_event(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + jsonrpc.encode(message).encode("utf-8") + b"\n\n"
+def _quality(ranges: dict[str, float] | None, media_type: str) -> float:
+    if ranges is None:
+        return 1.0  # no Accept header accepts anything
+    major = media_type.split("/")[0]
+    for candidate in (media_type, f"{major}/*", "*/*"):
+        if candidate in ranges:
+            return ranges[candidate]
+    return 0.0
+
+
+def _accepts(request: Request) -> tuple[float, float]:
+    """How much the client wants (JSON, SSE), as q-values; 0 means not acceptable."""
+    ranges = _media_ranges(request)
+    return _quality(ranges, "application/json"), _quality(ranges, "text/event-stream")
+
+
+def _sse_event(message: dict[str, Any] | list[dict[str, Any]], event_id: str | None = None) -> bytes:
+    head = b"" if event_id is None else b"id: " + event_id.encode() + b"\n"
+    return head + b"event: message\ndata: " + jsonrpc.encode(message).encode("utf-8") + b"\n\n"
+
+
+def _priming_event(event_id: str) -> bytes:
+    return b"id: " + event_id.encode() + b"\nretry: " + str(RETRY_MS).encode() + b"\ndata: \n\n"
+
+
+def _host_name(host_header: str) -> str:
+    """The host part of a Host header value: `[::1]:8080` -> `::1`, `a:1` -> `a`."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    if host.count(":") == 1:
+        return host.partition(":")[0]
+    return host
+
+
+class _Stream:
+    """One SSE stream of a session: a POST's answer, or the standalone GET stream.
+
+    Its events are stored first, then handed to the connection attached to it, if any.
+    """
+
+    def __init__(self, session_id: str, stream_id: str) -> None:
+        self.session_id = session_id
+        self.id = stream_id
+        self.subscriber: asyncio.Queue[Any] | None = None
+        self.finished = False
+        self.delivered: str | None = None  # last event id written to some connection
 
 
 class McpHttp:
-    """The `/mcp` endpoint: session routing and HTTP framing around `McpServer`."""
+    """The `/mcp` endpoint: session routing, HTTP framing and SSE delivery around `McpServer`."""
 
     def __init__(
-        self, server: McpServer, *, allowed_origins: list[str], session_ttl_s: float
+        self,
+        server: McpServer,
+        *,
+        allowed_origins: list[str],
+        session_ttl_s: float,
+        allowed_hosts: list[str] | None = None,
+        event_store: EventStore | None = None,
     ) -> None:
         self.server = server
         self.allowed_origins = frozenset(allowed_origins)
+        self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts or ()) | {
+            (urlsplit(origin).hostname or "").lower() for origin in allowed_origins
+        }
         self.session_ttl_s = session_ttl_s
-        self._streams: dict[str, set[asyncio.Event]] = {}
+        self.store: EventStore = event_store if event_store is not None else MemoryEventStore()
+        self._live: dict[tuple[str, str], _Stream] = {}
+        self._stream_ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.legacy: Any = None  # the legacy SSE endpoints, when mounted
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -80,25 +157,118 @@ class McpHttp:
         self._loop = asyncio.get_running_loop()
 
     def begin_shutdown(self) -> None:
-        """Close every GET stream so the server can drain; safe from a signal handler."""
+        """Close every SSE stream so the server can drain; safe from a signal handler."""
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._close_streams)
 
     def _close_streams(self) -> None:
         self._closing = True
-        for events in self._streams.values():
-            for event in events:
-                event.set()
+        for stream in self._live.values():
+            if stream.subscriber is not None:
+                stream.subscriber.put_nowait(_END)
+        if self.legacy is not None:
+            self.legacy.close_all()
 
     def _end_streams(self, session_id: str) -> None:
-        for event in self._streams.pop(session_id, set()):
-            event.set()
+        for key in [key for key in self._live if key[0] == session_id]:
+            stream = self._live.pop(key)
+            stream.finished = True
+            if stream.subscriber is not None:
+                stream.subscriber.put_nowait(_END)
+        self.store.drop_session(session_id)
+
+    # ------------------------------------------------------------------ delivery
+
+    def _open_stream(self, session: Session, stream_id: str) -> _Stream:
+        stream = _Stream(session.id, stream_id)
+        self._live[(session.id, stream_id)] = stream
+        return stream
+
+    def _publish(self, stream: _Stream, message: dict[str, Any] | None) -> str:
+        """Store one event, then hand it to the attached connection (no await: no reordering)."""
+        event_id = self.store.append(stream.session_id, stream.id, message)
+        if stream.subscriber is not None:
+            stream.subscriber.put_nowait((event_id, message))
+        return event_id
+
+    def _finish(self, stream: _Stream) -> None:
+        stream.finished = True
+        self._live.pop((stream.session_id, stream.id), None)
+        if stream.subscriber is not None:
+            stream.subscriber.put_nowait(_END)
+
+    def _standalone(self, session: Session) -> _Stream:
+        stream = self._live.get((session.id, STANDALONE))
+        if stream is None:
+            stream = self._open_stream(session, STANDALONE)
+        return stream
+
+    def _standalone_sender(self, session: Session) -> Callable[[dict[str, Any]], Awaitable[None]]:
+        async def send(message: dict[str, Any]) -> None:
+            if self.server.session_table.get(session.id) is session:
+                self._publish(self._standalone(session), message)
+
+        return send
+
+    def _attach(self, stream: _Stream) -> asyncio.Queue[Any]:
+        """Make a new connection the stream's receiver; a previous one is ended."""
+        if stream.subscriber is not None:
+            stream.subscriber.put_nowait(_END)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        stream.subscriber = queue
+        return queue
+
+    def _sse_response(
+        self,
+        stream: _Stream,
+        queue: asyncio.Queue[Any],
+        backlog: list[StoredEvent],
+        *,
+        preamble: bytes = b"",
+        session: Session,
+        headers: dict[str, str] | None = None,
+    ) -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                if preamble:
+                    yield preamble
+                for event in backlog:
+                    yield self._frame(stream, event.id, event.message)
+                while True:
+                    item: Any = None
+                    with anyio.move_on_after(KEEPALIVE_S):
+                        item = await queue.get()
+                    if item is _END:
+                        return
+                    if item is None:
+                        if self._closing or self.server.get_session(session.id) is None:
+                            return
+                        yield b": keepalive\n\n"  # also how a vanished client is noticed
+                        continue
+                    event_id, message = item
+                    yield self._frame(stream, event_id, message)
+            finally:
+                if stream.subscriber is queue:
+                    stream.subscriber = None
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "Mcp-Session-Id": session.id, **(headers or {})},
+        )
+
+    def _frame(self, stream: _Stream, event_id: str, message: dict[str, Any] | None) -> bytes:
+        stream.delivered = event_id
+        if message is None:
+            return _priming_event(event_id)
+        return _sse_event(message, event_id)
 
     # ------------------------------------------------------------------ endpoint
 
     async def endpoint(self, request: Request) -> Response:
-        if not self._origin_allowed(request.headers.get("origin")):
-            return _rpc_error(403, INVALID_REQUEST, "Forbidden: origin not allowed")
+        refused = self.guard(request)
+        if refused is not None:
+            return refused
         await self._expire_idle()
         if request.method == "POST":
             return await self._post(request)
@@ -108,6 +278,14 @@ class McpHttp:
             return await self._delete(request)
         return Response(status_code=405, headers={"Allow": "GET, POST, DELETE"})
 
+    def guard(self, request: Request) -> Response | None:
+        """403 for a foreign Origin or Host (DNS rebinding), for every endpoint."""
+        if not self._origin_allowed(request.headers.get("origin")):
+            return _rpc_error(403, INVALID_REQUEST, "Forbidden: origin not allowed")
+        if not self._host_allowed(request.headers.get("host")):
+            return _rpc_error(403, INVALID_REQUEST, "Forbidden: host not allowed")
+        return None
+
     def _origin_allowed(self, origin: str | None) -> bool:
         # Browsers send Origin; refusing foreign ones blocks DNS rebinding against a local server.
         if origin is None:
@@ -116,12 +294,20 @@ class McpHttp:
             return origin in self.allowed_origins or "*" in self.allowed_origins
         return (urlsplit(origin).hostname or "") in LOCAL_HOSTS
 
+    def _host_allowed(self, host: str | None) -> bool:
+        if host is None:
+            return True  # HTTP/1.0 without Host cannot be a rebinding browser
+        if "*" in self.allowed_hosts or "*" in self.allowed_origins:
+            return True
+        name = _host_name(host)
+        return name in LOCAL_HOSTS or name in self.allowed_hosts
+
     async def _expire_idle(self) -> None:
         # An open GET stream refreshes its session on every keepalive, so it never expires here.
-        expired_before = set(self.server.sessions)
-        await self.server.close_idle_sessions(self.session_ttl_s)
-        for sid in expired_before - set(self.server.sessions):
+        for sid in await self.server.close_idle_sessions(self.session_ttl_s):
             self._end_streams(sid)
+            if self.legacy is not None:
+                self.legacy.end(sid)
 
     def _session(self, request: Request) -> Session | Response:
         session_id = request.headers.get(SESSION_HEADER)
@@ -132,16 +318,18 @@ class McpHttp:
         session = self.server.get_session(session_id)
         if session is None:
             return _rpc_error(404, INVALID_REQUEST, "Session not found")
-        version = request.headers.get(VERSION_HEADER)
-        if version is not None and not versions.is_supported(version):
+        version = request.headers.get(VERSION_HEADER, DEFAULT_VERSION_HEADER)
+        if not versions.is_supported(version):
             return _rpc_error(400, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
         return session
 
     async def _post(self, request: Request) -> Response:
-        json_ok, sse_ok = _accepts(request)
-        if not (json_ok or sse_ok):
+        json_q, sse_q = _accepts(request)
+        if json_q <= 0 or sse_q <= 0:
             return _rpc_error(
-                406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream"
+                406,
+                INVALID_REQUEST,
+                "Not Acceptable: accept both application/json and text/event-stream",
             )
         if not request.headers.get("content-type", "").lower().startswith("application/json"):
             return _rpc_error(415, INVALID_REQUEST, "Unsupported Media Type: send application/json")
@@ -150,35 +338,93 @@ class McpHttp:
             return _rpc_error(413, INVALID_REQUEST, "Request too large")
         try:
             value = jsonrpc.decode(body)
+        except JsonRpcError as exc:
+            return JSONResponse(exc.to_response(), status_code=400)
+        if isinstance(value, list):
+            return await self._post_batch(request, value)
+        try:
             message = jsonrpc.parse_message(value)
         except JsonRpcError as exc:
             return JSONResponse(exc.to_response(), status_code=400)
 
-        created: Session | None = None
-        session: Session
         if isinstance(message, jsonrpc.Request) and message.method == "initialize":
-            session = created = self.server.create_session()
-        else:
-            found = self._session(request)
-            if isinstance(found, Response):
-                return found
-            session = found
-
-        reply = await self.server.handle(value, session)
-        if reply is None:
-            return Response(status_code=202)
-        headers: dict[str, str] = {}
-        if created is not None:
+            session = self.server.create_session()
+            session.send = self._standalone_sender(session)
+            reply = await self.server.handle(value, session)
+            assert isinstance(reply, dict)
             if "error" in reply:
-                await self.server.close_session(created.id)  # a failed handshake keeps no session
-            else:
-                headers["Mcp-Session-Id"] = created.id
-        if json_ok:
-            return JSONResponse(reply, headers=headers)
-        return Response(_sse_event(reply), media_type="text/event-stream", headers=headers)
+                await self.server.close_session(session.id)  # a failed handshake keeps no session
+                return JSONResponse(reply)
+            return JSONResponse(reply, headers={"Mcp-Session-Id": session.id})
+
+        found = self._session(request)
+        if isinstance(found, Response):
+            return found
+        session = found
+        if not isinstance(message, jsonrpc.Request):
+            await self.server.handle(value, session)
+            return Response(status_code=202)
+        return await self._answer(session, value, prefer_sse=sse_q > json_q)
+
+    async def _answer(self, session: Session, value: Any, *, prefer_sse: bool) -> Response:
+        """Run one request; JSON when it ends quietly, else an SSE stream of everything it sends."""
+        stream = self._open_stream(session, f"post-{next(self._stream_ids)}")
+        queue = self._attach(stream)
+        if versions.sse_priming(session.protocol_version):
+            self._publish(stream, None)
+        related = asyncio.Event()
+
+        async def sink(message: dict[str, Any]) -> None:
+            self._publish(stream, message)
+            related.set()
+
+        async def run() -> dict[str, Any] | list[dict[str, Any]] | None:
+            try:
+                return await self.server.handle(value, session, sink)
+            finally:
+                self._tasks.discard(task)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        if not prefer_sse:
+            waiter = asyncio.ensure_future(related.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            if task.done() and not related.is_set():
+                # Quiet request: a plain JSON body; the stream never existed for the client.
+                stream.subscriber = None
+                self._live.pop((session.id, stream.id), None)
+                self.store.drop_stream(session.id, stream.id)
+                reply = task.result()
+                if reply is None:
+                    return Response(status_code=202)  # cancelled meanwhile: no response
+                return JSONResponse(reply)
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            reply = None if finished.cancelled() or finished.exception() else finished.result()
+            if isinstance(reply, dict):
+                self._publish(stream, reply)
+            self._finish(stream)
+
+        task.add_done_callback(done)
+        return self._sse_response(stream, queue, [], session=session)
+
+    async def _post_batch(self, request: Request, batch: list[Any]) -> Response:
+        found = self._session(request)
+        if isinstance(found, Response):
+            return found
+        if not self.server.accepts_batches(found):
+            reply = jsonrpc.error_response(
+                None, INVALID_REQUEST, "Invalid Request: batches are not supported"
+            )
+            return JSONResponse(reply, status_code=400)
+        replies = await self.server.handle(batch, found)  # related messages: the GET stream
+        if replies is None:
+            return Response(status_code=202)
+        return JSONResponse(replies)
 
     async def _get(self, request: Request) -> Response:
-        if not _accepts(request)[1]:
+        if _accepts(request)[1] <= 0:
             return _rpc_error(
                 406, INVALID_REQUEST, "Not Acceptable: GET /mcp serves text/event-stream"
             )
@@ -187,29 +433,32 @@ class McpHttp:
             return found
         if self._closing:
             return _rpc_error(503, INVALID_REQUEST, "Server is shutting down")
-        closed = asyncio.Event()
-        self._streams.setdefault(found.id, set()).add(closed)
-        return StreamingResponse(
-            self._idle_stream(found.id, closed),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "Mcp-Session-Id": found.id},
+        session = found
+        last_event_id = request.headers.get(LAST_EVENT_HEADER)
+        stream_id = None
+        if last_event_id:
+            stream_id = self.store.stream_of(session.id, last_event_id)
+        if stream_id is not None and stream_id != STANDALONE:
+            # Resume a POST's stream: what it sent after that id, then (if still running) the rest.
+            backlog = self.store.after(session.id, stream_id, last_event_id)
+            live = self._live.get((session.id, stream_id))
+            stream = live if live is not None else _Stream(session.id, stream_id)
+            queue = self._attach(stream)
+            if live is None:
+                queue.put_nowait(_END)
+            return self._sse_response(stream, queue, backlog, session=session)
+        stream = self._standalone(session)
+        if stream_id is None and stream.subscriber is not None:
+            return _rpc_error(409, INVALID_REQUEST, "Conflict: this session's GET stream is open")
+        backlog = self.store.after(
+            session.id, STANDALONE, last_event_id if stream_id is not None else stream.delivered
         )
-
-    async def _idle_stream(self, session_id: str, closed: asyncio.Event) -> AsyncIterator[bytes]:
-        try:
-            yield b": stream open\n\n"
-            while not closed.is_set():
-                with anyio.move_on_after(KEEPALIVE_S):
-                    await closed.wait()
-                if closed.is_set() or self.server.get_session(session_id) is None:
-                    return
-                yield b": keepalive\n\n"  # also how a vanished client is noticed
-        finally:
-            streams = self._streams.get(session_id)
-            if streams is not None:
-                streams.discard(closed)
-                if not streams:
-                    del self._streams[session_id]
+        queue = self._attach(stream)
+        if versions.sse_priming(session.protocol_version):
+            self._publish(stream, None)  # after the backlog, so event ids stay in order
+        return self._sse_response(
+            stream, queue, backlog, preamble=b": stream open\n\n", session=session
+        )
 
     async def _delete(self, request: Request) -> Response:
         found = self._session(request)
@@ -224,13 +473,30 @@ async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def create_http_app(app: App) -> Starlette:
-    """The ASGI application: `/mcp` and `/health`; closing the app is part of its shutdown."""
+def allowed_hosts(settings: Any) -> list[str]:
+    """Host names accepted besides localhost: ALLOWED_HOSTS (comma-separated, `*` for any)
+    when the settings define it, and the bound address unless it is a wildcard."""
+    hosts = [h.strip() for h in str(getattr(settings, "allowed_hosts", "") or "").split(",")]
+    bound = str(getattr(settings, "host", "") or "")
+    if bound and bound not in ("0.0.0.0", "::"):
+        hosts.append(bound)
+    return [h for h in hosts if h]
+
+
+def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette:
+    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, and `/health`.
+
+    `features` replaces the registry's list (tests plug their own in)."""
+    from memento.mcp.sse_legacy import LegacySse
+
     mcp = McpHttp(
-        McpServer(app),
+        McpServer(app, features=default_features(app.settings) if features is None else features),
         allowed_origins=app.settings.origins,
         session_ttl_s=app.settings.session_ttl_minutes * 60.0,
+        allowed_hosts=allowed_hosts(app.settings),
     )
+    legacy = LegacySse(mcp)
+    mcp.legacy = legacy
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -248,6 +514,8 @@ def create_http_app(app: App) -> Starlette:
             Route(
                 "/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
             ),
+            Route("/sse", legacy.connect, methods=["GET"]),
+            Route("/message", legacy.message, methods=["POST"]),
             Route("/health", _health, methods=["GET"]),
         ],
         lifespan=lifespan,

@@ -1,8 +1,8 @@
 """JSON-RPC 2.0 envelopes: parsing, validation, error codes and response builders.
 
 Transport-agnostic: the stdio and HTTP faces decode bytes with `decode`, classify the value
-with `parse_message`, and hand the result to the protocol core. Batches are refused: MCP
-removed them in 2025-06-18 and no supported client sends them.
+with `parse_message`, and hand the result to the protocol core. Batches (JSON arrays) exist
+only in MCP 2025-03-26; the core unpacks them for such sessions and refuses them otherwise.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Notification:
 
 @dataclass(frozen=True)
 class Response:
-    """A response the peer sent us (a result or an error); we never ask, so it is dropped."""
+    """A response the peer sent us (a result or an error) to a server→client request."""
 
     id: RequestId | None
     result: Any = None
@@ -72,7 +72,7 @@ def decode(raw: str | bytes) -> Any:
         raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}") from None
 
 
-def encode(message: dict[str, Any]) -> str:
+def encode(message: dict[str, Any] | list[dict[str, Any]]) -> str:
     """Compact single-line JSON (safe for newline-delimited framing)."""
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
@@ -85,7 +85,7 @@ def _valid_id(value: Any) -> bool:
 def parse_message(value: Any) -> Message:
     """Classify a decoded JSON value; anything malformed raises a -32600 `JsonRpcError`."""
     if isinstance(value, list):
-        raise JsonRpcError(INVALID_REQUEST, "Invalid Request: batches are not supported")
+        raise JsonRpcError(INVALID_REQUEST, "Invalid Request: batches are not supported here")
     if not isinstance(value, dict):
         raise JsonRpcError(INVALID_REQUEST, "Invalid Request: expected a JSON object")
     raw_id = value.get("id")
@@ -125,6 +125,26 @@ def parse_message(value: Any) -> Message:
         "Invalid Request: neither a request, a notification nor a response",
         request_id=rid,
     )
+
+
+def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A notification envelope."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def request(request_id: RequestId, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A request envelope (server→client requests)."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def is_batch(value: Any) -> bool:
+    return isinstance(value, list)
 
 
 def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:

@@ -12,10 +12,10 @@ import binascii
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
+import anyio
 import anyio.to_thread
 
 import memento
@@ -29,11 +29,19 @@ from memento.mcp.jsonrpc import (
     Notification,
     Request,
 )
+from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink
+from memento.mcp.client_features import confirm_forget
+from memento.mcp.extensions import tasks_of
+from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
+from memento.mcp.tasks import tool_execution
 from memento.mcp.tools import TOOLS, ToolSpec, call_tool
-from memento.models import CallContext
+from memento.models import CallContext as ServiceContext
 
 if TYPE_CHECKING:
     from memento.app import App
+    from memento.mcp.features import Feature, NotificationHandler, RequestContext, ServerHub
+
+__all__ = ["CallContext", "McpServer", "Session"]
 
 log = logging.getLogger(__name__)
 
@@ -50,23 +58,7 @@ INSTRUCTIONS = (
 DEFAULT_PAGE_SIZE = 50
 
 
-@dataclass
-class Session:
-    """One client connection's negotiated state."""
-
-    id: str
-    protocol_version: str | None = None  # set when initialize is answered
-    client_info: dict[str, Any] = field(default_factory=dict)
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-    initialized: bool = False  # notifications/initialized received
-    last_seen: float = field(default_factory=time.monotonic)
-
-    @property
-    def ready(self) -> bool:
-        return self.protocol_version is not None
-
-
-Handler = Callable[[Session, dict[str, Any]], Awaitable[dict[str, Any]]]
+CoreHandler = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def encode_cursor(offset: int) -> str:
@@ -88,41 +80,71 @@ def decode_cursor(cursor: object, total: int) -> int:
 
 
 class McpServer:
-    """Protocol core shared by every transport; owns the session table."""
+    """Protocol core shared by every transport; owns the session table (a `ServerHub`)."""
 
     def __init__(
-        self, app: App, *, tools: Sequence[ToolSpec] = TOOLS, page_size: int = DEFAULT_PAGE_SIZE
+        self,
+        app: App,
+        *,
+        tools: Sequence[ToolSpec] = TOOLS,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        features: Sequence[Feature] = (),
     ) -> None:
         self.app = app
         self.tools = tuple(tools)
         self.tools_by_name = {spec.name: spec for spec in self.tools}
         self.page_size = page_size
-        self.sessions: dict[str, Session] = {}
-        self._handlers: dict[str, Handler] = {
+        self.session_table: dict[str, Session] = {}
+        self.features = tuple(features)
+        self._handlers: dict[str, Any] = {  # CoreHandler, or a feature's Handler
             "initialize": self._initialize,
             "ping": self._ping,
+            "logging/setLevel": self._set_level,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
         }
+        self._note_handlers: dict[str, list[NotificationHandler]] = {}
+        for feature in self.features:
+            for method, handler in feature.handlers().items():
+                if method in self._handlers:
+                    raise ValueError(f"two handlers for {method}")
+                self._handlers[method] = handler
+            for method, note_handler in feature.notification_handlers().items():
+                self._note_handlers.setdefault(method, []).append(note_handler)
+        for feature in self.features:
+            feature.attach(cast("ServerHub", self))
+        self.tasks = tasks_of(self.features)
+        # The conformance suite's test_* tools exist only when the operator asks for them.
+        self.fixture_tools = FIXTURE_TOOLS if app.settings.conformance_fixtures else ()
 
     # ------------------------------------------------------------------ sessions
 
-    def create_session(self) -> Session:
+    def sessions(self) -> list[Session]:
+        """Live sessions (`ServerHub.sessions`)."""
+        return list(self.session_table.values())
+
+    def create_session(self, send: Sink | None = None) -> Session:
         """A fresh, uninitialised session with an unguessable id."""
         session = Session(id=secrets.token_urlsafe(24))
-        self.sessions[session.id] = session
+        if send is not None:
+            session.send = send
+        self.session_table[session.id] = session
         return session
 
     def get_session(self, session_id: str) -> Session | None:
-        session = self.sessions.get(session_id)
+        session = self.session_table.get(session_id)
         if session is not None:
             session.last_seen = time.monotonic()
         return session
 
     async def close_session(self, session_id: str) -> bool:
         """Forget the session and expunge its working memory; False when it did not exist."""
-        if self.sessions.pop(session_id, None) is None:
+        session = self.session_table.pop(session_id, None)
+        if session is None:
             return False
+        session.fail_pending()
+        for ctx in list(session.in_flight.values()):
+            ctx.cancel()
         try:
             expunged = await anyio.to_thread.run_sync(self.app.service.end_session, session_id)
         except Exception:  # boundary: closing must always succeed for the transport
@@ -133,61 +155,144 @@ class McpServer:
             )
         return True
 
-    async def close_idle_sessions(self, idle_seconds: float) -> int:
-        """Close sessions unseen for `idle_seconds`; returns how many were closed."""
+    async def close_idle_sessions(self, idle_seconds: float) -> list[str]:
+        """Close sessions unseen for `idle_seconds`; returns the ids of those closed."""
         cutoff = time.monotonic() - idle_seconds
-        stale = [sid for sid, s in self.sessions.items() if s.last_seen < cutoff]
+        stale = [sid for sid, s in self.session_table.items() if s.last_seen < cutoff]
         for sid in stale:
             await self.close_session(sid)
-        return len(stale)
+        return stale
 
     async def close_all_sessions(self) -> None:
-        for sid in list(self.sessions):
+        for sid in list(self.session_table):
             await self.close_session(sid)
 
     # ------------------------------------------------------------------ dispatch
 
-    async def handle(self, message: Any, session: Session) -> dict[str, Any] | None:
-        """Answer one decoded JSON-RPC message; None when no response is due."""
+    async def handle(
+        self, message: Any, session: Session, sink: Sink | None = None
+    ) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """Answer one decoded JSON-RPC value (a message, or a batch for 2025-03-26 sessions).
+
+        `sink` carries messages related to a request (progress, logs, server→client requests);
+        without one they go to the session's standalone channel. None when no response is due.
+        """
+        if isinstance(message, list):
+            return await self.handle_batch(message, session, sink)
+        return await self.handle_one(message, session, sink)
+
+    def accepts_batches(self, session: Session) -> bool:
+        return session.protocol_version == "2025-03-26"
+
+    async def handle_batch(
+        self, batch: list[Any], session: Session, sink: Sink | None = None
+    ) -> dict[str, Any] | list[dict[str, Any]] | None:
+        if not self.accepts_batches(session):
+            return jsonrpc.error_response(
+                None, INVALID_REQUEST, "Invalid Request: batches are not supported"
+            )
+        if not batch:
+            return jsonrpc.error_response(None, INVALID_REQUEST, "Invalid Request: empty batch")
+        replies: list[dict[str, Any] | None] = [None] * len(batch)
+
+        async def one(index: int, item: Any) -> None:
+            if isinstance(item, list):
+                replies[index] = jsonrpc.error_response(
+                    None, INVALID_REQUEST, "Invalid Request: nested batch"
+                )
+                return
+            replies[index] = await self.handle_one(item, session, sink)
+
+        async with anyio.create_task_group() as tg:
+            for index, item in enumerate(batch):
+                tg.start_soon(one, index, item)
+        answered = [reply for reply in replies if reply is not None]
+        return answered or None
+
+    async def handle_one(
+        self, message: Any, session: Session, sink: Sink | None = None
+    ) -> dict[str, Any] | None:
         try:
             parsed = jsonrpc.parse_message(message)
         except JsonRpcError as exc:
             return exc.to_response()
         session.last_seen = time.monotonic()
         if isinstance(parsed, Notification):
-            self._notification(session, parsed)
+            await self._notification(session, parsed)
             return None
-        if not isinstance(parsed, Request):
-            return None  # a response to nothing we asked: drop it
+        if isinstance(parsed, jsonrpc.Response):
+            if not session.resolve(parsed):
+                log.debug("dropping a response to nothing we asked (id %r)", parsed.id)
+            return None
+        meta = parsed.params.get("_meta")
+        ctx = CallContext(
+            session,
+            parsed.id,
+            session.protocol_version or versions.LATEST,
+            meta if isinstance(meta, dict) else {},
+            sink,
+        )
+        cancellable = parsed.method != "initialize"  # the spec forbids cancelling initialize
+        if cancellable:
+            session.in_flight[parsed.id] = ctx
         try:
-            result = await self._dispatch(session, parsed)
-        except JsonRpcError as exc:
-            return exc.to_response(parsed.id)
-        except Exception:  # boundary: a bug answers -32603 instead of killing the connection
-            log.exception("handling %s failed", parsed.method)
-            return jsonrpc.error_response(parsed.id, INTERNAL_ERROR, "Internal error")
+            with anyio.CancelScope() as scope:
+                ctx.cancel_scope = scope
+                try:
+                    result = await self._dispatch(ctx, parsed)
+                except JsonRpcError as exc:
+                    return exc.to_response(parsed.id)
+                except Exception:  # boundary: a bug answers -32603, the connection lives on
+                    log.exception("handling %s failed", parsed.method)
+                    return jsonrpc.error_response(parsed.id, INTERNAL_ERROR, "Internal error")
+        finally:
+            if session.in_flight.get(parsed.id) is ctx:
+                del session.in_flight[parsed.id]
+        if scope.cancelled_caught or ctx.cancelled.is_set():
+            log.info("request %r (%s) cancelled by the client", parsed.id, parsed.method)
+            return None  # a cancelled request gets no response
         return jsonrpc.result_response(parsed.id, result)
 
-    async def _dispatch(self, session: Session, request: Request) -> dict[str, Any]:
+    async def _dispatch(self, ctx: CallContext, request: Request) -> dict[str, Any]:
         handler = self._handlers.get(request.method)
         if handler is None:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method}")
-        if not session.ready and request.method not in ("initialize", "ping"):
+        if not ctx.session.ready and request.method not in ("initialize", "ping"):
             raise JsonRpcError(INVALID_REQUEST, "Session not initialized: send initialize first")
-        return await handler(session, request.params)
+        result: dict[str, Any] = await handler(ctx, request.params)
+        return result
 
-    def _notification(self, session: Session, note: Notification) -> None:
+    async def _notification(self, session: Session, note: Notification) -> None:
         if note.method == "notifications/initialized":
             session.initialized = True
         elif note.method == "notifications/cancelled":
-            # Service calls run to completion in worker threads; their late answer is harmless.
-            log.debug("client cancelled %s", note.params.get("requestId"))
-        else:
+            target = session.in_flight.get(note.params.get("requestId"))  # type: ignore[arg-type]
+            if target is not None:
+                target.cancel()
+            else:  # unknown or already answered: ignored, as the spec says
+                log.debug("cancellation of %r ignored", note.params.get("requestId"))
+        for handler in self._note_handlers.get(note.method, ()):
+            try:
+                await handler(session, note.params)
+            except Exception:  # boundary: a feature's bug must not break the connection
+                log.exception("notification handler for %s failed", note.method)
+        if note.method not in self._note_handlers and note.method not in (
+            "notifications/initialized",
+            "notifications/cancelled",
+        ):
             log.debug("ignoring notification %s", note.method)
 
     # ------------------------------------------------------------------ methods
 
-    async def _initialize(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    def capabilities(self, version: str) -> dict[str, Any]:
+        """The server's capabilities for a session of `version`, features merged in."""
+        caps: dict[str, Any] = {"logging": {}, "tools": {"listChanged": False}}
+        for feature in self.features:
+            _merge(caps, feature.capabilities(version))
+        return versions.gate_capabilities(version, caps)
+
+    async def _initialize(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+        session = ctx.session
         if session.ready:
             raise JsonRpcError(INVALID_REQUEST, "Session already initialized")
         requested = params.get("protocolVersion")
@@ -213,43 +318,80 @@ class McpServer:
         )
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": self.capabilities(version),
             "serverInfo": versions.server_info(
                 version, name=SERVER_NAME, server_version=memento.__version__, title=SERVER_TITLE
             ),
             "instructions": INSTRUCTIONS,
         }
 
-    async def _ping(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    async def _ping(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    async def _tools_list(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
-        version = _version(session)
+    async def _set_level(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise JsonRpcError(
+                INVALID_PARAMS, "Invalid params: level must be one of " + ", ".join(LOG_LEVELS)
+            )
+        ctx.session.log_level = str(level)
+        return {}
+
+    async def _tools_list(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+        version = ctx.version
+        definitions: list[dict[str, Any]] = []
+        for spec in self.tools:
+            definition = spec.definition(version)
+            execution = tool_execution(version, spec.name)
+            if execution:
+                definition["execution"] = execution
+            definitions.append(definition)
+        definitions += [tool.definition(version) for tool in self.fixture_tools]
         start = 0
         if params.get("cursor") is not None:
-            start = decode_cursor(params["cursor"], len(self.tools))
-        page = self.tools[start : start + self.page_size]
-        result: dict[str, Any] = {"tools": [spec.definition(version) for spec in page]}
-        if start + self.page_size < len(self.tools):
+            start = decode_cursor(params["cursor"], len(definitions))
+        result: dict[str, Any] = {"tools": definitions[start : start + self.page_size]}
+        if start + self.page_size < len(definitions):
             result["nextCursor"] = encode_cursor(start + self.page_size)
         return result
 
-    async def _tools_call(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    async def _tools_call(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: name must be a string")
+        fixture = FIXTURE_TOOLS_BY_NAME.get(name) if self.fixture_tools else None
         spec = self.tools_by_name.get(name)
-        if spec is None:
+        if spec is None and fixture is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
-        ctx = CallContext(session_id=session.id)
-        return await call_tool(spec, arguments, self.app.service, ctx, _version(session))
+        rctx = cast("RequestContext", ctx)
+
+        async def run() -> dict[str, Any]:
+            if fixture is not None:
+                return await fixture.call(rctx, arguments)
+            assert spec is not None
+            if name == "forget":
+                refused = await confirm_forget(rctx, self.app, arguments)
+                if refused is not None:
+                    return refused
+            service_ctx = ServiceContext(session_id=ctx.session.id)
+            return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx)
+
+        if self.tasks is not None:
+            created = await self.tasks.maybe_run_as_task(rctx, name, params, run)
+            if created is not None:
+                return created
+        return await run()
 
 
-def _version(session: Session) -> str:
-    assert session.protocol_version is not None  # guarded by _dispatch
-    return session.protocol_version
+def _merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """Deep-merge capability objects (a feature may extend one the core declares)."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, Mapping) else value

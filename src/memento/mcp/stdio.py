@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import JsonRpcError
+from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
 
 if TYPE_CHECKING:
@@ -69,10 +70,14 @@ class _StdioConnection:
     def __init__(self, server: McpServer, out: BinaryIO) -> None:
         self.server = server
         self.out = out
-        self.session: Session = server.create_session()
+        self.session: Session = server.create_session(self.send)
 
-    def write(self, message: dict[str, object]) -> None:
-        # One write + flush with no await in between, so concurrent replies never interleave.
+    async def send(self, message: dict[str, object]) -> None:
+        """Notifications and server→client requests share stdout with the responses."""
+        self.write(message)
+
+    def write(self, message: dict[str, object] | list[dict[str, object]]) -> None:
+        # A batch's replies are one JSON array on one line. One write + flush with no await in between, so concurrent replies never interleave.
         try:
             self.out.write(jsonrpc.encode(message).encode("utf-8") + b"\n")
             self.out.flush()
@@ -87,7 +92,7 @@ class _StdioConnection:
         except JsonRpcError as exc:
             self.write(exc.to_response())
             return
-        reply = await self.server.handle(value, self.session)
+        reply = await self.server.handle(value, self.session, self.send)
         if reply is not None:
             self.write(reply)
 
@@ -106,7 +111,7 @@ async def serve_stdio(
     signals = _install_signal_handlers(loop, stop)
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     _start_reader(inp, loop, queue)
-    conn = _StdioConnection(McpServer(app), out)
+    conn = _StdioConnection(McpServer(app, features=default_features(app.settings)), out)
     running: set[asyncio.Task[None]] = set()
     log.info("serving MCP on stdio")
     try:

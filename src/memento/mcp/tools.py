@@ -12,8 +12,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
@@ -34,6 +35,9 @@ from memento.models import (
     RememberInput,
     ToolFeedbackInput,
 )
+
+if TYPE_CHECKING:
+    from memento.mcp.features import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,7 @@ class ToolSpec:
     input_model: type[BaseModel]
     method: str  # the MemoryService method, called as method(inp, ctx) -> dict
     hints: ToolHints = field(default_factory=ToolHints)
+    reports_progress: bool = False  # the service method takes progress=callable(done, total, stage)
 
     def input_schema(self) -> dict[str, Any]:
         schema = inline_refs(self.input_model.model_json_schema())
@@ -186,6 +191,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ConsolidateInput,
         "memory_consolidate",
         ToolHints(destructive=True),
+        reports_progress=True,
     ),
     ToolSpec(
         "graph_explore",
@@ -210,14 +216,33 @@ def describe_validation_error(tool: str, exc: ValidationError) -> str:
     return f"invalid arguments for {tool}: " + "; ".join(problems)
 
 
+def _progress_bridge(rctx: RequestContext) -> Any:
+    """A sync `progress(done, total, stage)` for the worker thread that reports to `rctx`."""
+
+    def report(done: int, total: int, stage: str) -> None:
+        try:
+            anyio.from_thread.run(rctx.progress, float(done), float(total), stage)
+        except Exception:  # boundary: a lost progress note must not fail the operation
+            log.debug("progress notification failed", exc_info=True)
+
+    return report
+
+
 async def call_tool(
     spec: ToolSpec,
     arguments: Mapping[str, Any],
     service: Any,
     ctx: CallContext,
     version: str,
+    rctx: RequestContext | None = None,
 ) -> dict[str, Any]:
-    """Validate, run the service method in a worker thread, and shape the result for `version`."""
+    """Validate, run the service method in a worker thread, and shape the result for `version`.
+
+    With a request context, the call is logged to the client (debug level) and a tool that
+    reports progress sends notifications/progress when the request carried a progressToken.
+    """
+    if rctx is not None:
+        await rctx.log("debug", {"event": "tools/call", "tool": spec.name})
     try:
         # JSON mode: the models are strict, and strict JSON validation still reads enum values
         # and ISO timestamps from strings, exactly as a client sends them.
@@ -227,8 +252,11 @@ async def call_tool(
             version, "invalid_argument", describe_validation_error(spec.name, exc)
         )
     method = getattr(service, spec.method)
+    call = partial(method, inp, ctx)
+    if spec.reports_progress and rctx is not None and "progressToken" in rctx.meta:
+        call = partial(method, inp, ctx, progress=_progress_bridge(rctx))
     try:
-        payload = await anyio.to_thread.run_sync(partial(method, inp, ctx))
+        payload = await anyio.to_thread.run_sync(call)
     except MementoError as exc:
         log.info("tool %s failed: %s: %s", spec.name, exc.code, exc.message)
         return versions.tool_error(version, exc.code, exc.message)

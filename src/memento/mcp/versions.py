@@ -6,7 +6,10 @@ so handlers build one neutral shape and ask this module how to put it on the wir
 - 2024-11-05: tools carry name, description, inputSchema; results carry content, isError.
 - 2025-03-26: tool annotations (readOnlyHint, destructiveHint, ...; their own title).
 - 2025-06-18: Tool.title, outputSchema, structuredContent; Implementation.title.
-- 2025-11-25: tasks and icons (not used yet; resources/prompts/tasks shapes belong here).
+- 2025-11-25: tasks and icons; SSE priming events (an id and empty data) and `retry`.
+
+Capabilities: `completions` from 2025-03-26, `tasks` from 2025-11-25. JSON-RPC batches exist
+only in 2025-03-26.
 """
 
 from __future__ import annotations
@@ -61,6 +64,24 @@ class ToolHints:
     destructive: bool = False
     idempotent: bool = False
     open_world: bool = False
+
+
+CAPABILITY_SINCE: dict[str, str] = {"completions": "2025-03-26", "tasks": "2025-11-25"}
+"""Server capabilities a revision does not define are never sent to it."""
+
+
+def gate_capabilities(version: str, capabilities: dict[str, Any]) -> dict[str, Any]:
+    """`capabilities` without the entries `version` does not define."""
+    return {
+        key: value
+        for key, value in capabilities.items()
+        if key not in CAPABILITY_SINCE or at_least(version, CAPABILITY_SINCE[key])
+    }
+
+
+def sse_priming(version: str | None) -> bool:
+    """Whether SSE streams open with a priming event (id, empty data) and `retry`."""
+    return version is not None and at_least(version, "2025-11-25")
 
 
 def server_info(version: str, *, name: str, server_version: str, title: str) -> dict[str, Any]:

@@ -457,6 +457,38 @@ class SQLiteStore:
         ).fetchall()
         return [_row_to_fragment(r) for r in rows]
 
+    def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
+        """Newest first by insertion order, strictly before `before_seq` (a stable keyset page)."""
+        where, params = _scope_sql(scope, use_index=True)
+        fwhere, fparams = _filter_sql(filt)
+        bound = "AND f.seq < ?" if before_seq is not None else ""
+        extra = [before_seq] if before_seq is not None else []
+        rows = self._reader().execute(
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} {bound}"
+            " ORDER BY f.seq DESC LIMIT ?",
+            [*params, *fparams, *extra, limit],
+        ).fetchall()
+        return [_row_to_fragment(r) for r in rows]
+
+    def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
+        """Topics of permanent fragments starting with `prefix`, with their fragment counts."""
+        where, params = _scope_sql(scope, use_index=True)
+        rows = self._reader().execute(
+            f"SELECT f.topic, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL"
+            " AND substr(f.topic, 1, ?) = ? GROUP BY f.topic ORDER BY f.topic LIMIT ?",
+            [*params, len(prefix), prefix, limit],
+        ).fetchall()
+        return [(r[0], int(r[1])) for r in rows]
+
+    def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
+        """Visible fragment ids (permanent or working memory) starting with `prefix`."""
+        where, params = _scope_sql(scope, use_index=True)
+        rows = self._reader().execute(
+            f"SELECT f.id FROM fragments f WHERE {where} AND substr(f.id, 1, ?) = ? ORDER BY f.id LIMIT ?",
+            [*params, len(prefix), prefix, limit],
+        ).fetchall()
+        return [r[0] for r in rows]
+
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         if not ids:
             return {}

@@ -1,0 +1,104 @@
+"""Requests the server makes of the client: elicitation (confirm a forget) and sampling.
+
+Both are used only when the client declared the capability in `initialize`; without it the
+server behaves exactly as before (no confirmation, no sampling).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+from pydantic import ValidationError
+
+from memento.errors import MementoError, Unavailable
+from memento.mcp import versions
+from memento.mcp.features import RequestContext, SessionView
+from memento.mcp.jsonrpc import JsonRpcError
+from memento.mcp.namespace import service_context
+from memento.models import ForgetInput
+
+if TYPE_CHECKING:
+    from memento.app import App
+
+CONFIRM_TIMEOUT_S = 120.0
+SAMPLE_TIMEOUT_S = 60.0
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "confirm": {"type": "boolean", "title": "Delete", "description": "Yes, delete these memories.", "default": False},
+    },
+    "required": ["confirm"],
+}
+
+
+def can_elicit_form(session: SessionView) -> bool:
+    """Form-mode elicitation: `elicitation: {}` (any version) or `elicitation: {form: {}}` (2025-11-25)."""
+    cap = session.client_capabilities.get("elicitation")
+    if not isinstance(cap, dict):
+        return False
+    return not cap or "form" in cap
+
+
+def can_sample(session: SessionView) -> bool:
+    return isinstance(session.client_capabilities.get("sampling"), dict)
+
+
+async def confirm_forget(ctx: RequestContext, app: App, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """Ask the user before a `forget` that would delete memories; None means go ahead.
+
+    Asked only when the client can show a form, `force` is not set (an explicit force is the
+    caller's confirmation) and the call would really delete at least one fragment (a call the
+    service refuses anyway, or that deletes nothing, is not worth a question). Otherwise, and
+    when the user accepts, returns None; a decline or cancel returns the tool result to send.
+    """
+    if not can_elicit_form(ctx.session) or arguments.get("force") is True:
+        return None
+    try:
+        inp = ForgetInput.model_validate(arguments)
+        preview = await anyio.to_thread.run_sync(
+            partial(app.service.preview_forget, inp, service_context(ctx.session))
+        )
+    except (ValidationError, MementoError):
+        return None  # the tool call itself reports the problem
+    ids: list[str] = preview["ids"]
+    if not ids or preview["protected"]:
+        return None
+    what = f"fragment {ids[0]}" if len(ids) == 1 else f"{len(ids)} fragments of topic {inp.topic!r}"
+    params: dict[str, Any] = {
+        "message": f"Memento is about to delete {what} permanently. Delete?",
+        "requestedSchema": CONFIRM_SCHEMA,
+    }
+    if versions.at_least(ctx.version, "2025-11-25"):
+        params["mode"] = "form"
+    try:
+        answer = await ctx.request("elicitation/create", params, timeout_s=CONFIRM_TIMEOUT_S)
+    except (JsonRpcError, TimeoutError):
+        return versions.tool_error(ctx.version, "cancelled", "deletion was not confirmed (no answer from the client); nothing deleted")
+    content = answer.get("content")
+    if answer.get("action") == "accept" and isinstance(content, dict) and content.get("confirm") is True:
+        return None
+    return versions.tool_error(ctx.version, "cancelled", "the user did not confirm the deletion; nothing deleted")
+
+
+async def sample(ctx: RequestContext, prompt: str, *, max_tokens: int = 512, system: str | None = None) -> str:
+    """The client's LLM completion of `prompt` (sampling/createMessage), as text.
+
+    Raises Unavailable when the client did not declare sampling or answered with an error.
+    """
+    if not can_sample(ctx.session):
+        raise Unavailable("the client does not offer sampling")
+    params: dict[str, Any] = {
+        "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+        "maxTokens": max_tokens,
+    }
+    if system:
+        params["systemPrompt"] = system
+    try:
+        answer = await ctx.request("sampling/createMessage", params, timeout_s=SAMPLE_TIMEOUT_S)
+    except (JsonRpcError, TimeoutError) as exc:
+        raise Unavailable(f"sampling failed: {exc}") from None
+    content = answer.get("content")
+    blocks = content if isinstance(content, list) else [content]
+    return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")

@@ -1,0 +1,30 @@
+"""The features beyond tools — resources, prompts, completion, tasks (and conformance fixtures).
+
+`extension_features(settings)` builds them wired together; the registry appends them to the
+core's own features. The tools/call path reaches tasks and fixtures through the helpers here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memento.mcp.completion import CompletionFeature
+from memento.mcp.features import Feature
+from memento.mcp.fixtures import install
+from memento.mcp.prompts import PromptsFeature
+from memento.mcp.resources import ResourcesFeature
+from memento.mcp.tasks import TasksFeature
+from memento.settings import Settings
+
+
+def extension_features(settings: Settings) -> list[Feature]:
+    """Resources, prompts, completion and tasks; the conformance fixtures only when enabled."""
+    resources, prompts = ResourcesFeature(), PromptsFeature()
+    if settings.conformance_fixtures:
+        install(resources, prompts)
+    return [resources, prompts, CompletionFeature(prompts, resources), TasksFeature()]
+
+
+def tasks_of(features: Sequence[object]) -> TasksFeature | None:
+    """The tasks feature among `features`, for the tools/call hook."""
+    return next((f for f in features if isinstance(f, TasksFeature)), None)

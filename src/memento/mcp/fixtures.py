@@ -1,0 +1,313 @@
+"""Fixtures of the `@modelcontextprotocol/conformance` server suite (0.1.16, 0.2.0-alpha.12).
+
+The suite's server scenarios call tools, read resources and get prompts with fixed names and
+check their exact shapes. They exist only when MEMENTO_CONFORMANCE_FIXTURES=1: `install` adds
+the resources and prompts to their features, and the core lists and calls `FIXTURE_TOOLS`
+beside the memory tools. Never registered by default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from memento.mcp import versions
+from memento.mcp.client_features import can_elicit_form, can_sample
+from memento.mcp.features import RequestContext
+from memento.mcp.jsonrpc import JsonRpcError
+from memento.mcp.prompts import PromptArgument, PromptsFeature, PromptSpec, user_text
+from memento.mcp.resources import ResourcesFeature, StaticResource, TemplateResource
+
+# A 1x1 red PNG and a minimal WAV, as the suite's reference server uses.
+PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WAV_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+STEP_DELAY_S = 0.05
+
+ToolCall = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
+NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+@dataclass(frozen=True)
+class FixtureTool:
+    """A conformance tool: its listing and a call returning a complete CallToolResult."""
+
+    name: str
+    description: str
+    call: ToolCall
+    input_schema: dict[str, Any] = field(default_factory=lambda: dict(NO_ARGS))
+
+    def definition(self, version: str) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+
+
+def text_result(text: str, *, error: bool = False) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": error}
+
+
+def _string_args(*names: str, descriptions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {n: {"type": "string", "description": descriptions[n]} for n in names},
+        "required": list(names),
+    }
+
+
+# ------------------------------------------------------------------ tools
+
+async def _simple_text(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return text_result("This is a simple text response for testing.")
+
+
+async def _image(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "image", "data": PNG_BASE64, "mimeType": "image/png"}], "isError": False}
+
+
+async def _audio(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "audio", "data": WAV_BASE64, "mimeType": "audio/wav"}], "isError": False}
+
+
+async def _embedded(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    resource = {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}
+    return {"content": [{"type": "resource", "resource": resource}], "isError": False}
+
+
+async def _mixed(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    resource = {
+        "uri": "test://mixed-content-resource", "mimeType": "application/json",
+        "text": json.dumps({"test": "data", "value": 123}, separators=(",", ":")),
+    }
+    return {"content": [
+        {"type": "text", "text": "Multiple content types test:"},
+        {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"},
+        {"type": "resource", "resource": resource},
+    ], "isError": False}
+
+
+async def _logging(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    for i, message in enumerate(("Tool execution started", "Tool processing data", "Tool execution completed")):
+        if i:
+            await anyio.sleep(STEP_DELAY_S)
+        await ctx.log("info", message, logger="conformance-test-server")
+    return text_result("Tool with logging executed successfully")
+
+
+async def _progress(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    for i, done in enumerate((0, 50, 100)):
+        if i:
+            await anyio.sleep(STEP_DELAY_S)
+        await ctx.progress(done, 100, f"Completed step {done} of 100")
+    return text_result(str(ctx.meta.get("progressToken", "no progress token")))
+
+
+async def _error(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return text_result("This tool intentionally returns an error for testing", error=True)
+
+
+async def _reconnection(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    # The suite expects the transport to close the POST stream mid-call (SEP-1699); that is the
+    # HTTP core's business. The tool itself only has to answer after a short pause.
+    await anyio.sleep(0.1)
+    return text_result(
+        "Reconnection test completed successfully. If you received this, the client properly "
+        "reconnected after stream closure."
+    )
+
+
+async def _sampling(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    if not can_sample(ctx.session):
+        return text_result("Sampling not supported: the client did not declare the sampling capability", error=True)
+    params = {
+        "messages": [{"role": "user", "content": {"type": "text", "text": str(args.get("prompt", ""))}}],
+        "maxTokens": 100,
+    }
+    try:
+        answer = await ctx.request("sampling/createMessage", params)
+    except (JsonRpcError, TimeoutError) as exc:
+        return text_result(f"Sampling error: {exc}", error=True)
+    content = answer.get("content")
+    text = content.get("text", "") if isinstance(content, dict) else ""
+    return text_result(f"LLM response: {text or 'No response'}")
+
+
+async def _elicit(ctx: RequestContext, message: str, schema: dict[str, Any], label: str) -> dict[str, Any]:
+    if not can_elicit_form(ctx.session):
+        return text_result("Elicitation not supported: the client did not declare the elicitation capability", error=True)
+    params: dict[str, Any] = {"message": message, "requestedSchema": schema}
+    if versions.at_least(ctx.version, "2025-11-25"):
+        params["mode"] = "form"
+    try:
+        answer = await ctx.request("elicitation/create", params)
+    except (JsonRpcError, TimeoutError) as exc:
+        return text_result(f"Elicitation error: {exc}", error=True)
+    content = json.dumps(answer.get("content") or {}, separators=(",", ":"))
+    return text_result(f"{label}: action={answer.get('action')}, content={content}")
+
+
+async def _elicitation(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    return await _elicit(ctx, str(args.get("message", "")), schema, "User response")
+
+
+async def _elicitation_defaults(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    }, "required": []}
+    return await _elicit(ctx, "Please review and update the form fields with defaults", schema, "Elicitation completed")
+
+
+async def _elicitation_enums(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    options = ["option1", "option2", "option3"]
+    schema = {"type": "object", "properties": {
+        "untitledSingle": {"type": "string", "description": "Select one option", "enum": options},
+        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
+            {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
+            {"const": "value3", "title": "Third Option"}]},
+        "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
+                       "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
+                          "items": {"type": "string", "enum": options}},
+        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1,
+                        "maxItems": 3, "items": {"anyOf": [
+                            {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"}]}},
+    }, "required": []}
+    return await _elicit(ctx, "Please select options from the enum fields", schema, "Elicitation completed")
+
+
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                          "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "properties": {
+        "name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"}, "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+async def _json_schema_tool(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return text_result(f"JSON Schema 2020-12 tool called with: {json.dumps(args, separators=(',', ':'))}")
+
+
+FIXTURE_TOOLS: tuple[FixtureTool, ...] = (
+    FixtureTool("test_simple_text", "Tests simple text content response", _simple_text),
+    FixtureTool("test_image_content", "Tests image content response", _image),
+    FixtureTool("test_audio_content", "Tests audio content response", _audio),
+    FixtureTool("test_embedded_resource", "Tests embedded resource content response", _embedded),
+    FixtureTool("test_multiple_content_types", "Tests response with multiple content types (text, image, resource)", _mixed),
+    FixtureTool("test_tool_with_logging", "Tests tool that emits log messages during execution", _logging),
+    FixtureTool("test_tool_with_progress", "Tests tool that reports progress notifications", _progress),
+    FixtureTool("test_error_handling", "Tests error response handling", _error),
+    FixtureTool("test_reconnection", "Tests SSE stream disconnection and client reconnection (SEP-1699)", _reconnection),
+    FixtureTool("test_sampling", "Tests server-initiated sampling (LLM completion request)", _sampling,
+                _string_args("prompt", descriptions={"prompt": "The prompt to send to the LLM"})),
+    FixtureTool("test_elicitation", "Tests server-initiated elicitation (user input request)", _elicitation,
+                _string_args("message", descriptions={"message": "The message to show the user"})),
+    FixtureTool("test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034", _elicitation_defaults),
+    FixtureTool("test_elicitation_sep1330_enums", "Tests elicitation with enum schema improvements per SEP-1330", _elicitation_enums),
+    FixtureTool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", _json_schema_tool, JSON_SCHEMA_2020_12),
+)
+FIXTURE_TOOLS_BY_NAME = {tool.name: tool for tool in FIXTURE_TOOLS}
+
+
+# ------------------------------------------------------------------ resources
+
+def _static(uri: str, mime: str, **content: str) -> Callable[[RequestContext, dict[str, str]], Awaitable[list[dict[str, Any]]]]:
+    async def read(ctx: RequestContext, variables: dict[str, str]) -> list[dict[str, Any]]:
+        return [{"uri": uri, "mimeType": mime, **content}]
+    return read
+
+
+async def _template_data(ctx: RequestContext, variables: dict[str, str]) -> list[dict[str, Any]]:
+    rid = variables["id"]
+    text = json.dumps({"id": rid, "templateTest": True, "data": f"Data for ID: {rid}"}, separators=(",", ":"))
+    return [{"uri": f"test://template/{rid}/data", "mimeType": "application/json", "text": text}]
+
+
+FIXTURE_RESOURCES: tuple[StaticResource, ...] = (
+    StaticResource("test://static-text", "static-text", "Static Text Resource", "A static text resource for testing",
+                   "text/plain", _static("test://static-text", "text/plain", text="This is the content of the static text resource.")),
+    StaticResource("test://static-binary", "static-binary", "Static Binary Resource",
+                   "A static binary resource (image) for testing", "image/png",
+                   _static("test://static-binary", "image/png", blob=PNG_BASE64)),
+    StaticResource("test://watched-resource", "watched-resource", "Watched Resource", "A resource to subscribe to",
+                   "text/plain", _static("test://watched-resource", "text/plain", text="Watched resource content")),
+)
+FIXTURE_TEMPLATES: tuple[TemplateResource, ...] = (
+    TemplateResource("test://template/{id}/data", "template", "Resource Template",
+                     "A resource template with parameter substitution", "application/json", _template_data),
+)
+
+
+# ------------------------------------------------------------------ prompts
+
+async def _simple_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
+    return {"messages": [user_text("This is a simple prompt for testing.")]}
+
+
+async def _args_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
+    return {"messages": [user_text(f"Prompt with arguments: arg1='{args['arg1']}', arg2='{args['arg2']}'")]}
+
+
+async def _embedded_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
+    resource = {"uri": args["resourceUri"], "mimeType": "text/plain", "text": "Embedded resource content for testing."}
+    return {"messages": [
+        {"role": "user", "content": {"type": "resource", "resource": resource}},
+        user_text("Please process the embedded resource above."),
+    ]}
+
+
+async def _image_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
+    return {"messages": [
+        {"role": "user", "content": {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"}},
+        user_text("Please analyze the image above."),
+    ]}
+
+
+async def _complete_arg(ctx: RequestContext, prefix: str, known: dict[str, str]) -> list[str]:
+    return [v for v in ("paris", "park", "party") if v.startswith(prefix)]
+
+
+FIXTURE_PROMPTS: tuple[PromptSpec, ...] = (
+    PromptSpec("test_simple_prompt", "Simple Test Prompt", "A simple prompt without arguments", _simple_prompt),
+    PromptSpec("test_prompt_with_arguments", "Prompt With Arguments", "A prompt with required arguments", _args_prompt, (
+        PromptArgument("arg1", "First test argument", required=True, complete=_complete_arg),
+        PromptArgument("arg2", "Second test argument", required=True, complete=_complete_arg),
+    )),
+    PromptSpec("test_prompt_with_embedded_resource", "Prompt With Embedded Resource",
+               "A prompt that includes an embedded resource", _embedded_prompt,
+               (PromptArgument("resourceUri", "URI of the resource to embed", required=True),)),
+    PromptSpec("test_prompt_with_image", "Prompt With Image", "A prompt that includes image content", _image_prompt),
+)
+
+
+def install(resources: ResourcesFeature, prompts: PromptsFeature) -> None:
+    """Add the fixture resources, templates and prompts to their features."""
+    for resource in FIXTURE_RESOURCES:
+        resources.add_static(resource)
+    for template in FIXTURE_TEMPLATES:
+        resources.add_template(template)
+    for prompt in FIXTURE_PROMPTS:
+        prompts.add(prompt)

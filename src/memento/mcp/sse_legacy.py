@@ -1,0 +1,122 @@
+"""The legacy HTTP+SSE transport (MCP 2024-11-05), beside Streamable HTTP in the same app.
+
+`GET /sse` creates a session and opens its event stream; the first event is `endpoint`, whose
+data is the URL to post to (`/message?sessionId=...`). `POST /message?sessionId=...` takes one
+JSON-RPC message and answers 202 at once; responses, notifications and server→client requests
+all travel on the SSE stream as `message` events. Closing the stream ends the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from memento.mcp import jsonrpc
+from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
+
+if TYPE_CHECKING:
+    from memento.mcp.http import McpHttp
+
+log = logging.getLogger(__name__)
+
+MESSAGE_PATH = "/message"
+_END = object()
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(jsonrpc.error_response(None, INVALID_REQUEST, message), status_code=status)
+
+
+class LegacySse:
+    """`/sse` and `/message`, sharing the sessions, guards and features of `McpHttp`."""
+
+    def __init__(self, http: McpHttp) -> None:
+        self.http = http
+        self.server = http.server
+        self._queues: dict[str, asyncio.Queue[Any]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def close_all(self) -> None:
+        for queue in self._queues.values():
+            queue.put_nowait(_END)
+
+    def end(self, session_id: str) -> None:
+        queue = self._queues.pop(session_id, None)
+        if queue is not None:
+            queue.put_nowait(_END)
+
+    async def connect(self, request: Request) -> Response:
+        refused = self.http.guard(request)
+        if refused is not None:
+            return refused
+        if self.http._closing:
+            return _error(503, "Server is shutting down")
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def send(message: dict[str, Any]) -> None:
+            queue.put_nowait(message)
+
+        session = self.server.create_session(send)
+        self._queues[session.id] = queue
+        log.info("legacy SSE session %s opened", session.id)
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                yield f"event: endpoint\ndata: {MESSAGE_PATH}?sessionId={session.id}\n\n".encode()
+                while True:
+                    item: Any = None
+                    with anyio.move_on_after(15.0):
+                        item = await queue.get()
+                    if item is _END:
+                        return
+                    if item is None:
+                        if self.server.get_session(session.id) is None:
+                            return
+                        yield b": keepalive\n\n"
+                        continue
+                    yield b"event: message\ndata: " + jsonrpc.encode(item).encode("utf-8") + b"\n\n"
+            finally:
+                self._queues.pop(session.id, None)
+                with anyio.CancelScope(shield=True):
+                    await self.server.close_session(session.id)
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+
+    async def message(self, request: Request) -> Response:
+        refused = self.http.guard(request)
+        if refused is not None:
+            return refused
+        session_id = request.query_params.get("sessionId") or request.query_params.get(
+            "session_id"
+        )
+        if not session_id:
+            return _error(400, "Bad Request: sessionId is required")
+        session = self.server.get_session(session_id)
+        queue = self._queues.get(session_id)
+        if session is None or queue is None:
+            return _error(404, "Session not found")
+        try:
+            value = jsonrpc.decode(await request.body())
+        except JsonRpcError as exc:
+            return JSONResponse(exc.to_response(), status_code=400)
+
+        async def send(message: dict[str, Any]) -> None:
+            queue.put_nowait(message)
+
+        async def run() -> None:
+            reply = await self.server.handle(value, session, send)
+            if reply is not None:
+                queue.put_nowait(reply)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return Response("Accepted", status_code=202)

@@ -1,0 +1,267 @@
+"""MCP tasks (2025-11-25, experimental): bulk tools run in the background and are polled.
+
+A `tools/call` carrying `params.task` for a tool whose `execution.taskSupport` allows it is
+answered at once with a CreateTaskResult; the tool runs on; `tasks/get` polls it,
+`tasks/result` blocks until it ends and returns exactly what the call would have returned,
+`tasks/list` pages the session's tasks and `tasks/cancel` stops one. Task ids are bound to
+the session that created them (another session gets "not found"), every task carries a
+`ttl`, and expired tasks are purged lazily.
+
+The core's tools/call path calls `TasksFeature.maybe_run_as_task` before running a tool, and
+`tool_execution` when it lists tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+
+from memento.mcp import versions
+from memento.mcp.features import Handler, NotificationHandler, RequestContext, ServerHub
+from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
+from memento.mcp.paging import decode_cursor, encode_cursor
+
+log = logging.getLogger(__name__)
+
+TASKS_VERSION = "2025-11-25"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
+TASK_SUPPORT: Mapping[str, str] = {
+    "memory_consolidate": "optional", "reflect": "optional", "remember": "optional", "recall": "optional",
+}
+"""Tools that may run as tasks, with their `execution.taskSupport`; every other tool: forbidden.
+(forget is left out: its confirmation would need the input_required flow.)"""
+DEFAULT_TTL_MS = 15 * 60 * 1000
+MIN_TTL_MS = 10 * 1000
+MAX_TTL_MS = 24 * 60 * 60 * 1000
+POLL_INTERVAL_MS = 500
+PAGE_SIZE = 50
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+ToolRun = Callable[[], Awaitable[dict[str, Any]]]
+
+
+def supports_tasks(version: str) -> bool:
+    return versions.at_least(version, TASKS_VERSION)
+
+
+def tool_execution(version: str, tool_name: str) -> dict[str, Any] | None:
+    """The `execution` member of a tools/list entry, or None when the version has none."""
+    support = TASK_SUPPORT.get(tool_name)
+    if support is None or not supports_tasks(version):
+        return None
+    return {"taskSupport": support}
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(eq=False)
+class TaskRecord:
+    """One task and, once it ends, the outcome of its request."""
+
+    id: str
+    session_id: str
+    seq: int
+    ttl_ms: int
+    created_at: datetime = field(default_factory=_now)
+    updated_at: datetime = field(default_factory=_now)
+    status: str = "working"
+    status_message: str | None = "The operation is in progress."
+    result: dict[str, Any] | None = None
+    error: JsonRpcError | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    runner: asyncio.Task[None] | None = None
+
+    def view(self) -> dict[str, Any]:
+        task: dict[str, Any] = {
+            "taskId": self.id, "status": self.status, "createdAt": _iso(self.created_at),
+            "lastUpdatedAt": _iso(self.updated_at), "ttl": self.ttl_ms,
+        }
+        if self.status_message:
+            task["statusMessage"] = self.status_message
+        if self.status not in TERMINAL:
+            task["pollInterval"] = POLL_INTERVAL_MS
+        return task
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.created_at + timedelta(milliseconds=self.ttl_ms)
+
+    def finish(self, status: str, message: str | None) -> bool:
+        """Move to a terminal status; False when already terminal (a cancelled task stays so)."""
+        if self.status in TERMINAL:
+            return False
+        self.status, self.status_message, self.updated_at = status, message, _now()
+        self.done.set()
+        return True
+
+
+def _requested_ttl(task: Any) -> int:
+    if not isinstance(task, dict):
+        raise JsonRpcError(INVALID_PARAMS, "Invalid params: task must be an object")
+    ttl = task.get("ttl")
+    if ttl is None:
+        return DEFAULT_TTL_MS
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0:
+        raise JsonRpcError(INVALID_PARAMS, "Invalid params: task.ttl must be a non-negative number")
+    return int(min(max(ttl, MIN_TTL_MS), MAX_TTL_MS))
+
+
+class TasksFeature:
+    """Task-augmented tools/call plus tasks/get, tasks/result, tasks/list, tasks/cancel."""
+
+    def __init__(self, page_size: int = PAGE_SIZE) -> None:
+        self.page_size = page_size
+        self.tasks: dict[str, TaskRecord] = {}
+        self._seq = 0
+        self._hub: ServerHub | None = None
+
+    # ------------------------------------------------------------ contract
+
+    def capabilities(self, version: str) -> dict[str, Any]:
+        if not supports_tasks(version):
+            return {}
+        return {"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {
+            "tasks/get": self._get, "tasks/result": self._result,
+            "tasks/list": self._list, "tasks/cancel": self._cancel,
+        }
+
+    def notification_handlers(self) -> Mapping[str, NotificationHandler]:
+        return {}
+
+    def attach(self, hub: ServerHub) -> None:
+        self._hub = hub
+
+    # ------------------------------------------------------------ the core's hook
+
+    async def maybe_run_as_task(
+        self, ctx: RequestContext, tool_name: str, params: dict[str, Any], run: ToolRun
+    ) -> dict[str, Any] | None:
+        """A CreateTaskResult when `params` asks for a task; None when the call runs normally.
+
+        `run` performs the call and returns its CallToolResult (isError included); a
+        JsonRpcError it raises becomes the task's error.
+        """
+        if "task" not in params or not supports_tasks(ctx.version):
+            if TASK_SUPPORT.get(tool_name) == "required" and supports_tasks(ctx.version):
+                raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {tool_name} must be called as a task")
+            return None
+        if TASK_SUPPORT.get(tool_name, "forbidden") == "forbidden":
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {tool_name} does not support task-augmented calls")
+        ttl = _requested_ttl(params["task"])
+        self._purge()
+        self._seq += 1
+        record = TaskRecord(secrets.token_urlsafe(16), ctx.session.id, self._seq, ttl)
+        self.tasks[record.id] = record
+        record.runner = asyncio.get_running_loop().create_task(self._execute(ctx, record, run))
+        return {
+            "task": record.view(),
+            "_meta": {IMMEDIATE_RESPONSE: f"{tool_name} is running as task {record.id}; its result will follow."},
+        }
+
+    async def _execute(self, ctx: RequestContext, record: TaskRecord, run: ToolRun) -> None:
+        try:
+            result = await run()
+        except asyncio.CancelledError:
+            record.finish("cancelled", "The task was cancelled.")
+            raise
+        except JsonRpcError as exc:
+            record.error = exc
+            changed = record.finish("failed", exc.message)
+        except Exception:  # boundary: a failing tool fails its task, never the server
+            log.exception("task %s failed", record.id)
+            record.error = JsonRpcError(INTERNAL_ERROR, "Internal error")
+            changed = record.finish("failed", "Internal error")
+        else:
+            record.result = result
+            failed = bool(result.get("isError"))
+            changed = record.finish("failed" if failed else "completed",
+                                    "The tool reported an error." if failed else "The operation completed.")
+        if changed:
+            await self._announce(ctx, record)
+
+    async def _announce(self, ctx: RequestContext, record: TaskRecord) -> None:
+        try:
+            await ctx.session.notify("notifications/tasks/status", record.view())
+        except Exception:  # boundary: the optional notification may find no channel
+            log.debug("task status notification for %s not delivered", record.id, exc_info=True)
+
+    # ------------------------------------------------------------ handlers
+
+    def _find(self, ctx: RequestContext, params: dict[str, Any]) -> TaskRecord:
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str):
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: taskId must be a string")
+        self._purge()
+        record = self.tasks.get(task_id)
+        if record is None or record.session_id != ctx.session.id:
+            raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found", data={"taskId": task_id})
+        return record
+
+    async def _get(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return self._find(ctx, params).view()
+
+    async def _result(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        record = self._find(ctx, params)
+        await record.done.wait()
+        related = {RELATED_TASK: {"taskId": record.id}}
+        if record.status == "cancelled":
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: the task was cancelled; it has no result",
+                               data={"taskId": record.id})
+        if record.error is not None:
+            raise JsonRpcError(record.error.code, record.error.message,
+                               data=record.error.data if record.error.data is not None else related)
+        result = dict(record.result or {})
+        result["_meta"] = {**result.get("_meta", {}), **related}
+        return result
+
+    async def _list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        position = decode_cursor("tasks", params)
+        if position is not None and not isinstance(position, int):
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: unknown cursor")
+        self._purge()
+        mine = sorted((r for r in self.tasks.values() if r.session_id == ctx.session.id), key=lambda r: r.seq)
+        if position is not None:
+            mine = [r for r in mine if r.seq > position]
+        page = mine[: self.page_size]
+        result: dict[str, Any] = {"tasks": [r.view() for r in page]}
+        if len(mine) > self.page_size:
+            result["nextCursor"] = encode_cursor("tasks", page[-1].seq)
+        return result
+
+    async def _cancel(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        record = self._find(ctx, params)
+        if not record.finish("cancelled", "The task was cancelled by request."):
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: task is already {record.status}",
+                               data={"taskId": record.id})
+        if record.runner is not None:
+            record.runner.cancel()  # best effort: a service call in a worker thread still finishes
+        return record.view()
+
+    # ------------------------------------------------------------ housekeeping
+
+    def _purge(self) -> None:
+        """Drop expired tasks and the tasks of sessions that no longer exist."""
+        now = _now()
+        live = {s.id for s in self._hub.sessions()} if self._hub is not None else None
+        for task_id, record in list(self.tasks.items()):
+            orphan = live is not None and record.session_id not in live
+            if record.expired(now) or orphan:
+                if record.runner is not None and not record.runner.done():
+                    record.runner.cancel()
+                del self.tasks[task_id]
