@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     log_dir: Path | None = Field(None, validation_alias=AliasChoices("LOG_DIR"), description="Directory for log files; stderr only when unset.")
     log_level: str = Field("INFO", validation_alias=AliasChoices("LOG_LEVEL"))
     allowed_origins: str = Field("", validation_alias=AliasChoices("ALLOWED_ORIGINS"), description="Comma-separated allowed Origin values.")
+    allowed_hosts: str = Field("", validation_alias=AliasChoices("ALLOWED_HOSTS"), description="Comma-separated Host header values accepted besides localhost (DNS-rebinding protection); '*' accepts any.")
     database_url: str = Field(default_factory=default_database_url, validation_alias=AliasChoices("DATABASE_URL"), description="sqlite:///path (default: a file in the user data directory).")
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field("FULL", validation_alias=AliasChoices("MEMENTO_SQLITE_SYNCHRONOUS"), description="SQLite synchronous pragma; FULL makes every acknowledged write survive power loss.")
 
