@@ -301,3 +301,22 @@ def test_agents_are_isolated_but_share_the_default_namespace(service: MemoryServ
 def test_credential_agent_cannot_be_widened_by_argument(service: MemoryService) -> None:
     with pytest.raises(Forbidden):
         service.recall(RecallInput(text="x", agentId="agent-b"), CallContext(agent_id="agent-a"))
+
+
+def test_a_read_only_credential_can_search_but_not_write(service: MemoryService) -> None:
+    writer = CallContext(agent_id="agent-r")
+    reader = CallContext(agent_id="agent-r", read_only=True)
+    fid = remember(service, writer, "read-only keys may still recall this")
+    assert recall_ids(service, reader, text="recall this")[0] == fid
+    assert service.context(ContextInput(), reader)["coreMemory"] == []
+    for call in (
+        lambda: service.remember(RememberInput(content="nope", topic="t", type="fact"), reader),
+        lambda: service.forget(ForgetInput(id=fid), reader),
+        lambda: service.amend(AmendInput(id=fid, content="changed"), reader),
+        lambda: service.link(LinkInput(fromId=fid, toId=fid), reader),
+        lambda: service.reflect(ReflectInput(summary="s"), reader),
+        lambda: service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True), reader),
+    ):
+        with pytest.raises(Forbidden):
+            call()
+    assert service.memory_stats(MemoryStatsInput(), reader)["total"] == 1

@@ -310,7 +310,8 @@ class CallContext:
     """Who is calling and from which session; handed by every face to the service."""
 
     session_id: str | None = None
-    agent_id: str | None = None  # set by a credential later; an agentId argument may only narrow it
+    agent_id: str | None = None  # bound by a credential; an agentId argument may only narrow it
+    read_only: bool = False  # a read-only credential: search, recall and context only (002 §7)
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,13 @@ class MemoryService:
     # ------------------------------------------------------------ helpers
 
     @staticmethod
+    def _writable(agent_id: str | None, ctx: CallContext) -> AgentScope:
+        """The scope of a call that changes memory; a read-only credential is refused."""
+        if ctx.read_only:
+            raise Forbidden("this credential is read-only")
+        return MemoryService._scope(agent_id, ctx)
+
+    @staticmethod
     def _scope(agent_id: str | None, ctx: CallContext) -> AgentScope:
         """The namespace of a call: an agentId argument may narrow a credential, never widen it."""
         if ctx.agent_id and agent_id and agent_id != ctx.agent_id:
@@ -132,7 +139,7 @@ class MemoryService:
 
     def remember(self, inp: RememberInput, ctx: CallContext) -> dict[str, Any]:
         """Store a fragment; a duplicate returns the existing id with created=false."""
-        scope = self._scope(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx)
         fragment, created = self._remember(
             scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
             importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
@@ -179,7 +186,7 @@ class MemoryService:
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
         """Delete by id or by topic; permanent-tier fragments need force. All or nothing."""
-        scope = self._scope(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx)
         if (inp.id is None) == (inp.topic is None):
             raise InvalidArgument("give exactly one of 'id' or 'topic'")
         if inp.id is not None:
@@ -200,14 +207,14 @@ class MemoryService:
 
     def link(self, inp: LinkInput, ctx: CallContext) -> dict[str, Any]:
         """Create (or retype) a directed edge between two visible fragments."""
-        scope = self._scope(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx)
         self.store.add_link(scope, inp.fromId, inp.toId, inp.relationType, self.clock())
         self._emit(ChangeEvent("linked", scope.agent_id, (inp.fromId, inp.toId)))
         return {"success": True, "fromId": inp.fromId, "toId": inp.toId, "relationType": inp.relationType.value}
 
     def amend(self, inp: AmendInput, ctx: CallContext) -> dict[str, Any]:
         """Change a fragment in place (version archived, id and links kept), or supersede it."""
-        scope = self._scope(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx)
         found = self.store.get_many(scope, [inp.id])
         if not found:
             raise NotFound(f"fragment {inp.id!r} not found")
@@ -470,7 +477,7 @@ class MemoryService:
 
     def reflect(self, inp: ReflectInput, ctx: CallContext) -> dict[str, Any]:
         """Turn a session summary into typed fragments, and task feedback into a row."""
-        scope = self._scope(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx)
         session = inp.sessionId or ctx.session_id
         source = f"reflect:{session}" if session else "reflect"
         plan: list[tuple[str, FragmentType]] = [(inp.summary, FragmentType.FACT)]
@@ -496,7 +503,7 @@ class MemoryService:
 
     def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> dict[str, Any]:
         """Record a utility assessment of a tool call."""
-        scope = self._scope(None, ctx)
+        scope = self._writable(None, ctx)
         row = inp.model_dump()
         row["session_id"] = inp.session_id or ctx.session_id
         feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())
@@ -514,7 +521,7 @@ class MemoryService:
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
     ) -> dict[str, Any]:
         """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
-        scope = self._scope(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx)
         result = self.consolidator.run(scope, progress)
         self._emit(ChangeEvent("consolidated", scope.agent_id))
         return result
