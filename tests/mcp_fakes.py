@@ -66,6 +66,7 @@ class FakeContext:
         self.answers = answers or {}
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.notes: list[tuple[str, dict[str, Any]]] = []
+        self.closed_streams = 0
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         self.notes.append((method, params))
@@ -87,6 +88,10 @@ class FakeContext:
         if isinstance(answer, JsonRpcError):
             raise answer
         return answer(params) if callable(answer) else answer
+
+    async def close_stream(self, retry_ms: int | None = None) -> bool:
+        self.closed_streams += 1
+        return False  # like stdio: no resumable stream to close
 
 
 class FakeHub:

@@ -46,6 +46,17 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
     built.close()
 
 
+@pytest.fixture
+def fixtures_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
+    """An app with the conformance fixtures (test_reconnection among them)."""
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.setenv("MEMENTO_CONFORMANCE_FIXTURES", "1")
+    built = build_app(Settings())
+    yield built
+    built.close()
+
+
 class Pusher:
     """`test/push {start, count}` sends notifications on the session's standalone channel."""
 
@@ -53,7 +64,7 @@ class Pusher:
         return {}
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"test/push": self.push}
+        return {"test/push": self.push, "test/cut": self.cut}
 
     def notification_handlers(self) -> Mapping[str, NotificationHandler]:
         return {}
@@ -65,6 +76,12 @@ class Pusher:
         for n in range(params["start"], params["start"] + params["count"]):
             await ctx.session.notify("notifications/test", {"n": n})
         return {}
+
+    async def cut(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        """`test/cut {retry}` closes its own stream mid-request, then answers."""
+        closed = await ctx.close_stream(retry_ms=params.get("retry"))
+        await anyio.sleep(0.05)
+        return {"closed": closed}
 
 
 @contextlib.asynccontextmanager
@@ -130,6 +147,16 @@ class SseReader:
                 elif field == "retry":
                     retry = value
         raise AssertionError("stream ended")
+
+    async def rest(self) -> list[tuple[str | None, str, str | None]]:
+        """Every remaining event, until the server ends the stream."""
+        events = []
+        with anyio.fail_after(TIMEOUT_S):
+            while True:
+                try:
+                    events.append(await self.next())
+                except AssertionError:
+                    return events
 
     async def message(self) -> tuple[str, dict[str, Any]]:
         """The next event that carries a message (priming events are skipped)."""
@@ -307,3 +334,95 @@ async def test_legacy_message_needs_a_live_session(app: App) -> None:
             assert (await http.post(base + endpoint, json=ping)).status_code == 202
             _, data, _ = await reader.next()
             assert json.loads(data) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+RECONNECT_ACCEPT = "text/event-stream, application/json"  # what the conformance suite sends
+
+
+def reconnection_call(rid: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "tools/call",
+        "params": {"name": "test_reconnection", "arguments": {}},
+    }
+
+
+async def test_sse_polling_closes_the_post_stream_and_resumes_through_get(fixtures_app: App) -> None:
+    """SEP-1699: priming event first, stream closed before the result, result after GET resume."""
+    async with serving(fixtures_app) as base, httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+        url = base + "/mcp"
+        headers = {**await open_session(http, url, "2025-11-25"), "Accept": RECONNECT_ACCEPT}
+        async with http.stream("POST", url, json=reconnection_call(5), headers=headers) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            reader = SseReader(stream)
+            priming_id, data, retry = await reader.next()
+            assert priming_id and data == "" and retry == "1000"
+            after = await reader.rest()  # the server closes the stream mid-call
+        assert all(data == "" for _, data, _ in after), "the result must not come on the POST"
+
+        resumed = {**headers, "Accept": "text/event-stream", "Last-Event-ID": priming_id}
+        async with http.stream("GET", url, headers=resumed) as stream:
+            assert stream.status_code == 200
+            events = await SseReader(stream).rest()  # ends once the request is answered
+        messages = [json.loads(data) for _, data, _ in events if data]
+        answers = [m for m in messages if m.get("id") == 5]
+        assert len(answers) == 1
+        result = answers[0]["result"]
+        assert result["isError"] is False
+        assert "reconnected after stream closure" in result["content"][0]["text"]
+        assert all(int(event_id) > int(priming_id) for event_id, _, _ in events if event_id)
+
+
+async def test_sse_polling_needs_2025_11_25(fixtures_app: App) -> None:
+    """Older sessions keep plain JSON for the same POST; 2025-11-25 keeps JSON where it should."""
+    async with serving(fixtures_app) as base, httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+        url = base + "/mcp"
+        for version in ("2025-06-18", "2025-03-26"):
+            headers = {**await open_session(http, url, version), "Accept": RECONNECT_ACCEPT}
+            reply = await http.post(url, json=reconnection_call(5), headers=headers)
+            assert reply.status_code == 200
+            assert reply.headers["content-type"].startswith("application/json")
+            assert reply.json()["result"]["isError"] is False
+
+        headers = await open_session(http, url, "2025-11-25")
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        quiet = await http.post(url, json=ping, headers={**headers, "Accept": RECONNECT_ACCEPT})
+        assert quiet.headers["content-type"].startswith("application/json")
+        stats = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}}
+        prefers_json = {**headers, "Accept": "application/json, text/event-stream;q=0.5"}
+        reply = await http.post(url, json=stats, headers=prefers_json)
+        assert reply.headers["content-type"].startswith("application/json")
+        streamed = await http.post(url, json=stats, headers={**headers, "Accept": RECONNECT_ACCEPT})
+        assert streamed.headers["content-type"].startswith("text/event-stream")
+        assert streamed.text.startswith("id: ") and "\nretry: 1000\ndata: \n\n" in streamed.text
+
+
+async def test_close_stream_turns_a_quiet_request_into_a_resumable_stream(app: App) -> None:
+    async with serving(app) as base, httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+        url = base + "/mcp"
+        cut = {"jsonrpc": "2.0", "id": 9, "method": "test/cut", "params": {"retry": 50}}
+        headers = await open_session(http, url, "2025-11-25")
+        async with http.stream("POST", url, json=cut, headers=headers) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            events = await SseReader(stream).rest()
+        priming_id, data, _ = events[0]
+        assert priming_id and data == ""
+        assert events[-1] == (None, "", "50")  # the closing retry field alone, no message
+        resumed = {**headers, "Accept": "text/event-stream", "Last-Event-ID": priming_id}
+        async with http.stream("GET", url, headers=resumed) as stream:
+            _, answer = await SseReader(stream).message()
+        assert answer == {"jsonrpc": "2.0", "id": 9, "result": {"closed": True}}
+
+        older = await open_session(http, url, "2025-06-18")
+        reply = await http.post(url, json=cut, headers=older)
+        assert reply.json()["result"] == {"closed": False}  # nothing resumable to close
+
+
+async def test_official_client_reconnects_after_the_server_closes_the_stream(fixtures_app: App) -> None:
+    async with serving(fixtures_app) as base:
+        async with Client(base + "/mcp", read_timeout_seconds=TIMEOUT_S) as client:
+            result = await client.call_tool("test_reconnection", {})
+            assert result.is_error is False
+            assert "reconnected" in result.content[0].text  # type: ignore[union-attr]

@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 Sink = Callable[[dict[str, Any]], Awaitable[None]]
 """Delivers one outgoing JSON-RPC message (a notification or a server→client request)."""
 
+StreamCloser = Callable[[int | None], Awaitable[bool]]
+"""Ends the connection a request's messages currently flow on (an SSE stream the client can
+resume), optionally telling the client when to reconnect (`retry`, in ms); False when there is
+no such stream. Supplied by transports that can do it (Streamable HTTP); see `close_stream`."""
+
 LOG_LEVELS: tuple[str, ...] = (
     "debug",
     "info",
@@ -115,6 +120,7 @@ class CallContext:
         version: str,
         meta: dict[str, Any],
         sink: Sink | None = None,
+        closer: StreamCloser | None = None,
     ) -> None:
         self.session = session
         self.request_id = request_id
@@ -123,6 +129,7 @@ class CallContext:
         self.cancelled = anyio.Event()
         self.cancel_scope: anyio.CancelScope | None = None
         self._sink = sink
+        self._closer = closer
 
     async def _send(self, message: dict[str, Any]) -> None:
         if self._sink is not None:
@@ -172,6 +179,13 @@ class CallContext:
                 data=pending.error.get("data"),
             )
         return pending.result or {}
+
+    async def close_stream(self, retry_ms: int | None = None) -> bool:
+        """Close the request's resumable stream now; the request goes on, and what it sends
+        later (its response included) waits in the event store for the client to reconnect."""
+        if self._closer is None:
+            return False
+        return await self._closer(retry_ms)
 
     def cancel(self) -> None:
         self.cancelled.set()

@@ -59,6 +59,16 @@ class RequestContext(Protocol):
         """
         ...
 
+    async def close_stream(self, retry_ms: int | None = None) -> bool:
+        """End the connection this request's messages flow on, without ending the request
+        (SSE polling, SEP-1699): the client reconnects (GET + Last-Event-ID, after `retry_ms`
+        when given, else the stream's `retry`) and is sent what was sent meanwhile, the
+        response included. Only a resumable stream can be closed — Streamable HTTP from
+        2025-11-25, whose streams open with a priming event id; elsewhere (stdio, legacy SSE,
+        older sessions, batches) it does nothing and returns False.
+        """
+        ...
+
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 NotificationHandler = Callable[[SessionView, dict[str, Any]], Awaitable[None]]

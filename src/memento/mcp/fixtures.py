@@ -26,6 +26,7 @@ from memento.mcp.resources import ResourcesFeature, StaticResource, TemplateReso
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 STEP_DELAY_S = 0.05
+RECONNECTION_PAUSE_S = 0.1
 
 ToolCall = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
@@ -108,9 +109,11 @@ async def _error(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _reconnection(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
-    # The suite expects the transport to close the POST stream mid-call (SEP-1699); that is the
-    # HTTP core's business. The tool itself only has to answer after a short pause.
-    await anyio.sleep(0.1)
+    # SEP-1699: close the POST's SSE stream mid-call (after its priming event), then finish; the
+    # result waits in the event store until the client reconnects with GET + Last-Event-ID.
+    # Where there is no resumable stream (stdio, older sessions) this is a plain call.
+    await ctx.close_stream()
+    await anyio.sleep(RECONNECTION_PAUSE_S)
     return text_result(
         "Reconnection test completed successfully. If you received this, the client properly "
         "reconnected after stream closure."

@@ -2,9 +2,13 @@
 
 `POST /mcp` carries one JSON-RPC message (or, for 2025-03-26 sessions, a batch). A request is
 answered with a JSON body, or with an SSE stream when answering it produces related messages
-(progress, logs, server→client requests) or the client prefers SSE; notifications and
-responses get 202. `initialize` without a session creates one and returns it in
-`Mcp-Session-Id`; every other message must name a live session (400 without, 404 unknown).
+(progress, logs, server→client requests), the client prefers SSE, or — from 2025-11-25 — it
+is a `tools/call` and the client accepts SSE as much as JSON; notifications and responses get
+202. From 2025-11-25 every SSE stream opens with a priming event (an id, `retry`, empty data),
+so a request may close its POST stream mid-call (`RequestContext.close_stream`, SEP-1699) and
+the client resumes with `GET` + `Last-Event-ID`. `initialize` without a session creates one
+and returns it in `Mcp-Session-Id`; every other message must name a live session (400 without,
+404 unknown).
 `GET /mcp` opens the session's stream for server-initiated messages, or, with
 `Last-Event-ID`, resumes the stream an event belonged to from the event store. `DELETE /mcp`
 ends the session. Origin and Host are checked on every request (DNS rebinding). The legacy
@@ -50,7 +54,18 @@ KEEPALIVE_S = 15.0
 RETRY_MS = 1000
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 STANDALONE = "standalone"  # the stream id of a session's GET stream
+STREAMED_METHODS = frozenset({"tools/call"})
+"""Requests answered as a (primed, resumable) SSE stream from 2025-11-25 even when they send
+nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
+they send related messages; `initialize` is always JSON."""
 _END = object()
+
+
+class _Cut:
+    """Queue item: end this connection now, the stream lives on (`close_stream`)."""
+
+    def __init__(self, retry_ms: int | None) -> None:
+        self.retry_ms = retry_ms
 
 
 def _rpc_error(status: int, code: int, message: str, request_id: Any = None) -> JSONResponse:
@@ -240,6 +255,10 @@ class McpHttp:
                         item = await queue.get()
                     if item is _END:
                         return
+                    if isinstance(item, _Cut):
+                        if item.retry_ms is not None:
+                            yield b"retry: " + str(item.retry_ms).encode() + b"\n\n"
+                        return
                     if item is None:
                         if self._closing or self.server.get_session(session.id) is None:
                             return
@@ -364,13 +383,20 @@ class McpHttp:
         if not isinstance(message, jsonrpc.Request):
             await self.server.handle(value, session)
             return Response(status_code=202)
-        return await self._answer(session, value, prefer_sse=sse_q > json_q)
+        streamed = sse_q == json_q and self._streams(session, message)
+        return await self._answer(session, value, prefer_sse=sse_q > json_q or streamed)
+
+    @staticmethod
+    def _streams(session: Session, request: jsonrpc.Request) -> bool:
+        """Whether the request is answered as SSE even when quiet (see STREAMED_METHODS)."""
+        return versions.sse_priming(session.protocol_version) and request.method in STREAMED_METHODS
 
     async def _answer(self, session: Session, value: Any, *, prefer_sse: bool) -> Response:
         """Run one request; JSON when it ends quietly, else an SSE stream of everything it sends."""
         stream = self._open_stream(session, f"post-{next(self._stream_ids)}")
         queue = self._attach(stream)
-        if versions.sse_priming(session.protocol_version):
+        resumable = versions.sse_priming(session.protocol_version)
+        if resumable:
             self._publish(stream, None)
         related = asyncio.Event()
 
@@ -378,9 +404,19 @@ class McpHttp:
             self._publish(stream, message)
             related.set()
 
+        async def close(retry_ms: int | None) -> bool:
+            # Only a stream whose client holds an event id (the priming event's) can be resumed.
+            if not resumable or stream.finished:
+                return False
+            if stream.subscriber is not None:
+                stream.subscriber.put_nowait(_Cut(retry_ms))
+                stream.subscriber = None  # from now on events wait in the store
+            related.set()  # a request still waiting to be answered as JSON becomes a stream
+            return True
+
         async def run() -> dict[str, Any] | list[dict[str, Any]] | None:
             try:
-                return await self.server.handle(value, session, sink)
+                return await self.server.handle(value, session, sink, closer=close)
             finally:
                 self._tasks.discard(task)
 

@@ -29,7 +29,7 @@ from memento.mcp.jsonrpc import (
     Notification,
     Request,
 )
-from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink
+from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.client_features import confirm_forget
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
@@ -170,16 +170,23 @@ class McpServer:
     # ------------------------------------------------------------------ dispatch
 
     async def handle(
-        self, message: Any, session: Session, sink: Sink | None = None
+        self,
+        message: Any,
+        session: Session,
+        sink: Sink | None = None,
+        *,
+        closer: StreamCloser | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | None:
         """Answer one decoded JSON-RPC value (a message, or a batch for 2025-03-26 sessions).
 
         `sink` carries messages related to a request (progress, logs, server→client requests);
-        without one they go to the session's standalone channel. None when no response is due.
+        without one they go to the session's standalone channel. `closer` ends the stream the
+        sink feeds (`RequestContext.close_stream`); a batch's requests never get one. None when
+        no response is due.
         """
         if isinstance(message, list):
             return await self.handle_batch(message, session, sink)
-        return await self.handle_one(message, session, sink)
+        return await self.handle_one(message, session, sink, closer=closer)
 
     def accepts_batches(self, session: Session) -> bool:
         return session.protocol_version == "2025-03-26"
@@ -210,7 +217,12 @@ class McpServer:
         return answered or None
 
     async def handle_one(
-        self, message: Any, session: Session, sink: Sink | None = None
+        self,
+        message: Any,
+        session: Session,
+        sink: Sink | None = None,
+        *,
+        closer: StreamCloser | None = None,
     ) -> dict[str, Any] | None:
         try:
             parsed = jsonrpc.parse_message(message)
@@ -231,6 +243,7 @@ class McpServer:
             session.protocol_version or versions.LATEST,
             meta if isinstance(meta, dict) else {},
             sink,
+            closer,
         )
         cancellable = parsed.method != "initialize"  # the spec forbids cancelling initialize
         if cancellable:

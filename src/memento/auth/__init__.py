@@ -1,0 +1,1 @@
+"""Authentication: who a request comes from, and what it may do."""
