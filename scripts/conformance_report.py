@@ -3,7 +3,8 @@
 Two kinds of run:
 
 - suite:  `@modelcontextprotocol/conformance server ... -o DIR` writes one folder per scenario
-          (`server-<scenario>-<timestamp>/checks.json`, a list of checks whose status is SUCCESS,
+          (`server-<scenario>-<timestamp>/checks.json`; `authorization ...` runs write
+          `authorization-server-<scenario>-<timestamp>/`, a list of checks whose status is SUCCESS,
           FAILURE, WARNING, INFO or SKIPPED) and prints a `=== SUMMARY ===` block.
 - client: tests/node/sdk_client.mjs prints one JSON object: {"checks": [{name, ok, detail}], ...}.
 
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_SCENARIO_DIR = re.compile(r"^server-(?P<name>.+?)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+_SCENARIO_DIR = re.compile(r"^(?:authorization-)?server-(?P<name>.+?)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 _SUMMARY_LINE = re.compile(r"^[^\w\s]?\s*(?P<name>[\w./:-]+): (?P<passed>\d+) passed, (?P<failed>\d+) failed")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

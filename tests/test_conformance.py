@@ -37,6 +37,9 @@ SUITE_RUNS = [
     "0.2.0-alpha.12/2025-11-25",
     "0.2.0-alpha.12/2025-06-18",
     "0.2.0-alpha.12/2025-03-26",
+    "0.2.0-alpha.12/authorization/2025-11-25",
+    "0.2.0-alpha.12/authorization/2025-06-18",
+    "0.2.0-alpha.12/authorization/2025-03-26",
 ]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +16,8 @@ from memento.service import MemoryService
 from memento.settings import Settings
 
 from conftest import Clock
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def remember(service: MemoryService, content: str, **kw: object) -> str:
@@ -120,9 +121,9 @@ class FlakyEmbedder:
         return self.inner.embed_query(text)
 
 
-def test_a_failing_embedder_never_fails_a_write_and_is_backfilled(tmp_path: Path) -> None:
+def test_a_failing_embedder_never_fails_a_write_and_is_backfilled(settings: Settings) -> None:
     embedder = FlakyEmbedder()
-    app = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}"), embedder=embedder)
+    app = build_app(settings, embedder=embedder)
     try:
         service = app.service
         result = service.remember(RememberInput(content="queue workers scale with CPU", topic="ops", type="fact"), CallContext())
@@ -140,8 +141,8 @@ def test_a_failing_embedder_never_fails_a_write_and_is_backfilled(tmp_path: Path
         app.close()
 
 
-def test_keyword_only_mode_says_so(tmp_path: Path) -> None:
-    app = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="none"))
+def test_keyword_only_mode_says_so(settings: Settings) -> None:
+    app = build_app(settings.model_copy(update={"embedding_provider": "none"}))
     try:
         app.service.remember(RememberInput(content="plain keyword memory", topic="t", type="fact"), CallContext())
         result = app.service.recall(RecallInput(text="keyword memory"), CallContext())
@@ -152,8 +153,8 @@ def test_keyword_only_mode_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("sync", ["NORMAL", "FULL"])
-def test_reopening_a_store_applies_no_migration_twice(tmp_path: Path, sync: str) -> None:
-    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="none", MEMENTO_SQLITE_SYNCHRONOUS=sync)
+def test_reopening_a_store_applies_no_migration_twice(settings: Settings, sync: str) -> None:
+    settings = settings.model_copy(update={"embedding_provider": "none", "sqlite_synchronous": sync})
     first = build_app(settings)
     names = first.store.migrations()
     first.service.remember(RememberInput(content="survives reopen", topic="t", type="fact"), CallContext())

@@ -8,10 +8,13 @@ import pytest
 
 from memento.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from memento.models import (
-    AmendInput, CallContext, ContextInput, ForgetInput, GraphExploreInput, LinkInput, MemoryStatsInput,
+    AgentScope, AmendInput, CallContext, ContextInput, ForgetInput, GraphExploreInput, LinkInput, MemoryStatsInput,
     RecallInput, ReflectInput, RelationType, RememberInput, ToolFeedbackInput,
 )
 from memento.service import MemoryService
+from memento.storage.protocol import Hit, SearchFilter
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) -> str:
@@ -45,8 +48,8 @@ def test_redacted_variants_are_duplicates(service: MemoryService, ctx: CallConte
 
 
 def test_pii_never_reaches_the_store(service: MemoryService, ctx: CallContext, app: Any) -> None:
-    remember(service, ctx, "비밀번호: s3cret 연락처 010-1234-5678 mail kim@example.com key sk-" + "x" * 40)
-    raw = app.store._reader().execute("SELECT content FROM fragments").fetchone()[0]
+    fid = remember(service, ctx, "비밀번호: s3cret 연락처 010-1234-5678 mail kim@example.com key sk-" + "x" * 40)
+    raw = app.store.get_many(AgentScope("system"), [fid])[0].content
     for secret in ("s3cret", "010-1234-5678", "kim@example.com", "sk-xxxx"):
         assert secret not in raw
     assert "[REDACTED_PWD]" in raw and "[REDACTED_PHONE]" in raw and "[REDACTED_EMAIL]" in raw and "[REDACTED_API_KEY]" in raw
@@ -171,9 +174,10 @@ def test_forget_removes_from_every_index(service: MemoryService, ctx: CallContex
     service.forget(ForgetInput(id=a), ctx)
     assert recall_ids(service, ctx, text="ephemeral zebra", includeLinks=True) == [b]
     assert service.recall(RecallInput(text="zebra"), ctx)["fragments"][0]["linked_to"] == []
-    conn = app.store._reader()
-    assert conn.execute("SELECT COUNT(*) FROM fragment_links").fetchone()[0] == 0
-    assert conn.execute("SELECT COUNT(*) FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq WHERE f.id = ?", (a,)).fetchone()[0] == 0
+    system = AgentScope("system")
+    assert app.store.neighbours(system, [a, b], list(RelationType), 10) == []
+    assert app.store.keyword_search(system, ["ephemeral", "zebra"], SearchFilter(), 10) == [Hit(b, 1.0)]
+    assert app.store.stats(system)["links"] == 0
 
 
 def test_unknown_ids_are_not_found_and_change_nothing(service: MemoryService, ctx: CallContext) -> None:
@@ -246,9 +250,16 @@ def test_reflect_creates_typed_fragments_and_task_feedback(service: MemoryServic
     assert recall_ids(service, ctx, text="pgbouncer transaction mode")[0] == result["fragments"][1]["id"]
 
 
-def test_tool_feedback_is_recorded(service: MemoryService, ctx: CallContext, app: Any) -> None:
+def tool_feedback_row(app: Any, backend: str, feedback_id: int) -> Any:
+    """The stored row; the SQLite store has no read method for it, so the test reads the table."""
+    if backend == "sqlite":
+        return app.store._reader().execute("SELECT * FROM tool_feedback WHERE id = ?", (feedback_id,)).fetchone()
+    return app.store.tool_feedback(feedback_id)
+
+
+def test_tool_feedback_is_recorded(service: MemoryService, ctx: CallContext, app: Any, backend: str) -> None:
     result = service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=False, suggestion="more"), ctx)
-    row = app.store._reader().execute("SELECT * FROM tool_feedback WHERE id = ?", (result["id"],)).fetchone()
+    row = tool_feedback_row(app, backend, result["id"])
     assert row["tool_name"] == "recall" and row["sufficient"] == 0 and row["session_id"] == "session-1"
     assert row["trigger_type"] == "voluntary"
 

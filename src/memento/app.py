@@ -6,13 +6,18 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
 from .service import MemoryService, utc_now
 from .settings import Settings
+from .storage.protocol import MaintenanceStore
 from .storage.sqlite import SQLiteStore
 from .storage.sqlite_maintenance import SQLiteMaintenance
+
+if TYPE_CHECKING:  # psycopg is an optional dependency (the `postgres` extra)
+    from .storage.postgres import PostgresStore
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +28,7 @@ class App:
 
     settings: Settings
     service: MemoryService
-    store: SQLiteStore
+    store: SQLiteStore | PostgresStore
     embedder: Embedder | None
     _closed: bool = field(default=False, repr=False)
 
@@ -40,14 +45,42 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     chosen: Embedder | None = build_embedder(settings) if embedder == "auto" else embedder  # type: ignore[assignment]
     if chosen is None:
         log.warning("no embedding provider: recall runs keyword-only (semantic search disabled)")
+    store, maintenance = _open_store(settings, chosen)
+    service = MemoryService(settings, store, maintenance, chosen, clock=clock)
+    service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
+    return App(settings=settings, service=service, store=store, embedder=chosen)
+
+
+def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[SQLiteStore | PostgresStore, MaintenanceStore]:
+    """SQLite by default; PostgreSQL when DATABASE_URL is postgresql:// or POSTGRES_HOST is set."""
+    model = embedder.name if embedder else None
+    dimensions = embedder.dimensions if embedder else None
+    if settings.backend == "postgres":
+        from psycopg.conninfo import conninfo_to_dict
+
+        from .storage.postgres import PostgresStore, migrate
+        from .storage.postgres_maintenance import PostgresMaintenance
+
+        dsn = settings.postgres_dsn
+        app_role = conninfo_to_dict(dsn).get("user")
+        migrate(settings.database_migration_url or dsn, app_role=str(app_role) if app_role else None, dimensions=dimensions)
+        pg = PostgresStore(
+            dsn,
+            embedding_model=model,
+            dimensions=dimensions,
+            max_connections=settings.db_max_connections,
+            idle_timeout_ms=settings.db_idle_timeout_ms,
+            conn_timeout_ms=settings.db_conn_timeout_ms,
+            query_timeout_ms=settings.db_query_timeout,
+            ef_search=settings.hnsw_ef_search,
+        )
+        return pg, PostgresMaintenance(pg)
     store = SQLiteStore(
         settings.sqlite_path,
-        embedding_model=chosen.name if chosen else None,
-        dimensions=chosen.dimensions if chosen else None,
+        embedding_model=model,
+        dimensions=dimensions,
         synchronous=settings.sqlite_synchronous,
         ann_threshold=settings.ann_threshold,
         ef_search=settings.hnsw_ef_search,
     )
-    service = MemoryService(settings, store, SQLiteMaintenance(store), chosen, clock=clock)
-    service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
-    return App(settings=settings, service=service, store=store, embedder=chosen)
+    return store, SQLiteMaintenance(store)

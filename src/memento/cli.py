@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from . import __version__
 from .app import App, build_app
 from .errors import MementoError
+from .ops.logs import configure_logging
 from .models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
 from .settings import Settings
 
@@ -30,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     serve.add_argument("--host", default=None, help="bind address for http (default: MEMENTO_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port for http (default: PORT or 56332)")
+    serve.add_argument("--insecure-no-auth", action="store_true", help="allow http on a non-loopback address with no credential configured (unsafe)")
 
     rem = sub.add_parser("remember", help="store a memory")
     rem.add_argument("content")
@@ -57,19 +59,6 @@ def _parser() -> argparse.ArgumentParser:
     cons = sub.add_parser("consolidate", help="run the consolidation pipeline")
     cons.add_argument("--agent", dest="agent_id")
     return p
-
-
-def _configure_logging(settings: Settings) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if settings.log_dir:
-        from logging.handlers import RotatingFileHandler
-
-        settings.log_dir.mkdir(parents=True, exist_ok=True)
-        handlers.append(RotatingFileHandler(settings.log_dir / "memento.log", maxBytes=10_000_000, backupCount=5))
-    logging.basicConfig(
-        level=settings.log_level.upper(), handlers=handlers,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
 
 
 def _print_recall(result: dict[str, Any]) -> None:
@@ -127,7 +116,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
             anyio.run(serve_stdio, app)
         else:
-            serve_http(app, args.host or settings.host, args.port if args.port is not None else settings.port)
+            serve_http(app, args.host or settings.host, args.port if args.port is not None else settings.port,
+                       allow_unauthenticated=args.insecure_no_auth)
         return 0
     app = build_app(settings)
     try:
@@ -173,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"memento: invalid configuration:\n{exc}", file=sys.stderr)
         return 2
-    _configure_logging(settings)
+    configure_logging(settings)
     try:
         return _run(args, settings)
     except ValidationError as exc:

@@ -62,13 +62,35 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("MEMENTO_HOST", "HOST"), description="Address the HTTP server binds.")
     port: int = Field(56332, ge=0, le=65535, validation_alias=AliasChoices("PORT"), description="TCP port of the HTTP listener.")
     access_key: str = Field("", validation_alias=AliasChoices("MEMENTO_ACCESS_KEY"), description="Bearer token; empty disables authentication.")
+    keys: str = Field("", validation_alias=AliasChoices("MEMENTO_KEYS"), description='Named access keys as JSON: [{"name": "...", "key": "...", "agent": "agent-a" or "*", "access": "read-write" or "read-only"}].')
+    keys_file: Path | None = Field(None, validation_alias=AliasChoices("MEMENTO_KEYS_FILE"), description="A file holding named access keys (the MEMENTO_KEYS JSON).")
+    allow_unauthenticated: bool = Field(False, validation_alias=AliasChoices("MEMENTO_ALLOW_UNAUTHENTICATED"), description="Serve HTTP on a non-loopback address without any credential (unsafe; off by default).")
+    stdio_agent: str = Field("", validation_alias=AliasChoices("MEMENTO_STDIO_AGENT"), description="Agent namespace of the stdio transport; empty runs as the operator (every namespace).")
+    public_url: str = Field("", validation_alias=AliasChoices("MEMENTO_PUBLIC_URL"), description="The server's external base URL (e.g. https://memento.example.com): the OAuth issuer and the tokens' audience ({url}/mcp). Empty: the scheme and Host of each request.")
+    oauth: bool = Field(True, validation_alias=AliasChoices("MEMENTO_OAUTH"), description="Serve the OAuth 2.1 authorization server for MCP clients (active only with MEMENTO_ACCESS_KEY, which approves clients).")
+    oauth_access_token_ttl_s: int = Field(3600, ge=60, le=86400, validation_alias=AliasChoices("MEMENTO_OAUTH_ACCESS_TTL"), description="Lifetime of an OAuth access token, in seconds.")
+    oauth_refresh_token_ttl_s: int = Field(30 * 86400, ge=3600, validation_alias=AliasChoices("MEMENTO_OAUTH_REFRESH_TTL"), description="Lifetime of an OAuth refresh token, in seconds (rotated on every use).")
     session_ttl_minutes: int = Field(60, ge=1, validation_alias=AliasChoices("SESSION_TTL_MINUTES"), description="Idle MCP session expiry.")
     log_dir: Path | None = Field(None, validation_alias=AliasChoices("LOG_DIR"), description="Directory for log files; stderr only when unset.")
     log_level: str = Field("INFO", validation_alias=AliasChoices("LOG_LEVEL"))
+    log_format: Literal["json", "text"] = Field("json", validation_alias=AliasChoices("LOG_FORMAT"), description="stderr log format: JSON lines or classic text (files are always JSON lines).")
+    log_max_bytes: int = Field(10 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("LOG_MAX_BYTES"), description="Size at which LOG_DIR/memento.log is rotated.")
+    log_backup_count: int = Field(5, ge=0, le=100, validation_alias=AliasChoices("LOG_BACKUP_COUNT"), description="Rotated log files kept.")
     allowed_origins: str = Field("", validation_alias=AliasChoices("ALLOWED_ORIGINS"), description="Comma-separated allowed Origin values.")
     allowed_hosts: str = Field("", validation_alias=AliasChoices("ALLOWED_HOSTS"), description="Comma-separated Host header values accepted besides localhost (DNS-rebinding protection); '*' accepts any.")
-    database_url: str = Field(default_factory=default_database_url, validation_alias=AliasChoices("DATABASE_URL"), description="sqlite:///path (default: a file in the user data directory).")
+    database_url: str = Field(default_factory=default_database_url, validation_alias=AliasChoices("DATABASE_URL"), description="sqlite:///path (default: a file in the user data directory) or postgresql://user:pass@host:port/db.")
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field("FULL", validation_alias=AliasChoices("MEMENTO_SQLITE_SYNCHRONOUS"), description="SQLite synchronous pragma; FULL makes every acknowledged write survive power loss.")
+
+    database_migration_url: str = Field("", validation_alias=AliasChoices("DATABASE_MIGRATION_URL"), description="PostgreSQL only: a connection string for the schema owner, used to apply migrations at start-up; empty means the application's own connection.")
+    postgres_host: str = Field("", validation_alias=AliasChoices("POSTGRES_HOST", "DB_HOST"), description="PostgreSQL host; when set (and DATABASE_URL is not) PostgreSQL is used.")
+    postgres_port: int = Field(5432, ge=1, le=65535, validation_alias=AliasChoices("POSTGRES_PORT", "DB_PORT"))
+    postgres_db: str = Field("memento", validation_alias=AliasChoices("POSTGRES_DB", "DB_NAME"))
+    postgres_user: str = Field("", validation_alias=AliasChoices("POSTGRES_USER", "DB_USER"))
+    postgres_password: str = Field("", validation_alias=AliasChoices("POSTGRES_PASSWORD", "DB_PASSWORD"))
+    db_max_connections: int = Field(20, ge=1, le=1000, validation_alias=AliasChoices("DB_MAX_CONNECTIONS"), description="PostgreSQL pool maximum size.")
+    db_idle_timeout_ms: int = Field(30000, ge=1000, validation_alias=AliasChoices("DB_IDLE_TIMEOUT_MS"), description="Idle pooled connections are closed after this long.")
+    db_conn_timeout_ms: int = Field(10000, ge=100, validation_alias=AliasChoices("DB_CONN_TIMEOUT_MS"), description="How long to wait for a pooled connection.")
+    db_query_timeout: int = Field(30000, ge=0, validation_alias=AliasChoices("DB_QUERY_TIMEOUT"), description="Statement timeout in ms (0 disables).")
 
     embedding_provider: Literal["local", "openai", "hash", "none"] = Field("local", validation_alias=AliasChoices("EMBEDDING_PROVIDER"), description="local (bundled multilingual-e5-small), openai (OpenAI-compatible HTTP), hash (deterministic, tests), none (keyword only).")
     embedding_model: str = Field("", validation_alias=AliasChoices("EMBEDDING_MODEL"), description="Model name; the provider's default when empty.")
@@ -82,12 +104,46 @@ class Settings(BaseSettings):
     memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
     conformance_fixtures: bool = Field(False, validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"), description="Expose the MCP conformance suite's test_* tools, test:// resources and prompts (testing only; never in production).")
 
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        value = value.strip().rstrip("/")
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+                raise ValueError("MEMENTO_PUBLIC_URL must be an http(s) URL without query or fragment, e.g. https://memento.example.com")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
-        if not value.startswith("sqlite:///"):
-            raise ValueError("DATABASE_URL must start with sqlite:/// (PostgreSQL arrives with the scale-out backend)")
+        if not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise ValueError("DATABASE_URL must start with sqlite:///, postgresql:// or postgres://")
         return value
+
+    @property
+    def backend(self) -> Literal["sqlite", "postgres"]:
+        """PostgreSQL when DATABASE_URL says so, or when POSTGRES_HOST/DB_HOST is set without DATABASE_URL."""
+        if self.database_url.startswith(("postgresql://", "postgres://")):
+            return "postgres"
+        if self.postgres_host and "database_url" not in self.model_fields_set:
+            return "postgres"
+        return "sqlite"
+
+    @property
+    def postgres_dsn(self) -> str:
+        """The application's PostgreSQL connection string (DATABASE_URL, else the POSTGRES_* parts)."""
+        if self.database_url.startswith(("postgresql://", "postgres://")):
+            return self.database_url
+        from psycopg.conninfo import make_conninfo
+
+        parts: dict[str, str | int | None] = {
+            "host": self.postgres_host, "port": self.postgres_port, "dbname": self.postgres_db,
+            "user": self.postgres_user or None, "password": self.postgres_password or None,
+        }
+        return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 
     @property
     def sqlite_path(self) -> Path:

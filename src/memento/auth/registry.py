@@ -37,4 +37,12 @@ def per_app(app: App, name: str, build: Callable[[], T]) -> T:
 def token_verifiers(app: App) -> list[TokenVerifier]:
     """Verifiers to try, in order, for a bearer token."""
     found: list[TokenVerifier] = []
+    from .keys import key_verifier  # access keys (MEMENTO_ACCESS_KEY, MEMENTO_KEYS)
+
+    if (keys := key_verifier(app)) is not None:
+        found.append(keys)
+    from .oauth import oauth_verifier  # OAuth access tokens (when an operator key can approve clients)
+
+    if (tokens := oauth_verifier(app)) is not None:
+        found.append(tokens)
     return found

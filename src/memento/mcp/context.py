@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from memento.auth.principal import ANONYMOUS, Principal
 from memento.mcp import jsonrpc, versions
 from memento.mcp.jsonrpc import INTERNAL_ERROR, JsonRpcError, RequestId
 
@@ -70,6 +71,7 @@ class Session:
     client_info: dict[str, Any] = field(default_factory=dict)
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     initialized: bool = False  # notifications/initialized received
+    principal: Principal = ANONYMOUS  # who opened it; only they may use it (see namespace.py)
     log_level: str = DEFAULT_LOG_LEVEL
     last_seen: float = field(default_factory=time.monotonic)
     send: Sink = _drop  # the standalone channel, set by the transport

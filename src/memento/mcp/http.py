@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -34,7 +35,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memento.mcp import jsonrpc, versions
+from memento.auth.keys import AuthConfigError, describe
+from memento.auth.principal import ANONYMOUS, Principal
+from memento.auth.registry import token_verifiers
+from memento.mcp import http_extras, jsonrpc, versions
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.registry import default_features
@@ -58,6 +62,10 @@ STREAMED_METHODS = frozenset({"tools/call"})
 """Requests answered as a (primed, resumable) SSE stream from 2025-11-25 even when they send
 nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
 they send related messages; `initialize` is always JSON."""
+QUERY_CREDENTIALS = frozenset(
+    {"access_token", "accesstoken", "accesskey", "access_key", "token", "key", "api_key", "apikey"}
+)
+"""Query parameters that would carry a credential: refused, valid or not (URLs get logged)."""
 _END = object()
 
 
@@ -114,6 +122,26 @@ def _sse_event(message: dict[str, Any] | list[dict[str, Any]], event_id: str | N
 
 def _priming_event(event_id: str) -> bytes:
     return b"id: " + event_id.encode() + b"\nretry: " + str(RETRY_MS).encode() + b"\ndata: \n\n"
+
+
+def _owner(principal: Principal) -> tuple[str, str, str | None, bool]:
+    return (principal.kind, principal.subject, principal.agent_id, principal.read_only)
+
+
+def owns(session: Session, principal: Principal) -> bool:
+    """Whether `principal` is the credential that opened `session` (only it may use it)."""
+    return _owner(session.principal) == _owner(principal)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server reachable from this machine only."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _host_name(host_header: str) -> str:
@@ -177,9 +205,11 @@ class McpHttp:
             self._loop.call_soon_threadsafe(self._close_streams)
 
     def _close_streams(self) -> None:
+        # Only the standby GET streams: a streamed tool-call answer ends by itself when its call
+        # finishes, so in-flight results still reach their clients during a graceful shutdown.
         self._closing = True
-        for stream in self._live.values():
-            if stream.subscriber is not None:
+        for (_, stream_id), stream in self._live.items():
+            if stream_id == STANDALONE and stream.subscriber is not None:
                 stream.subscriber.put_nowait(_END)
         if self.legacy is not None:
             self.legacy.close_all()
@@ -288,14 +318,68 @@ class McpHttp:
         refused = self.guard(request)
         if refused is not None:
             return refused
+        principal = self.authenticate(request)
+        if isinstance(principal, Response):
+            return principal
         await self._expire_idle()
         if request.method == "POST":
-            return await self._post(request)
+            return await self._post(request, principal)
         if request.method == "GET":
-            return await self._get(request)
+            return await self._get(request, principal)
         if request.method == "DELETE":
-            return await self._delete(request)
+            return await self._delete(request, principal)
         return Response(status_code=405, headers={"Allow": "GET, POST, DELETE"})
+
+    def authenticate(self, request: Request) -> Principal | Response:
+        """Who sends `request`: the principal of its bearer token, ANONYMOUS when no credential
+        is configured; else 401 (no or bad token) or 400 (a credential in the query string)."""
+        named = sorted(k for k in request.query_params if k.lower() in QUERY_CREDENTIALS)
+        if named:
+            return _rpc_error(
+                400,
+                INVALID_REQUEST,
+                "Bad Request: credentials are not accepted in the query string ("
+                + ", ".join(named)
+                + "); send them as Authorization: Bearer <token>",
+            )
+        app = self.server.app
+        verifiers = token_verifiers(app)
+        if not verifiers:
+            return ANONYMOUS
+        header = request.headers.get("authorization", "").strip()
+        if not header:
+            return self.unauthorized(
+                request, None, "Unauthorized: send Authorization: Bearer <token>"
+            )
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return self.unauthorized(
+                request, "invalid_request", "Unauthorized: use Authorization: Bearer <token>"
+            )
+        resource = http_extras.resource_url(app, request)
+        for verifier in verifiers:
+            found = verifier.verify(token, resource=resource)
+            if found is not None:
+                return found
+        log.info("refused a request with an unknown bearer token from %s", _client(request))
+        return self.unauthorized(request, "invalid_token", "Unauthorized: invalid or expired token")
+
+    def unauthorized(self, request: Request, error: str | None, message: str) -> Response:
+        """401 with the `WWW-Authenticate` challenge (http_extras.www_authenticate)."""
+        response = _rpc_error(401, INVALID_REQUEST, message)
+        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(
+            self.server.app, request, error
+        )
+        return response
+
+    def forbidden(self, request: Request, message: str) -> Response:
+        """403 for a valid credential that may not do this (an HTTP-level capability check)."""
+        response = _rpc_error(403, INVALID_REQUEST, message)
+        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(
+            self.server.app, request, "insufficient_scope"
+        )
+        return response
 
     def guard(self, request: Request) -> Response | None:
         """403 for a foreign Origin or Host (DNS rebinding), for every endpoint."""
@@ -328,21 +412,26 @@ class McpHttp:
             if self.legacy is not None:
                 self.legacy.end(sid)
 
-    def _session(self, request: Request) -> Session | Response:
+    def _session(self, request: Request, principal: Principal) -> Session | Response:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
             return _rpc_error(
                 400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
             )
-        session = self.server.get_session(session_id)
+        session = self.server.session_table.get(session_id)
+        if session is not None and not owns(session, principal):
+            # Another credential's session: as unknown as a session that never existed.
+            log.warning("refused %s the session of another credential", describe(principal))
+            session = None
         if session is None:
             return _rpc_error(404, INVALID_REQUEST, "Session not found")
+        session = self.server.get_session(session_id) or session  # refreshes last_seen
         version = request.headers.get(VERSION_HEADER, DEFAULT_VERSION_HEADER)
         if not versions.is_supported(version):
             return _rpc_error(400, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
         return session
 
-    async def _post(self, request: Request) -> Response:
+    async def _post(self, request: Request, principal: Principal) -> Response:
         json_q, sse_q = _accepts(request)
         if json_q <= 0 or sse_q <= 0:
             return _rpc_error(
@@ -360,14 +449,14 @@ class McpHttp:
         except JsonRpcError as exc:
             return JSONResponse(exc.to_response(), status_code=400)
         if isinstance(value, list):
-            return await self._post_batch(request, value)
+            return await self._post_batch(request, value, principal)
         try:
             message = jsonrpc.parse_message(value)
         except JsonRpcError as exc:
             return JSONResponse(exc.to_response(), status_code=400)
 
         if isinstance(message, jsonrpc.Request) and message.method == "initialize":
-            session = self.server.create_session()
+            session = self.server.create_session(principal=principal)
             session.send = self._standalone_sender(session)
             reply = await self.server.handle(value, session)
             assert isinstance(reply, dict)
@@ -376,7 +465,7 @@ class McpHttp:
                 return JSONResponse(reply)
             return JSONResponse(reply, headers={"Mcp-Session-Id": session.id})
 
-        found = self._session(request)
+        found = self._session(request, principal)
         if isinstance(found, Response):
             return found
         session = found
@@ -445,8 +534,10 @@ class McpHttp:
         task.add_done_callback(done)
         return self._sse_response(stream, queue, [], session=session)
 
-    async def _post_batch(self, request: Request, batch: list[Any]) -> Response:
-        found = self._session(request)
+    async def _post_batch(
+        self, request: Request, batch: list[Any], principal: Principal
+    ) -> Response:
+        found = self._session(request, principal)
         if isinstance(found, Response):
             return found
         if not self.server.accepts_batches(found):
@@ -459,12 +550,12 @@ class McpHttp:
             return Response(status_code=202)
         return JSONResponse(replies)
 
-    async def _get(self, request: Request) -> Response:
+    async def _get(self, request: Request, principal: Principal) -> Response:
         if _accepts(request)[1] <= 0:
             return _rpc_error(
                 406, INVALID_REQUEST, "Not Acceptable: GET /mcp serves text/event-stream"
             )
-        found = self._session(request)
+        found = self._session(request, principal)
         if isinstance(found, Response):
             return found
         if self._closing:
@@ -496,13 +587,17 @@ class McpHttp:
             stream, queue, backlog, preamble=b": stream open\n\n", session=session
         )
 
-    async def _delete(self, request: Request) -> Response:
-        found = self._session(request)
+    async def _delete(self, request: Request, principal: Principal) -> Response:
+        found = self._session(request, principal)
         if isinstance(found, Response):
             return found
         self._end_streams(found.id)
         await self.server.close_session(found.id)
         return Response(status_code=204)
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
 
 
 async def _health(request: Request) -> Response:
@@ -525,6 +620,7 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
     `features` replaces the registry's list (tests plug their own in)."""
     from memento.mcp.sse_legacy import LegacySse
 
+    token_verifiers(app)  # validates the credential configuration now, not at the first request
     mcp = McpHttp(
         McpServer(app, features=default_features(app.settings) if features is None else features),
         allowed_origins=app.settings.origins,
@@ -552,8 +648,10 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
             ),
             Route("/sse", legacy.connect, methods=["GET"]),
             Route("/message", legacy.message, methods=["POST"]),
-            Route("/health", _health, methods=["GET"]),
+            *http_extras.routes(app, mcp),
+            Route("/health", _health, methods=["GET"]),  # shadowed by a fuller one in extras
         ],
+        middleware=http_extras.middleware(app, mcp),
         lifespan=lifespan,
     )
     asgi.state.mcp = mcp
@@ -572,14 +670,41 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve_http(app: App, host: str, port: int) -> None:
-    """Serve MCP over Streamable HTTP until SIGTERM/SIGINT, then close every session and `app`."""
-    asgi = create_http_app(app)
-    config = uvicorn.Config(
-        asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=5
+def check_exposure(app: App, host: str, *, allow_unauthenticated: bool = False) -> bool:
+    """Fail closed: refuse (AuthConfigError) to serve a non-loopback address with no credential
+    configured, unless the operator opted out explicitly. True when authentication is on."""
+    authenticated = bool(token_verifiers(app))  # also validates the keys
+    if authenticated or is_loopback(host):
+        return authenticated
+    if allow_unauthenticated or app.settings.allow_unauthenticated:
+        log.warning(
+            "serving %s WITHOUT authentication (explicit opt-out): anyone who can reach it "
+            "can read and change every agent's memory",
+            host,
+        )
+        return False
+    raise AuthConfigError(
+        f"refusing to serve MCP on {host} without authentication: anyone who can reach it "
+        "could read and change every agent's memory. Set MEMENTO_ACCESS_KEY or MEMENTO_KEYS "
+        "(or configure OAuth), or bind to 127.0.0.1; to run open anyway, set "
+        "MEMENTO_ALLOW_UNAUTHENTICATED=1 or pass --insecure-no-auth"
     )
-    log.info("serving MCP on http://%s:%d/mcp", host, port)
+
+
+def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = False) -> None:
+    """Serve MCP over Streamable HTTP until SIGTERM/SIGINT, then close every session and `app`."""
     try:
+        authenticated = check_exposure(app, host, allow_unauthenticated=allow_unauthenticated)
+        asgi = create_http_app(app)
+        config = uvicorn.Config(
+            asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=5
+        )
+        log.info(
+            "serving MCP on http://%s:%d/mcp (authentication %s)",
+            host,
+            port,
+            "required" if authenticated else "off",
+        )
         _Server(config, asgi.state.mcp).run()
     finally:
         app.close()  # idempotent; covers a start-up failure before the lifespan ran

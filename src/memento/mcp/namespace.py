@@ -1,23 +1,34 @@
 """Whose memory an MCP session reads and writes: the single place that decides it.
 
-Until authentication lands every session works in the `default` agent namespace; a
-credential will later narrow it here, and every feature follows.
+A session belongs to the principal (credential) that opened it. An agent credential works in
+its agent's namespace — it sees its own fragments and the shared `default` pool (000 §3.6) —
+and an admin credential (the operator key, or no authentication on loopback/stdio) works in
+`default`, where an explicit `agentId` argument may take it to any namespace. A read-only
+credential is refused on every write by the service. Every feature (tools, resources,
+prompts, completion, tasks, notifications) follows what this module says.
 """
 
 from __future__ import annotations
 
+from memento.auth.principal import ANONYMOUS, Principal
 from memento.mcp.features import SessionView
 from memento.models import DEFAULT_AGENT, AgentScope, CallContext
 
 
+def principal(session: SessionView) -> Principal:
+    """The credential `session` was opened with."""
+    found = getattr(session, "principal", ANONYMOUS)
+    return found if isinstance(found, Principal) else ANONYMOUS
+
+
 def namespace(session: SessionView) -> AgentScope:
     """The agent namespace of `session`."""
-    return AgentScope(DEFAULT_AGENT)
+    return AgentScope(principal(session).agent_id or DEFAULT_AGENT)
 
 
 def service_context(session: SessionView) -> CallContext:
     """The service call context for requests of `session`."""
-    return CallContext(session_id=session.id, agent_id=namespace(session).agent_id)
+    return principal(session).call_context(session.id)
 
 
 def sees(session: SessionView, agent_id: str) -> bool:

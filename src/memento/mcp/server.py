@@ -19,6 +19,7 @@ import anyio
 import anyio.to_thread
 
 import memento
+from memento.auth.principal import ANONYMOUS, Principal
 from memento.mcp import jsonrpc, versions
 from memento.mcp.jsonrpc import (
     INTERNAL_ERROR,
@@ -35,7 +36,7 @@ from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
 from memento.mcp.tasks import tool_execution
 from memento.mcp.tools import TOOLS, ToolSpec, call_tool
-from memento.models import CallContext as ServiceContext
+from memento.mcp.namespace import service_context
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -123,9 +124,9 @@ class McpServer:
         """Live sessions (`ServerHub.sessions`)."""
         return list(self.session_table.values())
 
-    def create_session(self, send: Sink | None = None) -> Session:
-        """A fresh, uninitialised session with an unguessable id."""
-        session = Session(id=secrets.token_urlsafe(24))
+    def create_session(self, send: Sink | None = None, principal: Principal = ANONYMOUS) -> Session:
+        """A fresh, uninitialised session with an unguessable id, owned by `principal`."""
+        session = Session(id=secrets.token_urlsafe(24), principal=principal)
         if send is not None:
             session.send = send
         self.session_table[session.id] = session
@@ -391,7 +392,7 @@ class McpServer:
                 refused = await confirm_forget(rctx, self.app, arguments)
                 if refused is not None:
                     return refused
-            service_ctx = ServiceContext(session_id=ctx.session.id)
+            service_ctx = service_context(ctx.session)  # the session's principal (namespace.py)
             return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx)
 
         if self.tasks is not None:

@@ -4,6 +4,10 @@
 data is the URL to post to (`/message?sessionId=...`). `POST /message?sessionId=...` takes one
 JSON-RPC message and answers 202 at once; responses, notifications and server→client requests
 all travel on the SSE stream as `message` events. Closing the stream ends the session.
+
+Both endpoints authenticate like `/mcp` (Authorization: Bearer; 000 §12's `accessKey` query
+parameter is refused, as credentials in URLs leak into logs), and `/message` only accepts
+the credential that opened the session.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
+
+from memento.mcp.http import owns
 
 if TYPE_CHECKING:
     from memento.mcp.http import McpHttp
@@ -55,6 +61,9 @@ class LegacySse:
         refused = self.http.guard(request)
         if refused is not None:
             return refused
+        principal = self.http.authenticate(request)
+        if isinstance(principal, Response):
+            return principal
         if self.http._closing:
             return _error(503, "Server is shutting down")
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -62,7 +71,7 @@ class LegacySse:
         async def send(message: dict[str, Any]) -> None:
             queue.put_nowait(message)
 
-        session = self.server.create_session(send)
+        session = self.server.create_session(send, principal)
         self._queues[session.id] = queue
         log.info("legacy SSE session %s opened", session.id)
 
@@ -94,15 +103,19 @@ class LegacySse:
         refused = self.http.guard(request)
         if refused is not None:
             return refused
+        principal = self.http.authenticate(request)
+        if isinstance(principal, Response):
+            return principal
         session_id = request.query_params.get("sessionId") or request.query_params.get(
             "session_id"
         )
         if not session_id:
             return _error(400, "Bad Request: sessionId is required")
-        session = self.server.get_session(session_id)
+        session = self.server.session_table.get(session_id)
         queue = self._queues.get(session_id)
-        if session is None or queue is None:
-            return _error(404, "Session not found")
+        if session is None or queue is None or not owns(session, principal):
+            return _error(404, "Session not found")  # another credential's session is unknown too
+        self.server.get_session(session_id)  # refreshes last_seen
         try:
             value = jsonrpc.decode(await request.body())
         except JsonRpcError as exc:

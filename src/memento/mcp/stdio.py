@@ -1,6 +1,7 @@
 """The stdio transport: newline-delimited JSON-RPC on stdin/stdout, one session per process.
 
-stdout carries protocol messages only; while serving, `sys.stdout` is pointed at stderr so a
+The session runs as the operator (every namespace through `agentId`), or in the namespace
+MEMENTO_STDIO_AGENT names. stdout carries protocol messages only; while serving, `sys.stdout` is pointed at stderr so a
 stray print cannot corrupt the stream. stdin is read by a daemon thread (portable, and it can
 never keep the process alive), requests run concurrently, and EOF or SIGTERM/SIGINT ends the
 session, waits briefly for running calls, and closes the app.
@@ -19,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
+from memento.auth.keys import stdio_principal
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.registry import default_features
@@ -70,7 +72,10 @@ class _StdioConnection:
     def __init__(self, server: McpServer, out: BinaryIO) -> None:
         self.server = server
         self.out = out
-        self.session: Session = server.create_session(self.send)
+        # No credential on stdio: the operator, or the agent MEMENTO_STDIO_AGENT names.
+        self.session: Session = server.create_session(
+            self.send, stdio_principal(server.app.settings)
+        )
 
     async def send(self, message: dict[str, object]) -> None:
         """Notifications and server→client requests share stdout with the responses."""
@@ -101,6 +106,11 @@ async def serve_stdio(
     app: App, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
 ) -> None:
     """Serve one MCP session over stdio until EOF or a termination signal, then close `app`."""
+    try:
+        stdio_principal(app.settings)  # a bad MEMENTO_STDIO_AGENT fails before anything starts
+    except Exception:
+        app.close()
+        raise
     inp = stdin if stdin is not None else sys.stdin.buffer
     out = stdout if stdout is not None else sys.stdout.buffer
     saved_stdout = sys.stdout

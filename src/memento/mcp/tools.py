@@ -258,7 +258,7 @@ async def call_tool(
     try:
         payload = await anyio.to_thread.run_sync(call)
     except MementoError as exc:
-        log.info("tool %s failed: %s: %s", spec.name, exc.code, exc.message)
+        log.info("tool %s failed: %s", spec.name, exc.code)  # the message may quote input: not logged
         return versions.tool_error(version, exc.code, exc.message)
     except Exception:  # boundary: one broken call must not take the server down
         log.exception("tool %s raised unexpectedly", spec.name)

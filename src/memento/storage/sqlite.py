@@ -202,6 +202,34 @@ class SQLiteStore:
             )
             log.info("applied migration %s", entry.name)
 
+    def ping(self, timeout_s: float = 2.0) -> None:
+        """A real query on a fresh connection to the configured file (`/health`); raises when the
+        database cannot be reached. A fresh connection, because the long-lived ones keep working
+        on an open file descriptor after the file or its volume is gone."""
+        uri = self.path.expanduser().resolve().as_uri() + "?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout_s)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            conn.execute("SELECT 1 FROM schema_migrations LIMIT 1").fetchall()
+        finally:
+            conn.close()
+
+    def size_summary(self) -> dict[str, Any]:
+        """Fragments per TTL tier (working memory apart) and the number of agents, for metrics."""
+        conn = self._reader()
+        rows = conn.execute(
+            "SELECT ttl_tier, session_id IS NOT NULL, COUNT(*) FROM fragments GROUP BY 1, 2"
+        ).fetchall()
+        by_tier = {t.value: 0 for t in TTLTier}
+        working = 0
+        for tier, in_session, count in rows:
+            if in_session:
+                working += int(count)
+            else:
+                by_tier[str(tier)] = by_tier.get(str(tier), 0) + int(count)
+        agents = conn.execute("SELECT COUNT(DISTINCT agent_id) FROM fragments").fetchone()[0]
+        return {"by_tier": by_tier, "working_memory": working, "agents": int(agents)}
+
     def migrations(self) -> list[str]:
         return [r[0] for r in self._reader().execute("SELECT name FROM schema_migrations ORDER BY name")]
 

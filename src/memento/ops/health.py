@@ -1,0 +1,119 @@
+"""`GET /health` (000 §2.2, §9.2, §12): database, Redis, embeddings, sessions, version, uptime.
+
+The database check is a real query through the store (`store.ping()`), so an unreachable
+database answers 503 with `status: "degraded"` and `database.status: "down"`, and the next
+check after it recovers answers 200 again. Redis and the embedding provider are reported but
+never make the server unhealthy: recall degrades to the keyword tiers without them (000 §9.1,
+§9.3), and a load balancer should keep routing to a replica that can still serve.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from memento import __version__
+
+from .logs import redact
+from .metrics import OpsState, attach_endpoint
+
+if TYPE_CHECKING:
+    from memento.app import App
+
+DATABASE_TIMEOUT_S = 5.0
+
+
+def _iso(stamp: float | None) -> str | None:
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds") if stamp is not None else None
+
+
+def _ping(store: Any) -> None:
+    ping = getattr(store, "ping", None)
+    if callable(ping):
+        ping()
+        return
+    from memento.models import AgentScope
+    from memento.storage.protocol import SearchFilter
+
+    store.count(AgentScope("system"), SearchFilter())  # a backend without ping(): any real read
+
+
+async def check_database(app: App) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        with anyio.fail_after(DATABASE_TIMEOUT_S):
+            await anyio.to_thread.run_sync(_ping, app.store, abandon_on_cancel=True)
+    except TimeoutError:
+        return {"status": "down", "backend": app.settings.backend, "error": f"no answer within {DATABASE_TIMEOUT_S:g}s"}
+    except Exception as exc:  # noqa: BLE001 - any failure of the query is an outage
+        return {
+            "status": "down",
+            "backend": app.settings.backend,
+            "error": redact(f"{type(exc).__name__}: {exc}")[:300],
+        }
+    return {"status": "up", "backend": app.settings.backend, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+async def check_redis(app: App) -> dict[str, Any]:
+    """Redis is optional (000 §9.1); until a Redis layer exists it is reported as not configured."""
+    client = getattr(app, "redis", None)
+    if client is None or not getattr(app.settings, "redis_enabled", False):
+        return {"status": "not_configured"}
+    try:
+        with anyio.fail_after(DATABASE_TIMEOUT_S):
+            await anyio.to_thread.run_sync(client.ping, abandon_on_cancel=True)
+    except Exception as exc:  # noqa: BLE001
+        return {"status": "down", "error": type(exc).__name__}
+    return {"status": "up"}
+
+
+def check_embeddings(app: App, state: OpsState) -> dict[str, Any]:
+    """Which provider runs, and whether its last call failed (PRODUCT: say plainly when
+    recall is keyword-only)."""
+    embedder = app.embedder
+    provider = app.settings.embedding_provider
+    if embedder is None:
+        return {"provider": "none", "status": "disabled", "searchMode": "keyword-only", "model": None}
+    status = state.embedding
+    with status.lock:
+        failing = status.last_failure is not None and (status.last_success is None or status.last_failure > status.last_success)
+        report: dict[str, Any] = {
+            "provider": provider,
+            "kind": "remote" if provider == "openai" else "local",
+            "model": embedder.name,
+            "status": "failing" if failing else "ok",
+            "searchMode": "hybrid",
+            "failures": status.failures,
+            "lastSuccess": _iso(status.last_success),
+            "lastFailure": None if status.last_failure is None else {"at": _iso(status.last_failure), "error": status.last_error},
+        }
+    return report
+
+
+def health_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
+    state = attach_endpoint(app, mcp)
+
+    async def health(request: Request) -> Response:
+        database = await check_database(app)
+        redis = await check_redis(app)
+        healthy = database["status"] == "up"
+        body = {
+            "status": "ok" if healthy else "degraded",
+            "version": __version__,
+            "uptimeSeconds": round(state.uptime_s(), 3),
+            "startedAt": _iso(state.started),
+            "database": database,
+            "redis": redis,
+            "embeddings": check_embeddings(app, state),
+            "sessions": state.session_counts(),
+        }
+        return JSONResponse(body, status_code=200 if healthy else 503, headers={"Cache-Control": "no-store"})
+
+    return health

@@ -1,0 +1,387 @@
+"""Prometheus metrics (`GET /metrics`), one CollectorRegistry per app.
+
+What is measured and where it is hooked, without touching the code it measures:
+- HTTP requests: an ASGI middleware (method, route template, status; duration).
+- MCP tool calls: the `tools/call` handler of the endpoint's `McpServer` is wrapped
+  (tool, outcome; duration). Only the tool *name* is ever recorded, never arguments.
+- recall latency, consolidation runs: the service's `recall` and its consolidator's `run`
+  are wrapped on the instance.
+- embedding latency and failures: the embedder's two methods are wrapped on the instance;
+  `/health` reads the last failure from the same tracker.
+- store size and sessions: computed on scrape (a cheap grouped count; the session tables).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memento import __version__
+
+if TYPE_CHECKING:
+    from memento.app import App
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("memento.access")
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+UNMATCHED_ROUTE = "<unmatched>"
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: half the output, nothing a dashboard uses
+
+
+@dataclass
+class EmbeddingStatus:
+    """What the embedder did last: for `/health` (status) and `/metrics` (latency, failures)."""
+
+    last_success: float | None = None  # wall-clock seconds
+    last_failure: float | None = None
+    last_error: str | None = None  # exception class name only: messages may quote input
+    failures: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def succeeded(self) -> None:
+        with self.lock:
+            self.last_success = time.time()
+
+    def failed(self, exc: BaseException) -> None:
+        with self.lock:
+            self.last_failure = time.time()
+            self.last_error = type(exc).__name__
+            self.failures += 1
+
+
+class OpsState:
+    """Per-app operational state: the metrics registry, start time, embedding status."""
+
+    def __init__(self, app: App) -> None:
+        self.app_ref = weakref.ref(app.service)
+        self.started = time.time()
+        self.started_monotonic = time.monotonic()
+        self.embedding = EmbeddingStatus()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.mcp_endpoints: weakref.WeakSet[Any] = weakref.WeakSet()
+        r = self.registry
+        self.http_requests = Counter(
+            "memento_http_requests", "HTTP requests answered.", ["method", "route", "status"], registry=r
+        )
+        self.http_duration = Histogram(
+            "memento_http_request_duration_seconds",
+            "Time to answer an HTTP request (SSE streams excluded).",
+            ["method", "route"], buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.tool_calls = Counter(
+            "memento_mcp_tool_calls", "MCP tool calls.", ["tool", "outcome"], registry=r
+        )
+        self.tool_duration = Histogram(
+            "memento_mcp_tool_call_duration_seconds", "MCP tool call duration.", ["tool"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.recall_duration = Histogram(
+            "memento_recall_duration_seconds", "Recall latency (embedding, tiers, ranking).",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.embedding_duration = Histogram(
+            "memento_embedding_duration_seconds", "Embedding provider latency.", ["kind"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.embedding_failures = Counter(
+            "memento_embedding_failures", "Embedding provider failures.", ["kind"], registry=r
+        )
+        self.consolidation_runs = Counter(
+            "memento_consolidation_runs", "Consolidation pipeline runs.", ["outcome"], registry=r
+        )
+        self.consolidation_duration = Histogram(
+            "memento_consolidation_duration_seconds", "Consolidation pipeline duration.",
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300), registry=r,
+        )
+        info = Gauge("memento_build_info", "Version and configuration.", ["version", "backend", "embedding"], registry=r)
+        settings = app.settings
+        info.labels(__version__, settings.backend, app.embedder.name if app.embedder else "none").set(1)
+        Gauge("memento_start_time_seconds", "Start time of the process, Unix seconds.", registry=r).set(self.started)
+        r.register(_ScrapeCollector(self))
+
+    def service(self) -> Any:
+        return self.app_ref()
+
+    def uptime_s(self) -> float:
+        return time.monotonic() - self.started_monotonic
+
+    def session_counts(self) -> dict[str, int]:
+        """Live MCP sessions per transport, over every mounted endpoint of this app."""
+        streamable = legacy = 0
+        for mcp in list(self.mcp_endpoints):
+            total = len(mcp.server.session_table)
+            queues = getattr(mcp.legacy, "_queues", None) if mcp.legacy is not None else None
+            old = len(queues) if queues is not None else 0
+            legacy += old
+            streamable += max(total - old, 0)
+        return {"streamable_http": streamable, "legacy_sse": legacy, "total": streamable + legacy}
+
+
+class _ScrapeCollector(Collector):
+    """Gauges computed at scrape time: store size and sessions."""
+
+    def __init__(self, state: OpsState) -> None:
+        self.state = state
+
+    def describe(self) -> Iterator[Any]:
+        return iter(())  # values are only known at scrape time
+
+    def collect(self) -> Iterator[Any]:
+        sessions = GaugeMetricFamily("memento_sessions", "Live MCP sessions.", labels=["transport"])
+        for transport, count in self.state.session_counts().items():
+            if transport != "total":
+                sessions.add_metric([transport], count)
+        yield sessions
+        uptime = GaugeMetricFamily("memento_uptime_seconds", "Seconds since start.")
+        uptime.add_metric([], self.state.uptime_s())
+        yield uptime
+        service = self.state.service()
+        if service is None:
+            return
+        up = GaugeMetricFamily("memento_database_up", "1 when the database answered a query at scrape time.")
+        try:
+            ping = getattr(service.store, "ping", None)
+            if callable(ping):
+                ping()
+            size = store_size(service.store)
+        except Exception as exc:  # noqa: BLE001 - a scrape must answer even with the database down
+            log.warning("database unavailable for metrics: %s", type(exc).__name__)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        fragments = GaugeMetricFamily("memento_fragments", "Stored fragments by TTL tier (working memory excluded).", labels=["tier"])
+        for tier, count in sorted(size["by_tier"].items()):
+            fragments.add_metric([tier], count)
+        yield fragments
+        working = GaugeMetricFamily("memento_working_memory_fragments", "Session-scoped working-memory fragments.")
+        working.add_metric([], size["working_memory"])
+        yield working
+        agents = GaugeMetricFamily("memento_agents", "Agents owning at least one fragment.")
+        agents.add_metric([], size["agents"])
+        yield agents
+
+
+def store_size(store: Any) -> dict[str, Any]:
+    """Fragments per tier, working memory and agent count: the store's `size_summary()`,
+    or (a backend without it) its `stats()` over every agent."""
+    summary = getattr(store, "size_summary", None)
+    if callable(summary):
+        return dict(summary())
+    from memento.models import AgentScope
+
+    stats = store.stats(AgentScope("system"))
+    return {"by_tier": dict(stats["by_tier"]), "working_memory": int(stats["working_memory"]), "agents": 0}
+
+
+# ---------------------------------------------------------------- per-app state and hooks
+
+_STATES: weakref.WeakKeyDictionary[Any, OpsState] = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def ops_state(app: App) -> OpsState:
+    """The app's OpsState, created (and the service instrumented) on first use."""
+    with _STATES_LOCK:
+        state = _STATES.get(app.service)
+        if state is None:
+            state = OpsState(app)
+            _STATES[app.service] = state
+            _instrument_service(app, state)
+        return state
+
+
+def attach_endpoint(app: App, mcp: Any) -> OpsState:
+    """Count `mcp`'s sessions and measure its tool calls (idempotent)."""
+    state = ops_state(app)
+    if mcp is None:
+        return state
+    state.mcp_endpoints.add(mcp)
+    server = getattr(mcp, "server", None)
+    handlers = getattr(server, "_handlers", None)
+    if isinstance(handlers, dict) and "tools/call" in handlers:
+        original = handlers["tools/call"]
+        if not getattr(original, "_memento_ops", False):
+            handlers["tools/call"] = _timed_tool_handler(original, server, state)
+    return state
+
+
+def _timed_tool_handler(original: Callable[..., Any], server: Any, state: OpsState) -> Callable[..., Any]:
+    known = frozenset(getattr(server, "tools_by_name", {}))
+
+    async def handler(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name") if isinstance(params, dict) else None
+        tool = name if isinstance(name, str) and name in known else "unknown"
+        outcome = "exception"
+        started = time.perf_counter()
+        try:
+            result: dict[str, Any] = await original(ctx, params)
+            outcome = "error" if result.get("isError") else ("task" if "task" in result else "ok")
+            return result
+        except BaseException as exc:
+            outcome = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "invalid" if type(exc).__name__ == "JsonRpcError" else "exception"
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            state.tool_calls.labels(tool, outcome).inc()
+            state.tool_duration.labels(tool).observe(elapsed)
+            # Name and outcome only: arguments and results may carry memory content.
+            log.info("tool call %s: %s", tool, outcome,
+                     extra={"tool": tool, "outcome": outcome, "duration_ms": round(elapsed * 1000, 2)})
+
+    handler._memento_ops = True  # type: ignore[attr-defined]
+    return handler
+
+
+def _instrument_service(app: App, state: OpsState) -> None:
+    service = app.service
+    recall = service.recall
+
+    @functools.wraps(recall)
+    def timed_recall(*args: Any, **kwargs: Any) -> Any:
+        with state.recall_duration.time():
+            return recall(*args, **kwargs)
+
+    setattr(service, "recall", timed_recall)
+
+    consolidator = service.consolidator
+    run = consolidator.run
+
+    @functools.wraps(run)
+    def timed_run(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result = run(*args, **kwargs)
+            outcome = "ok"
+            return result
+        finally:
+            state.consolidation_runs.labels(outcome).inc()
+            state.consolidation_duration.observe(time.perf_counter() - started)
+
+    setattr(consolidator, "run", timed_run)
+
+    embedder = service.embedder
+    if embedder is None:
+        return
+    for method, kind in (("embed_passages", "passage"), ("embed_query", "query")):
+        inner = getattr(embedder, method, None)
+        if inner is None or getattr(inner, "_memento_ops", False):
+            continue
+        try:
+            setattr(embedder, method, _timed_embedding(inner, kind, state))
+        except (AttributeError, TypeError):  # a slotted or frozen provider: no embedding metrics
+            log.debug("embedder %s cannot be instrumented", type(embedder).__name__)
+
+
+def _timed_embedding(inner: Callable[..., Any], kind: str, state: OpsState) -> Callable[..., Any]:
+    @functools.wraps(inner)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            result = inner(*args, **kwargs)
+        except Exception as exc:
+            state.embedding_failures.labels(kind).inc()
+            state.embedding.failed(exc)
+            raise
+        finally:
+            state.embedding_duration.labels(kind).observe(time.perf_counter() - started)
+        state.embedding.succeeded()
+        return result
+
+    timed._memento_ops = True  # type: ignore[attr-defined]
+    return timed
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+def metrics_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
+    state = attach_endpoint(app, mcp)
+
+    async def metrics(request: Request) -> Response:
+        body = await anyio.to_thread.run_sync(generate_latest, state.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    return metrics
+
+
+def _route_of(scope: Scope) -> str:
+    router = scope.get("app")
+    for route in getattr(router, "routes", ()):
+        try:
+            match, _ = route.matches(scope)
+        except Exception:  # noqa: BLE001 - a label is never worth a failed request
+            continue
+        if match is Match.FULL:
+            return str(getattr(route, "path", UNMATCHED_ROUTE))
+    return UNMATCHED_ROUTE
+
+
+class RequestMetricsMiddleware:
+    """Counts every HTTP response by method, route template and status; logs one access line.
+
+    The route is the matched template (`/mcp`, `/health`), never the raw path or query string
+    (which may carry `accessKey`)."""
+
+    def __init__(self, app: ASGIApp, state: OpsState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        method = str(scope.get("method", "GET"))
+        route = _route_of(scope)
+        status = 500
+        streaming = False
+        counted = False
+
+        def count() -> None:
+            nonlocal counted
+            if not counted:
+                counted = True
+                self.state.http_requests.labels(method, route, str(status)).inc()
+
+        async def wrapped(message: Message) -> None:
+            nonlocal status, streaming
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                for key, value in message.get("headers", ()):
+                    if key.lower() == b"content-type" and value.lower().startswith(b"text/event-stream"):
+                        streaming = True
+                count()  # at the start: a stream may stay open for hours
+            await send(message)
+
+        try:
+            await self.app(scope, receive, wrapped)
+        finally:
+            count()
+            elapsed = time.perf_counter() - started
+            if not streaming:
+                self.state.http_duration.labels(method, route).observe(elapsed)
+            access_log.info(
+                "%s %s %d", method, route, status,
+                extra={"method": method, "route": route, "status": status, "duration_ms": round(elapsed * 1000, 2)},
+            )

@@ -1,0 +1,761 @@
+"""The scale-out backend: PostgreSQL with pgvector, schema `agent_memory` (000 §3).
+
+Isolation. Every unit of work is one transaction that begins with
+`set_config('app.current_agent_id', <agent>, true)` — the `SET LOCAL` of 000 §3.6 — so the
+row-level security policy on `fragments` decides visibility per request, not per connection.
+The application connects as a role that owns nothing and has no BYPASSRLS, so the policy
+really binds it. Queries also carry the same scope predicate as the SQLite backend: results
+stay right even if someone runs the store as a superuser (which RLS never binds).
+
+Migrations. `migrate(owner_dsn, app_role=..., dimensions=...)` applies the named SQL files in
+`migrations/postgres` in order as the schema owner, records them in
+`agent_memory.schema_migrations` and grants the application role its DML rights. `build_app`
+calls it at start-up with DATABASE_MIGRATION_URL, or with the application's own connection when
+that is empty (a single-role deployment; FORCE ROW LEVEL SECURITY still binds the owner). With
+nothing pending it changes nothing, so a non-owner application role can run it too. The
+embedding column's `vector(N)` follows the embedder: the templated `vector_dimensions`
+migration runs (and is recorded as `vector_dimensions_<N>`) whenever N differs from the column.
+
+Connections come from a psycopg_pool pool sized by DB_MAX_CONNECTIONS, with DB_IDLE_TIMEOUT_MS,
+DB_CONN_TIMEOUT_MS and DB_QUERY_TIMEOUT (the statement timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from importlib import resources
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..analysis import index_terms
+from ..errors import Conflict, InvalidArgument, NotFound, Unavailable
+from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
+from .protocol import FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+
+log = logging.getLogger(__name__)
+
+Cursor = psycopg.Cursor[dict[str, Any]]
+
+ACCESS_FLUSH_SECONDS = 5.0
+ACCESS_FLUSH_SIZE = 512
+COMMON_TERM_SHARE = 0.02
+COMMON_TERM_MIN_DOCS = 2_000
+MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+MIGRATION_LOCK = 0x6D656D656E746F  # pg_advisory_xact_lock key: "memento"
+SYSTEM = "system"
+
+_COLUMNS = (
+    "f.id, f.seq, f.content, f.topic, f.keywords, f.type, f.importance, f.content_hash, f.source,"
+    " f.linked_to, f.agent_id, f.access_count, f.accessed_at, f.created_at, f.ttl_tier,"
+    " f.estimated_tokens, f.utility_score, f.verified_at, f.is_anchor, f.session_id,"
+    " (f.embedding IS NOT NULL) AS has_embedding"
+)
+_SEARCH = "CAST(%s AS tsvector)"
+
+
+# ---------------------------------------------------------------- migrations
+
+
+def _migration_files() -> list[tuple[str, str]]:
+    folder = resources.files("memento.storage.migrations").joinpath("postgres")
+    return sorted(
+        (e.name, e.read_text(encoding="utf-8")) for e in folder.iterdir() if e.name.endswith(".sql")
+    )
+
+
+def _vector_template() -> str:
+    folder = resources.files("memento.storage.migrations").joinpath("postgres")
+    return folder.joinpath("vector_dimensions.sql.in").read_text(encoding="utf-8")
+
+
+def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = None) -> list[str]:
+    """Apply pending migrations as the role of `dsn`; grant `app_role` DML. Returns what ran."""
+    ran: list[str] = []
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        row = conn.execute(
+            "SELECT to_regnamespace('agent_memory') IS NOT NULL, to_regclass('agent_memory.schema_migrations') IS NOT NULL"
+        ).fetchone()
+        assert row is not None
+        if not row[0]:
+            conn.execute("CREATE SCHEMA agent_memory")
+        if not row[1]:
+            conn.execute(
+                "CREATE TABLE agent_memory.schema_migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT NOW())"
+            )
+        applied = {r[0] for r in conn.execute("SELECT name FROM agent_memory.schema_migrations")}
+        for name, text in _migration_files():
+            if name not in applied:
+                conn.execute(text.encode())
+                conn.execute("INSERT INTO agent_memory.schema_migrations (name) VALUES (%s)", (name,))
+                ran.append(name)
+        if dimensions is not None and _column_dimensions(conn) != dimensions:
+            name = f"vector_dimensions_{int(dimensions)}"
+            conn.execute(_vector_template().replace("{dimensions}", str(int(dimensions))).encode())
+            conn.execute(
+                "INSERT INTO agent_memory.schema_migrations (name) VALUES (%s)"
+                " ON CONFLICT (name) DO UPDATE SET applied_at = NOW()",
+                (name,),
+            )
+            ran.append(name)
+        current = conn.execute("SELECT current_user").fetchone()
+        if app_role and current is not None and app_role != current[0]:
+            _grant(conn, app_role)
+    for name in ran:
+        log.info("applied migration %s", name)
+    return ran
+
+
+def _column_dimensions(conn: psycopg.Connection[Any]) -> int | None:
+    row = conn.execute(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'agent_memory.fragments'::regclass AND attname = 'embedding'"
+    ).fetchone()
+    return int(row[0]) if row and row[0] > 0 else None
+
+
+def _grant(conn: psycopg.Connection[Any], role: str) -> None:
+    who = sql.Identifier(role)
+    for statement in (
+        "GRANT USAGE ON SCHEMA agent_memory TO {}",
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA agent_memory TO {}",
+        "REVOKE INSERT, UPDATE, DELETE ON agent_memory.schema_migrations FROM {}",
+        "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA agent_memory TO {}",
+    ):
+        conn.execute(sql.SQL(statement).format(who))
+
+
+# ---------------------------------------------------------------- SQL pieces
+
+
+def _row_to_fragment(r: dict[str, Any]) -> Fragment:
+    return Fragment(
+        id=r["id"], content=r["content"], topic=r["topic"], type=FragmentType(r["type"]),
+        keywords=list(r["keywords"]), importance=r["importance"], content_hash=r["content_hash"],
+        agent_id=r["agent_id"], ttl_tier=TTLTier(r["ttl_tier"]), created_at=r["created_at"],
+        source=r["source"], linked_to=list(r["linked_to"]), access_count=r["access_count"],
+        accessed_at=r["accessed_at"], estimated_tokens=r["estimated_tokens"],
+        utility_score=r["utility_score"], verified_at=r["verified_at"], is_anchor=r["is_anchor"],
+        session_id=r["session_id"], has_embedding=r["has_embedding"], seq=r["seq"],
+    )
+
+
+def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
+    """The visibility predicate, written out as well as enforced by the RLS policy."""
+    agents = scope.visible_agents()
+    if agents is None:
+        return "TRUE", []
+    return f"{alias}.agent_id = ANY(%s)", [list(agents)]
+
+
+def filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filt.only_session:
+        clauses.append(f"{alias}.session_id = %s")
+        params.append(filt.session_id)
+    elif filt.session_id:
+        clauses.append(f"({alias}.session_id IS NULL OR {alias}.session_id = %s)")
+        params.append(filt.session_id)
+    else:
+        clauses.append(f"{alias}.session_id IS NULL")
+    if filt.topic is not None:
+        clauses.append(f"{alias}.topic = %s")
+        params.append(filt.topic)
+    if filt.type is not None:
+        clauses.append(f"{alias}.type = %s")
+        params.append(filt.type.value)
+    if filt.types:
+        clauses.append(f"{alias}.type = ANY(%s)")
+        params.append([t.value for t in filt.types])
+    return " AND ".join(clauses), params
+
+
+def _quote_lexeme(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def search_vector(content: str, keywords: Sequence[str], topic: str) -> str:
+    """The tsvector literal of a fragment: analyser terms of content and keywords (weight A)
+    and of the topic (weight B). Written as a literal so PostgreSQL's locale-dependent parser
+    never re-tokenises the shared analyser's output."""
+    positions: dict[str, list[str]] = {}
+    body = index_terms(content + " " + " ".join(keywords))
+    for pos, term in enumerate(body, start=1):
+        positions.setdefault(term, []).append(f"{min(pos, 16383)}A")
+    for pos, term in enumerate(index_terms(topic), start=len(body) + 1):
+        positions.setdefault(term, []).append(f"{min(pos, 16383)}B")
+    return " ".join(f"{_quote_lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items())
+
+
+def search_query(terms: Sequence[str]) -> str:
+    return " | ".join(_quote_lexeme(t) for t in terms)
+
+
+class PostgresStore:
+    """The Store protocol on PostgreSQL (pgvector, GIN, tsvector, row-level security)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        embedding_model: str | None,
+        dimensions: int | None,
+        max_connections: int = 20,
+        idle_timeout_ms: int = 30_000,
+        conn_timeout_ms: int = 10_000,
+        query_timeout_ms: int = 30_000,
+        ef_search: int = 512,
+    ) -> None:
+        self.embedding_model = embedding_model if dimensions else None
+        self.dimensions = dimensions
+        self.ef_search = max(1, min(ef_search, MAX_EF_SEARCH))
+        self._pending_access: dict[str, tuple[int, datetime]] = {}
+        self._access_lock = threading.Lock()
+        self._last_flush = time.monotonic()
+        self._closed = False
+        self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_connections,
+            max_idle=idle_timeout_ms / 1000,
+            timeout=conn_timeout_ms / 1000,
+            kwargs={
+                "options": f"-c statement_timeout={int(query_timeout_ms)} -c timezone=UTC",
+                "connect_timeout": max(1, conn_timeout_ms // 1000),
+                "row_factory": dict_row,
+            },
+            configure=self._configure,
+            open=False,
+            name="memento",
+        )
+        try:
+            self._pool.open(wait=True, timeout=conn_timeout_ms / 1000)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise Unavailable(f"PostgreSQL is not reachable: {exc}") from exc
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection[Any]) -> None:
+        register_vector(conn)
+        conn.commit()
+
+    @contextmanager
+    def _tx(self, agent: str) -> Iterator[Cursor]:
+        """One transaction whose row-level security context is `agent`."""
+        try:
+            with self._pool.connection() as conn, conn.cursor() as cur:
+                self._as(cur, agent)
+                yield cur
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise Unavailable(f"PostgreSQL unavailable: {exc}") from exc
+
+    @staticmethod
+    def _as(cur: Cursor, agent: str) -> None:
+        cur.execute("SELECT set_config('app.current_agent_id', %s, true)", (agent,))
+
+    def ping(self) -> None:
+        """One round trip to the server (health checks); raises Unavailable when it fails."""
+        with self._tx(SYSTEM) as cur:
+            cur.execute("SELECT 1")
+
+    def migrations(self) -> list[str]:
+        with self._tx(SYSTEM) as cur:
+            cur.execute("SELECT name FROM agent_memory.schema_migrations ORDER BY name")
+            return [r["name"] for r in cur.fetchall()]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush_access()
+        finally:
+            self._pool.close()
+
+    # ------------------------------------------------------------ fragments
+
+    def _visible(self, cur: Cursor, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
+        if not ids:
+            return []
+        where, params = scope_sql(scope)
+        cur.execute(f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}", [list(ids), *params])
+        by_id = {r["id"]: _row_to_fragment(r) for r in cur.fetchall()}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def _require(self, cur: Cursor, scope: AgentScope, fragment_id: str) -> Fragment:
+        found = self._visible(cur, scope, [fragment_id])
+        if not found:
+            raise NotFound(f"fragment {fragment_id!r} not found")
+        return found[0]
+
+    @staticmethod
+    def _same_content(cur: Cursor, agent: str, digest: str, session: str | None) -> Fragment | None:
+        if session is None:
+            cond, params = "f.session_id IS NULL", [agent, digest]
+        else:
+            cond, params = "f.session_id = %s", [agent, digest, session]
+        cur.execute(f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s AND {cond}", params)
+        row = cur.fetchone()
+        return _row_to_fragment(row) if row else None
+
+    def _embedding_value(self, vector: np.ndarray | None) -> tuple[np.ndarray | None, str | None]:
+        if vector is None or self.embedding_model is None:
+            return None, None
+        return np.ascontiguousarray(vector, dtype=np.float32), self.embedding_model
+
+    def _insert(self, cur: Cursor, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
+        d = new.draft
+        existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
+        if existing is not None:
+            return existing, False
+        targets = self._visible(cur, scope, list(dict.fromkeys(new.linked_to)))
+        missing = set(new.linked_to) - {t.id for t in targets}
+        if missing:
+            raise NotFound(f"linkedTo fragment(s) not found: {', '.join(sorted(missing))}")
+        vector, model = self._embedding_value(new.embedding)
+        cur.execute(
+            "INSERT INTO agent_memory.fragments (id, content, topic, keywords, type, importance, content_hash, source,"
+            " linked_to, agent_id, created_at, ttl_tier, estimated_tokens, verified_at, is_anchor, session_id,"
+            f" search, embedding, embedding_model) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_SEARCH}, %s, %s)"
+            " ON CONFLICT DO NOTHING RETURNING id",
+            (
+                d.id, d.content, d.topic, list(d.keywords), d.type.value, d.importance, d.content_hash, d.source,
+                [t.id for t in targets], new.agent_id, d.created_at, d.ttl_tier.value, d.estimated_tokens,
+                d.created_at, d.is_anchor, new.session_id, search_vector(d.content, d.keywords, d.topic), vector, model,
+            ),
+        )
+        if cur.fetchone() is None:  # a concurrent writer stored the same content first
+            existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
+            if existing is None:
+                raise Conflict(f"fragment id {d.id} is already taken")
+            return existing, False
+        for target in targets:
+            cur.execute(
+                "INSERT INTO agent_memory.fragment_links (from_id, to_id, relation_type, created_at)"
+                " VALUES (%s, %s, 'related', %s) ON CONFLICT DO NOTHING",
+                (d.id, target.id, d.created_at),
+            )
+        return self._require(cur, scope, d.id), True
+
+    def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
+        with self._tx(scope.agent_id) as cur:
+            return self._insert(cur, scope, new)
+
+    def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
+        with self._tx(scope.agent_id) as cur:
+            return self._visible(cur, scope, list(ids))
+
+    def _update(self, cur: Cursor, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
+        old = self._require(cur, scope, fragment_id)
+        cur.execute(
+            "INSERT INTO agent_memory.fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (old.id, old.content, old.topic, old.keywords, old.type.value, old.importance, now, amended_by),
+        )
+        content = changes.content if changes.content is not None else old.content
+        content_hash = changes.content_hash or old.content_hash
+        if content_hash != old.content_hash:
+            clash = self._same_content(cur, old.agent_id, content_hash, old.session_id)
+            if clash is not None and clash.id != old.id:
+                raise Conflict(f"fragment {clash.id} already holds this content")
+        keywords = changes.keywords if changes.keywords is not None else old.keywords
+        topic = changes.topic if changes.topic is not None else old.topic
+        assignments = (
+            "content = %s, content_hash = %s, estimated_tokens = %s, topic = %s, keywords = %s, type = %s,"
+            f" importance = %s, ttl_tier = %s, is_anchor = %s, search = {_SEARCH}"
+        )
+        params: list[Any] = [
+            content, content_hash,
+            changes.estimated_tokens if changes.estimated_tokens is not None else old.estimated_tokens,
+            topic, keywords, (changes.type or old.type).value,
+            changes.importance if changes.importance is not None else old.importance,
+            (changes.ttl_tier or old.ttl_tier).value,
+            changes.is_anchor if changes.is_anchor is not None else old.is_anchor,
+            search_vector(content, keywords, topic),
+        ]
+        if changes.embedding is not None and self.embedding_model:
+            assignments += ", embedding = %s, embedding_model = %s"
+            params.extend(self._embedding_value(changes.embedding))
+        elif changes.clear_embedding:
+            assignments += ", embedding = NULL, embedding_model = NULL"
+        try:
+            cur.execute(f"UPDATE agent_memory.fragments SET {assignments} WHERE id = %s", [*params, old.id])
+        except psycopg.errors.UniqueViolation as exc:
+            raise Conflict("another fragment already holds this content") from exc
+        return self._require(cur, scope, old.id)
+
+    def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
+        with self._tx(scope.agent_id) as cur:
+            return self._update(cur, scope, fragment_id, changes, amended_by, now)
+
+    def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
+        with self._tx(scope.agent_id) as cur:
+            old = self._require(cur, scope, old_id)
+            fragment, created = self._insert(cur, scope, new)
+            if fragment.id == old.id:
+                raise Conflict("the superseding content is identical to the original")
+            self._add_link(cur, scope, old.id, fragment.id, RelationType.SUPERSEDED_BY, now)
+            self._update(cur, scope, old.id, FragmentChanges(importance=round(old.importance * importance_factor, 4)), new.agent_id, now)
+        return fragment, created
+
+    def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]:
+        return self._select(scope, SearchFilter(topic=topic), "f.seq", None)
+
+    def _delete(self, cur: Cursor, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        found = self._visible(cur, scope, list(ids))
+        if not found:
+            return []
+        gone = [f.id for f in found]
+        cur.execute("DELETE FROM agent_memory.fragments f WHERE f.id = ANY(%s)", (gone,))
+        # Other agents' fragments may point at the deleted ones: clean their arrays as the
+        # system, then return to the caller's context.
+        self._as(cur, SYSTEM)
+        cur.execute(
+            "UPDATE agent_memory.fragments f SET linked_to = COALESCE((SELECT array_agg(u.x ORDER BY u.o)"
+            " FROM unnest(f.linked_to) WITH ORDINALITY AS u(x, o) WHERE u.x <> ALL(%s)), '{}')"
+            " WHERE f.linked_to && %s",
+            (gone, gone),
+        )
+        self._as(cur, scope.agent_id)
+        return gone
+
+    def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        with self._tx(scope.agent_id) as cur:
+            return self._delete(cur, scope, ids)
+
+    def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
+        """Anchors first, then by importance, newest first among equals."""
+        return self._select(scope, filt, "f.is_anchor DESC, f.importance DESC, f.created_at DESC", limit)
+
+    def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
+        """Newest first."""
+        return self._select(scope, filt, "f.created_at DESC", limit)
+
+    def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()) -> list[Fragment]:
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
+                [*params, *fparams, *extra_params, limit],
+            )
+            return [_row_to_fragment(r) for r in cur.fetchall()]
+
+    def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
+        """Newest first by insertion order, strictly before `before_seq` (a stable keyset page)."""
+        if before_seq is None:
+            return self._select(scope, filt, "f.seq DESC", limit)
+        return self._select(scope, filt, "f.seq DESC", limit, "AND f.seq < %s", [before_seq])
+
+    def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
+        """Topics of permanent fragments starting with `prefix`, with their fragment counts."""
+        where, params = scope_sql(scope)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                f"SELECT f.topic, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL"
+                " AND starts_with(f.topic, %s) GROUP BY f.topic ORDER BY f.topic COLLATE \"C\" LIMIT %s",
+                [*params, prefix, limit],
+            )
+            return [(r["topic"], int(r["n"])) for r in cur.fetchall()]
+
+    def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
+        """Visible fragment ids (permanent or working memory) starting with `prefix`."""
+        where, params = scope_sql(scope)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                f"SELECT f.id FROM agent_memory.fragments f WHERE {where} AND starts_with(f.id, %s)"
+                " ORDER BY f.id COLLATE \"C\" LIMIT %s",
+                [*params, prefix, limit],
+            )
+            return [r["id"] for r in cur.fetchall()]
+
+    def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
+        if not ids:
+            return {}
+        where, params = scope_sql(scope)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                f"SELECT f.id, f.importance, f.created_at, f.accessed_at FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
+                [list(ids), *params],
+            )
+            return {r["id"]: RankFeatures(r["importance"], r["created_at"], r["accessed_at"]) for r in cur.fetchall()}
+
+    def count(self, scope: AgentScope, filt: SearchFilter) -> int:
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND {fwhere}", [*params, *fparams])
+            row = cur.fetchone()
+            return int(row["n"]) if row else 0
+
+    def expunge_session(self, session_id: str) -> int:
+        with self._tx(SYSTEM) as cur:
+            cur.execute("SELECT id FROM agent_memory.fragments WHERE session_id = %s", (session_id,))
+            ids = [r["id"] for r in cur.fetchall()]
+            return len(self._delete(cur, AgentScope(SYSTEM), ids))
+
+    # ------------------------------------------------------------ links
+
+    def _add_link(self, cur: Cursor, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool:
+        if from_id == to_id:
+            raise InvalidArgument("a fragment cannot link to itself")
+        source = self._require(cur, scope, from_id)
+        self._require(cur, scope, to_id)
+        cur.execute(
+            "INSERT INTO agent_memory.fragment_links (from_id, to_id, relation_type, created_at) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (from_id, to_id) DO UPDATE SET relation_type = excluded.relation_type",
+            (from_id, to_id, relation.value, now),
+        )
+        changed = cur.rowcount > 0
+        if to_id not in source.linked_to:
+            cur.execute("UPDATE agent_memory.fragments SET linked_to = array_append(linked_to, %s) WHERE id = %s", (to_id, from_id))
+        return changed
+
+    def add_link(self, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool:
+        with self._tx(scope.agent_id) as cur:
+            return self._add_link(cur, scope, from_id, to_id, relation, now)
+
+    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
+        if not ids or not relations or limit <= 0:
+            return []
+        where, params = scope_sql(scope)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                "SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
+                f" {_COLUMNS} FROM agent_memory.fragment_links l JOIN agent_memory.fragments f"
+                " ON (f.id = l.to_id AND l.from_id = ANY(%s)) OR (f.id = l.from_id AND l.to_id = ANY(%s))"
+                f" WHERE l.relation_type = ANY(%s) AND {where} ORDER BY l.id LIMIT %s",
+                [list(ids), list(ids), [r.value for r in relations], *params, limit],
+            )
+            rows = cur.fetchall()
+        return [
+            (Link(r["l_from"], r["l_to"], RelationType(r["l_rel"]), r["l_created"]), _row_to_fragment(r)) for r in rows
+        ]
+
+    def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:
+        with self._tx(scope.agent_id) as cur:
+            self._require(cur, scope, fragment_id)
+            cur.execute(
+                "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM agent_memory.fragment_versions"
+                " WHERE fragment_id = %s ORDER BY id",
+                (fragment_id,),
+            )
+            rows = cur.fetchall()
+        return [{**r, "keywords": list(r["keywords"]), "amended_at": r["amended_at"].isoformat()} for r in rows]
+
+    # ------------------------------------------------------------ retrieval tiers
+
+    def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        if not keywords:
+            return []
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        wanted = list(dict.fromkeys(keywords))
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                "SELECT f.id, (SELECT COUNT(DISTINCT k) FROM unnest(f.keywords) AS k WHERE k = ANY(%s)) AS matched"
+                f" FROM agent_memory.fragments f WHERE f.keywords && %s AND {where} AND {fwhere}"
+                " ORDER BY matched DESC, f.importance DESC, f.created_at DESC LIMIT %s",
+                [wanted, wanted, *params, *fparams, limit],
+            )
+            return [Hit(r["id"], float(r["matched"])) for r in cur.fetchall()]
+
+    def _selective_terms(self, cur: Cursor, terms: Sequence[str]) -> list[str]:
+        """Drop near-universal terms in a large store, as the SQLite backend does."""
+        cur.execute("SELECT COALESCE(MAX(seq), 0) AS n FROM agent_memory.fragments")
+        row = cur.fetchone()
+        total = int(row["n"]) if row else 0
+        if total < COMMON_TERM_MIN_DOCS:
+            return list(terms)
+        df: dict[str, int] = {}
+        for term in terms:
+            cur.execute("SELECT COUNT(*) AS n FROM agent_memory.fragments WHERE search @@ CAST(%s AS tsquery)", (_quote_lexeme(term),))
+            found = cur.fetchone()
+            if found and found["n"]:
+                df[term] = int(found["n"])
+        present = [t for t in terms if t in df]
+        kept = [t for t in present if df[t] <= total * COMMON_TERM_SHARE]
+        return kept or sorted(present, key=lambda t: df[t])[:2]
+
+    def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        if not terms:
+            return []
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        with self._tx(scope.agent_id) as cur:
+            terms = self._selective_terms(cur, terms)
+            if not terms:
+                return []
+            cur.execute(
+                # Weights {D, C, B, A}: content and keywords count 1, the topic 0.3 (as bm25 on SQLite).
+                "SELECT f.id, ts_rank('{0, 0, 0.3, 1}', f.search, q.q, 1) AS rank"
+                " FROM agent_memory.fragments f, (SELECT CAST(%s AS tsquery) AS q) q"
+                f" WHERE f.search @@ q.q AND {where} AND {fwhere} ORDER BY rank DESC, f.seq DESC LIMIT %s",
+                [search_query(terms), *params, *fparams, limit],
+            )
+            return [Hit(r["id"], float(r["rank"])) for r in cur.fetchall()]
+
+    def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
+        if self.embedding_model is None:
+            return []
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        query = np.ascontiguousarray(vector, dtype=np.float32)
+        with self._tx(scope.agent_id) as cur:
+            # Iterative scans (pgvector 0.8) keep walking the HNSW graph until enough rows pass
+            # the filters; relaxed order is re-sorted below.
+            cur.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                (str(self.ef_search),),
+            )
+            cur.execute(
+                "SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"
+                f" WHERE f.embedding IS NOT NULL AND f.embedding_model = %s AND {where} AND {fwhere}"
+                " ORDER BY f.embedding <=> %s LIMIT %s",
+                [query, self.embedding_model, *params, *fparams, query, limit],
+            )
+            hits = [Hit(r["id"], float(r["sim"])) for r in cur.fetchall()]
+        hits.sort(key=lambda h: -h.score)
+        return hits
+
+    def record_access(self, ids: Sequence[str], at: datetime) -> None:
+        """Buffer access statistics; they are flushed in batches (and on close)."""
+        with self._access_lock:
+            for fid in ids:
+                count, _ = self._pending_access.get(fid, (0, at))
+                self._pending_access[fid] = (count + 1, at)
+            due = len(self._pending_access) >= ACCESS_FLUSH_SIZE or time.monotonic() - self._last_flush > ACCESS_FLUSH_SECONDS
+        if due:
+            self.flush_access()
+
+    def flush_access(self) -> None:
+        with self._access_lock:
+            pending, self._pending_access = self._pending_access, {}
+            self._last_flush = time.monotonic()
+        if not pending:
+            return
+        ids = list(pending)
+        with self._tx(SYSTEM) as cur:
+            cur.execute(
+                "UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
+                " accessed_at = GREATEST(f.accessed_at, v.at)"
+                " FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at) WHERE f.id = v.id",
+                (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
+            )
+
+    # ------------------------------------------------------------ embeddings
+
+    def set_embedding(self, fragment_id: str, vector: np.ndarray) -> None:
+        value, model = self._embedding_value(vector)
+        if value is None:
+            return
+        with self._tx(SYSTEM) as cur:
+            cur.execute(
+                "UPDATE agent_memory.fragments SET embedding = %s, embedding_model = %s WHERE id = %s",
+                (value, model, fragment_id),
+            )
+
+    def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
+        where, params = scope_sql(scope)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                "SELECT f.seq, f.id, f.content FROM agent_memory.fragments f"
+                " WHERE (f.embedding IS NULL OR f.embedding_model IS DISTINCT FROM %s) AND f.seq > %s"
+                f" AND {where} ORDER BY f.seq LIMIT %s",
+                [self.embedding_model, after_seq, *params, limit],
+            )
+            return [(r["seq"], r["id"], r["content"]) for r in cur.fetchall()]
+
+    def clear_embeddings(self) -> int:
+        """Drop every stored vector (before a full re-embedding)."""
+        with self._tx(SYSTEM) as cur:
+            cur.execute("UPDATE agent_memory.fragments SET embedding = NULL, embedding_model = NULL WHERE embedding IS NOT NULL")
+            return int(cur.rowcount)
+
+    # ------------------------------------------------------------ feedback, statistics
+
+    def add_tool_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
+        with self._tx(agent_id) as cur:
+            cur.execute(
+                "INSERT INTO agent_memory.tool_feedback (agent_id, tool_name, relevant, sufficient, suggestion, context,"
+                " session_id, trigger_type, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (agent_id, row["tool_name"], bool(row["relevant"]), bool(row["sufficient"]), row.get("suggestion"),
+                 row.get("context"), row.get("session_id"), row.get("trigger_type", "voluntary"), now),
+            )
+            created = cur.fetchone()
+            assert created is not None
+            return int(created["id"])
+
+    def add_task_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
+        with self._tx(agent_id) as cur:
+            cur.execute(
+                "INSERT INTO agent_memory.task_feedback (agent_id, session_id, overall_success, tool_highlights,"
+                " tool_pain_points, created_at) VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                (agent_id, row["session_id"], bool(row["overall_success"]), list(row.get("tool_highlights") or []),  # type: ignore[call-overload]
+                 list(row.get("tool_pain_points") or []), now),  # type: ignore[call-overload]
+            )
+            created = cur.fetchone()
+            assert created is not None
+            return int(created["id"])
+
+    def task_feedback(self, session_id: str) -> list[dict[str, object]]:
+        with self._tx(SYSTEM) as cur:
+            cur.execute("SELECT * FROM agent_memory.task_feedback WHERE session_id = %s ORDER BY id", (session_id,))
+            return [dict(r) for r in cur.fetchall()]
+
+    def tool_feedback(self, feedback_id: int) -> dict[str, object] | None:
+        """One tool_feedback row (for operators and tests)."""
+        with self._tx(SYSTEM) as cur:
+            cur.execute("SELECT * FROM agent_memory.tool_feedback WHERE id = %s", (feedback_id,))
+            row = cur.fetchone()
+            return dict(row) if row else None
+
+    def stats(self, scope: AgentScope) -> dict[str, object]:
+        where, params = scope_sql(scope)
+        with self._tx(scope.agent_id) as cur:
+            cur.execute(
+                "SELECT COUNT(*) FILTER (WHERE f.session_id IS NULL) AS total,"
+                " COUNT(*) FILTER (WHERE f.session_id IS NOT NULL) AS working,"
+                " COUNT(*) FILTER (WHERE f.session_id IS NULL AND f.embedding IS NOT NULL AND f.embedding_model = %s) AS embedded,"
+                " AVG(f.utility_score) FILTER (WHERE f.session_id IS NULL) AS utility,"
+                " AVG(f.importance) FILTER (WHERE f.session_id IS NULL) AS importance,"
+                " COUNT(*) FILTER (WHERE f.is_anchor) AS anchors"
+                f" FROM agent_memory.fragments f WHERE {where}",
+                [self.embedding_model, *params],
+            )
+            totals = cur.fetchone() or {}
+            cur.execute(
+                f"SELECT 'tier' AS kind, f.ttl_tier AS name, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL GROUP BY f.ttl_tier"
+                f" UNION ALL SELECT 'type', f.type, COUNT(*) FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL GROUP BY f.type",
+                [*params, *params],
+            )
+            groups = {(r["kind"], r["name"]): int(r["n"]) for r in cur.fetchall()}
+            cur.execute(
+                f"SELECT COUNT(*) AS n FROM agent_memory.fragment_links l JOIN agent_memory.fragments f ON f.id = l.from_id WHERE {where}",
+                params,
+            )
+            links = cur.fetchone() or {"n": 0}
+        total, embedded = int(totals.get("total", 0)), int(totals.get("embedded", 0))
+        utility, importance = totals.get("utility"), totals.get("importance")
+        return {
+            "total": total,
+            "working_memory": int(totals.get("working", 0)),
+            "by_tier": {t.value: groups.get(("tier", t.value), 0) for t in TTLTier},
+            "by_type": {t.value: groups.get(("type", t.value), 0) for t in FragmentType},
+            "anchors": int(totals.get("anchors", 0)),
+            "links": int(links["n"]),
+            "embedded": embedded,
+            "embedding_coverage": round(embedded / total, 4) if total else 1.0,
+            "mean_utility_score": round(float(utility), 4) if utility is not None else None,
+            "mean_importance": round(float(importance), 4) if importance is not None else None,
+        }

@@ -1,0 +1,161 @@
+"""Consolidation primitives (000 §8) for the PostgreSQL backend; same semantics as SQLite's."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Sequence
+
+from ..models import AgentScope, TTLTier
+from .postgres import SYSTEM, PostgresStore, scope_sql
+
+_LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
+
+
+class PostgresMaintenance:
+    """The MaintenanceStore protocol over a PostgresStore."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
+        where, params = scope_sql(scope)
+        with self.store._tx(scope.agent_id) as cur:
+            cur.execute(
+                f"UPDATE agent_memory.fragments f SET ttl_tier = %s WHERE {_LIFECYCLE} AND f.ttl_tier = %s"
+                f" AND f.created_at < %s AND COALESCE(f.accessed_at, f.created_at) < %s AND {where}",
+                [to_tier.value, from_tier.value, created_before, accessed_before or created_before, *params],
+            )
+            return int(cur.rowcount)
+
+    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
+        where, params = scope_sql(scope)
+        clauses, extra = "", list[object]()
+        if type_ is not None:
+            clauses += " AND f.type = %s"
+            extra.append(type_)
+        if exclude_types:
+            clauses += " AND NOT (f.type = ANY(%s))"
+            extra.append(list(exclude_types))
+        with self.store._tx(scope.agent_id) as cur:
+            cur.execute(
+                f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
+                f" AND COALESCE(f.accessed_at, f.created_at) < %s{clauses} AND {where}",
+                [stale_before, *extra, *params],
+            )
+            ids = [r["id"] for r in cur.fetchall()]
+            return len(self.store._delete(cur, scope, ids)) if ids else 0
+
+    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
+        where, params = scope_sql(scope)
+        with self.store._tx(scope.agent_id) as cur:
+            cur.execute(
+                "UPDATE agent_memory.fragments f SET importance = ROUND((f.importance * %s)::numeric, 4)::float8"
+                f" WHERE {_LIFECYCLE} AND f.ttl_tier <> 'permanent' AND f.access_count <= %s AND f.utility_score < %s"
+                f" AND f.created_at < %s AND {where}",
+                [factor, max_access, max_utility, older_than, *params],
+            )
+            return int(cur.rowcount)
+
+    def deduplicate(self, scope: AgentScope) -> int:
+        """Merge fragments sharing a content hash into the oldest (sums access counts, moves links).
+
+        The unique indexes already prevent duplicates within an agent; this stays for stores
+        whose rows were loaded around them."""
+        where, params = scope_sql(scope)
+        merged = 0
+        with self.store._tx(scope.agent_id) as cur:
+            cur.execute(
+                f"SELECT f.agent_id, f.content_hash FROM agent_memory.fragments f WHERE f.session_id IS NULL AND {where}"
+                " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
+                params,
+            )
+            for group in cur.fetchall():
+                cur.execute(
+                    "SELECT id, access_count FROM agent_memory.fragments WHERE agent_id = %s AND content_hash = %s"
+                    " AND session_id IS NULL ORDER BY created_at, seq",
+                    (group["agent_id"], group["content_hash"]),
+                )
+                rows = cur.fetchall()
+                survivor, duplicates = rows[0]["id"], [r["id"] for r in rows[1:]]
+                cur.execute(
+                    "UPDATE agent_memory.fragments SET access_count = access_count + %s WHERE id = %s",
+                    (sum(r["access_count"] for r in rows[1:]), survivor),
+                )
+                for column, other in (("from_id", "to_id"), ("to_id", "from_id")):
+                    cur.execute(
+                        f"UPDATE agent_memory.fragment_links l SET {column} = %s WHERE l.{column} = ANY(%s)"
+                        f" AND NOT EXISTS (SELECT 1 FROM agent_memory.fragment_links m WHERE m.{column} = %s AND m.{other} = l.{other})",
+                        (survivor, duplicates, survivor),
+                    )
+                cur.execute("DELETE FROM agent_memory.fragment_links WHERE from_id = to_id")
+                merged += len(self.store._delete(cur, scope, duplicates))
+        return merged
+
+    def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
+        where, params = scope_sql(scope)
+        with self.store._tx(scope.agent_id) as cur:
+            cur.execute(
+                "SELECT l.from_id, l.to_id FROM agent_memory.fragment_links l JOIN agent_memory.fragments f ON f.id = l.from_id"
+                f" WHERE l.relation_type = 'contradicts' AND {where} ORDER BY l.id",
+                params,
+            )
+            return [(r["from_id"], r["to_id"]) for r in cur.fetchall()]
+
+    def prune_orphan_links(self, scope: AgentScope) -> int:
+        """Runs as the system so that targets in other namespaces count as alive; the scope
+        predicate still limits which fragments' arrays are rewritten."""
+        where, params = scope_sql(scope)
+        with self.store._tx(SYSTEM) as cur:
+            cur.execute(
+                "DELETE FROM agent_memory.fragment_links l WHERE NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.from_id)"
+                " OR NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.to_id)"
+            )
+            dangling = cur.rowcount
+            cur.execute(
+                "WITH fixed AS (SELECT f.id, cardinality(f.linked_to) AS before, COALESCE((SELECT array_agg(u.x ORDER BY u.o)"
+                " FROM unnest(f.linked_to) WITH ORDINALITY AS u(x, o)"
+                " WHERE EXISTS (SELECT 1 FROM agent_memory.fragments g WHERE g.id = u.x)), '{}') AS kept"
+                f" FROM agent_memory.fragments f WHERE f.linked_to <> '{{}}' AND {where})"
+                " UPDATE agent_memory.fragments f SET linked_to = fixed.kept FROM fixed"
+                " WHERE f.id = fixed.id AND cardinality(fixed.kept) <> fixed.before"
+                " RETURNING fixed.before - cardinality(fixed.kept) AS removed",
+                params,
+            )
+            fixed = sum(int(r["removed"]) for r in cur.fetchall())
+        return int(dangling) + fixed
+
+    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
+        """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
+        where, params = scope_sql(scope)
+        with self.store._tx(scope.agent_id) as cur:
+            cur.execute(
+                "SELECT f.id, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at) AS last, f.utility_score"
+                f" FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND {where}",
+                params,
+            )
+            ids, values = [], []
+            for r in cur.fetchall():
+                age_days = max(0.0, (now - r["last"]).total_seconds() / 86400)
+                recency = 0.5 ** (age_days / half_life_days)
+                usage = min(1.0, math.log1p(r["access_count"]) / math.log1p(10))
+                utility = round(0.4 * r["importance"] + 0.3 * recency + 0.3 * usage, 4)
+                if abs(utility - r["utility_score"]) > 1e-4:
+                    ids.append(r["id"])
+                    values.append(utility)
+            if ids:
+                cur.execute(
+                    "UPDATE agent_memory.fragments f SET utility_score = v.u, verified_at = %s"
+                    " FROM unnest(%s::text[], %s::float8[]) AS v(id, u) WHERE f.id = v.id",
+                    (now, ids, values),
+                )
+        return len(ids)
+
+    def expire_sessions(self, idle_before: datetime) -> int:
+        with self.store._tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT id FROM agent_memory.fragments WHERE session_id IS NOT NULL AND COALESCE(accessed_at, created_at) < %s",
+                (idle_before,),
+            )
+            ids = [r["id"] for r in cur.fetchall()]
+            return len(self.store._delete(cur, AgentScope(SYSTEM), ids)) if ids else 0

@@ -1,0 +1,279 @@
+"""The isolation matrix: two agents with their own keys on one real server, over HTTP.
+
+Agent B stores fragments; agent A (read-write key, then read-only key) tries every tool,
+resource, prompt and completion against them. Nothing of B's may appear in anything A gets
+back (no leak), and B's store, seen through B's own key, must be byte-for-byte what it was
+(no change). The read-only key must be refused by every writing tool.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import PromptReference, ResourceTemplateReference
+
+from mcp_helpers import TIMEOUT_S, HttpServer, data, error_of, server_env, start_http_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+KEY_A = "isolation-key-agent-a-0123456789"
+KEY_A_RO = "isolation-key-agent-a-readonly-01"
+KEY_B = "isolation-key-agent-b-0123456789"
+KEYS = [
+    {"name": "agent-a", "key": KEY_A, "agent": "agent-a", "access": "read-write"},
+    {"name": "agent-a-ro", "key": KEY_A_RO, "agent": "agent-a", "access": "read-only"},
+    {"name": "agent-b", "key": KEY_B, "agent": "agent-b", "access": "read-write"},
+]
+
+# B's memories: every marker is a string that must never reach A.
+B_TOPIC = "zanzibar-vault"
+B_FRAGMENTS = [
+    {"content": "The zanzibar vault combination is quokka marmalade seven", "topic": B_TOPIC,
+     "type": "fact", "keywords": ["quokkasecret", "zanzibar"]},
+    {"content": "Zanzibar deploys fail with FlamingoOverflow when the vault rotates", "topic": B_TOPIC,
+     "type": "error", "keywords": ["flamingooverflow", "zanzibar"]},
+    {"content": "Agent B prefers the narwhal pipeline for zanzibar releases", "topic": "narwhal-prefs",
+     "type": "preference", "keywords": ["narwhalpipe"]},
+]
+B_MARKERS = ["zanzibar", "Zanzibar", "quokka", "marmalade", "FlamingoOverflow", "flamingooverflow",
+             "narwhal", "quokkasecret", "narwhalpipe"]
+A_FRAGMENT = {"content": "Agent A runs the penguin build on Tuesdays", "topic": "penguin-builds",
+              "type": "procedure", "keywords": ["penguin"]}
+WRITE_TOOLS = ("remember", "amend", "forget", "link", "reflect", "tool_feedback", "memory_consolidate")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    folder = tmp_path_factory.mktemp("isolation")
+    env = {**server_env(folder / "m.db"), "MEMENTO_KEYS": json.dumps(KEYS)}
+    running = start_http_server(env, folder / "server.log")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@asynccontextmanager
+async def connect(server: HttpServer, key: str) -> AsyncIterator[Client]:
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
+        transport = streamable_http_client(server.mcp, http_client=http)
+        async with Client(transport, read_timeout_seconds=TIMEOUT_S) as client:
+            yield client
+
+
+def dump(value: Any) -> str:
+    if hasattr(value, "model_dump_json"):
+        return str(value.model_dump_json())
+    return str(value)
+
+
+class Probe:
+    """Runs A's attempts and records everything A gets back."""
+
+    def __init__(self, client: Client, secrets: list[str]) -> None:
+        self.client = client
+        self.secrets = secrets
+        self.seen: list[tuple[str, str]] = []
+
+    def check(self, label: str, reply: str, echoed: list[str]) -> None:
+        # What A sent may be echoed back (e.g. "fragment 'frag-…' not found"); nothing else of B's.
+        for value in sorted(echoed, key=len, reverse=True):
+            reply = reply.replace(value, "<arg>")
+        leaked = [secret for secret in self.secrets if secret in reply]
+        assert not leaked, f"{label} leaked {leaked}: {reply[:2000]}"
+        self.seen.append((label, reply))
+
+    async def tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        result = await self.client.call_tool(name, arguments)
+        self.check(f"tools/call {name} {arguments}", dump(result), _strings(arguments))
+        return result
+
+    async def call(self, label: str, echoed: list[str], make: Any) -> Any:
+        try:
+            result = await make()
+        except MCPError as exc:
+            self.check(label, f"error {exc}", echoed)
+            return exc
+        self.check(label, dump(result), echoed)
+        return result
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+async def snapshot(client: Client) -> dict[str, Any]:
+    """Everything B's own key can see, without touching access statistics."""
+    listed: list[str] = []
+    cursor = None
+    while True:
+        page = await client.list_resources(cursor=cursor, cache_mode="refresh")
+        # the session's own working memory is per session, not part of the store
+        listed += [str(r.uri) for r in page.resources if not str(r.uri).startswith("memory://sessions/")]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    contents = {}
+    for uri in sorted(listed):
+        read = await client.read_resource(uri, cache_mode="refresh")
+        contents[uri] = [c.model_dump() for c in read.contents]
+    return contents
+
+
+def assert_code(result: Any, *codes: str) -> str:
+    code, _, _ = error_of(result)
+    assert code in codes, (code, codes)
+    return code
+
+
+async def test_isolation_matrix(server: HttpServer) -> None:
+    # ---- B stores its memories (in its own namespace: its key binds it to agent-b)
+    async with connect(server, KEY_B) as b:
+        b_ids = [data(await b.call_tool("remember", f))["id"] for f in B_FRAGMENTS]
+        data(await b.call_tool("link", {"fromId": b_ids[1], "toId": b_ids[0], "relationType": "related"}))
+        assert {data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))["count"]} == {2}
+        before = await snapshot(b)
+        assert before == await snapshot(b)  # the snapshot itself changes nothing
+        assert any(b_ids[0] in uri for uri in before)
+        b_stats = data(await b.call_tool("memory_stats", {}))
+        assert b_stats["total"] == 3
+
+    secrets = [*b_ids, *B_MARKERS]
+    fake = "frag-" + "0" * (len(b_ids[0]) - 5)
+
+    # ---- A (read-write) tries everything
+    async with connect(server, KEY_A) as a_client:
+        a = Probe(a_client, secrets)
+        own = data(await a.tool("remember", A_FRAGMENT))["id"]
+
+        # recall by text, keywords, topic, type; with B's agentId refused
+        for query in ({"text": "zanzibar vault combination"}, {"keywords": ["zanzibar", "quokkasecret"]},
+                      {"topic": B_TOPIC}, {"type": "fact"}, {"type": "error"}, {"text": "narwhal pipeline"},
+                      {"keywords": ["penguin"], "includeLinks": True}):
+            found = data(await a.tool("recall", query))
+            assert all(f["agent_id"] in ("agent-a", "default") for f in found["fragments"])
+        assert_code(await a.tool("recall", {"text": "zanzibar", "agentId": "agent-b"}), "forbidden")
+
+        # B's fragment ids are as unknown as ids that never existed
+        for fid in (b_ids[0], fake):
+            assert_code(await a.tool("amend", {"id": fid, "content": "overwritten by agent A"}), "not_found")
+            assert_code(await a.tool("amend", {"id": fid, "content": "x", "supersedes": True}), "not_found")
+            assert_code(await a.tool("forget", {"id": fid, "force": True}), "not_found")
+            assert_code(await a.tool("link", {"fromId": own, "toId": fid}), "not_found")
+            assert_code(await a.tool("link", {"fromId": fid, "toId": own}), "not_found")
+            assert_code(await a.tool("graph_explore", {"startId": fid, "depth": 3}), "not_found")
+        forgot = await a.tool("forget", {"topic": B_TOPIC, "force": True})
+        assert data(forgot)["count"] == 0
+        for name, args in (
+            ("amend", {"id": b_ids[0], "content": "x", "agentId": "agent-b"}),
+            ("forget", {"id": b_ids[0], "force": True, "agentId": "agent-b"}),
+            ("link", {"fromId": b_ids[1], "toId": b_ids[2], "agentId": "agent-b"}),
+            ("graph_explore", {"startId": b_ids[0], "agentId": "agent-b"}),
+            ("remember", {**A_FRAGMENT, "content": "planted by A in B's namespace", "agentId": "agent-b"}),
+            ("reflect", {"summary": "planted by A in B's namespace", "agentId": "agent-b"}),
+            ("context", {"agentId": "agent-b"}),
+            ("memory_stats", {"agentId": "agent-b"}),
+            ("memory_consolidate", {"agentId": "agent-b"}),
+        ):
+            assert_code(await a.tool(name, args), "forbidden")
+
+        loaded = data(await a.tool("context", {"tokenBudget": 4000, "types": ["fact", "error", "preference", "procedure"]}))
+        assert own in json.dumps(loaded)
+        stats = data(await a.tool("memory_stats", {}))
+        assert stats["total"] == 1  # A's one fragment; B's three are not even counted
+        data(await a.tool("reflect", {"summary": "Agent A finished the penguin build"}))
+        data(await a.tool("memory_consolidate", {}))
+        data(await a.tool("graph_explore", {"startId": own}))
+
+        # resources: list, read B's fragment/topic uris, subscribe
+        listed = await a.call("resources/list", [], lambda: a_client.list_resources(cache_mode="refresh"))
+        assert all(b_ids[0] not in str(r.uri) for r in listed.resources)
+        await a.call("resources/templates/list", [], lambda: a_client.list_resource_templates(cache_mode="refresh"))
+        for uri in ("memory://stats", "memory://topics"):
+            await a.call(f"read {uri}", [], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh"))
+        for value in (b_ids[0], fake):
+            uri = f"memory://fragments/{value}"
+            assert isinstance(await a.call(f"read {uri}", [uri, value], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh")), MCPError)
+        for topic in (B_TOPIC, "narwhal-prefs"):
+            uri = f"memory://topics/{topic}"
+            assert isinstance(await a.call(f"read {uri}", [uri, topic], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh")), MCPError)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # still in 2025-11-25
+            for uri in (f"memory://fragments/{b_ids[0]}", f"memory://topics/{B_TOPIC}"):
+                await a.call(f"subscribe {uri}", [uri], lambda uri=uri: a_client.subscribe_resource(uri))
+
+        # prompts: memory_injection must not inject B's memories; session_start neither
+        for question in ("zanzibar vault combination", "narwhal pipeline releases", "FlamingoOverflow"):
+            injected = await a.call(f"prompt memory_injection {question}", [question],
+                                    lambda q=question: a_client.get_prompt("memory_injection", {"query": q}))
+            assert "No stored memories matched" in dump(injected) or "penguin" in dump(injected)
+        await a.call("prompt memory_injection topic", [B_TOPIC],
+                     lambda: a_client.get_prompt("memory_injection", {"query": "vault", "topic": B_TOPIC}))
+        await a.call("prompt session_start", [], lambda: a_client.get_prompt("session_start", {}))
+
+        # completion: neither B's fragment ids nor B's topics
+        for prefix in ("", "frag-", b_ids[0][:8]):
+            done = await a.call(f"complete id {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
+                ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"), {"name": "id", "value": p}))
+            assert all(v == own or v.startswith(prefix) and v not in b_ids for v in done.completion.values)
+        for prefix in ("", "z", "n", "zan"):
+            await a.call(f"complete topic {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
+                ResourceTemplateReference(type="ref/resource", uri="memory://topics/{topic}"), {"name": "topic", "value": p}))
+            await a.call(f"complete prompt topic {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
+                PromptReference(type="ref/prompt", name="memory_injection"), {"name": "topic", "value": p}))
+        assert len(a.seen) > 60
+        a_before = await snapshot(a_client)
+
+    # ---- A's read-only key: reads work, every write is refused, nothing changes
+    async with connect(server, KEY_A_RO) as ro_client:
+        ro = Probe(ro_client, secrets)
+        assert data(await ro.tool("recall", {"keywords": ["penguin"]}))["count"] >= 1
+        data(await ro.tool("context", {}))
+        data(await ro.tool("graph_explore", {"startId": own}))
+        data(await ro.tool("memory_stats", {}))
+        data(await ro.tool("recall", {"text": "zanzibar vault"}))
+        for name, args in (
+            ("remember", {**A_FRAGMENT, "content": "a read-only key wrote this"}),
+            ("remember", {**A_FRAGMENT, "content": "a read-only key wrote this", "scope": "session"}),
+            ("amend", {"id": own, "content": "a read-only key changed this"}),
+            ("amend", {"id": own, "importance": 0.1}),
+            ("forget", {"id": own, "force": True}),
+            ("forget", {"topic": "penguin-builds", "force": True}),
+            ("link", {"fromId": own, "toId": own}),
+            ("reflect", {"summary": "a read-only key reflected"}),
+            ("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}),
+            ("memory_consolidate", {}),
+        ):
+            assert name in WRITE_TOOLS
+            result = await ro.tool(name, args)
+            code = assert_code(result, "forbidden", "invalid_argument")
+            if code == "invalid_argument":  # a malformed call must not be why it failed
+                pytest.fail(f"{name} {args}: {error_of(result)}")
+        assert await snapshot(ro_client) == a_before
+
+    # ---- B's store is exactly what it was
+    async with connect(server, KEY_B) as b:
+        assert await snapshot(b) == before
+        assert data(await b.call_tool("memory_stats", {}))["total"] == 3
+        again = data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))
+        assert sorted(f["id"] for f in again["fragments"] if not f.get("linked")) == sorted(b_ids[:2])
+        assert "penguin" not in json.dumps(again)

@@ -1,0 +1,94 @@
+"""Row-level security (000 §3.6) checked in SQL, as the application's non-owner role."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pg_harness import APP_ROLE, PostgresServer, connect
+
+psycopg = pytest.importorskip("psycopg")
+
+ROWS = {"frag-a": "agent-a", "frag-b": "agent-b", "frag-d": "default"}
+
+
+def insert_sql(fid: str, agent: str) -> tuple[str, tuple[str, ...]]:
+    return (
+        "INSERT INTO agent_memory.fragments (id, content, topic, type, importance, content_hash, ttl_tier, agent_id)"
+        " VALUES (%s, %s, 't', 'fact', 0.5, %s, 'warm', %s)",
+        (fid, f"content of {fid}", f"hash-{fid}", agent),
+    )
+
+
+def as_agent(conn: Any, agent: str) -> None:
+    conn.execute("SELECT set_config('app.current_agent_id', %s, true)", (agent,))
+
+
+def visible(conn: Any, agent: str | None, where: str = "TRUE") -> set[str]:
+    with conn.transaction():
+        if agent is not None:
+            as_agent(conn, agent)
+        return {r[0] for r in conn.execute(f"SELECT id FROM agent_memory.fragments WHERE {where}")}
+
+
+@pytest.fixture
+def app_conn(postgres_server: PostgresServer) -> Iterator[Any]:
+    """A connection as the application role, with one fragment each for A, B and default."""
+    from memento.storage.postgres import migrate
+
+    migrate(postgres_server.owner_dsn, app_role=APP_ROLE)
+    postgres_server.reset()
+    with connect(postgres_server.app_dsn, autocommit=True) as conn:
+        with conn.transaction():
+            as_agent(conn, "system")
+            for fid, agent in ROWS.items():
+                conn.execute(*insert_sql(fid, agent))
+        yield conn
+
+
+def test_the_application_role_is_subject_to_rls(app_conn: Any) -> None:
+    row = app_conn.execute(
+        "SELECT r.rolsuper, r.rolbypassrls, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner) = current_user"
+        " FROM pg_roles r, pg_class c WHERE r.rolname = current_user AND c.oid = 'agent_memory.fragments'::regclass"
+    ).fetchone()
+    assert row == (False, False, True, True, False)
+
+
+def test_an_agent_sees_its_own_rows_and_default_but_not_another_agents(app_conn: Any) -> None:
+    assert visible(app_conn, "agent-a") == {"frag-a", "frag-d"}
+    assert visible(app_conn, "agent-a", "agent_id = 'agent-b'") == set()
+    assert visible(app_conn, "agent-b") == {"frag-b", "frag-d"}
+
+
+def test_an_agent_cannot_insert_update_or_delete_another_agents_rows(app_conn: Any) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(*insert_sql("frag-x", "agent-b"))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute("UPDATE agent_memory.fragments SET agent_id = 'agent-b' WHERE id = 'frag-a'")
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        assert app_conn.execute("UPDATE agent_memory.fragments SET topic = 'x' WHERE id = 'frag-b'").rowcount == 0
+        assert app_conn.execute("DELETE FROM agent_memory.fragments WHERE id = 'frag-b'").rowcount == 0
+    assert visible(app_conn, "system", "id = 'frag-b' AND topic = 't'") == {"frag-b"}
+
+
+def test_default_rows_are_shared_and_writable_by_every_agent(app_conn: Any) -> None:
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(*insert_sql("frag-d2", "default"))
+    assert visible(app_conn, "agent-b", "agent_id = 'default'") == {"frag-d", "frag-d2"}
+
+
+@pytest.mark.parametrize("maintenance", ["system", "admin"])
+def test_maintenance_agents_see_everything(app_conn: Any, maintenance: str) -> None:
+    assert visible(app_conn, maintenance) == set(ROWS)
+
+
+def test_the_agent_setting_lasts_one_transaction(app_conn: Any) -> None:
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+    assert visible(app_conn, None) == {"frag-d"}  # no agent set: the shared namespace only

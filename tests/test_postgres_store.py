@@ -1,0 +1,141 @@
+"""What is particular to the PostgreSQL backend: configuration, migrations, indexes, vectors.
+
+The behaviour shared with SQLite is tested once, on both backends, by test_service.py and
+test_lifecycle.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memento.app import App, build_app
+from memento.embeddings.hashing import HashEmbedder
+from memento.errors import Unavailable
+from memento.models import AgentScope, CallContext, RecallInput, RememberInput
+from memento.settings import Settings
+from memento.storage.protocol import SearchFilter
+
+from pg_harness import APP_ROLE, PostgresServer, connect
+
+pytest.importorskip("psycopg")
+
+
+@pytest.fixture
+def pg_settings(postgres_server: PostgresServer) -> Settings:
+    postgres_server.reset()
+    return Settings(DATABASE_URL=postgres_server.app_dsn, DATABASE_MIGRATION_URL=postgres_server.owner_dsn, EMBEDDING_PROVIDER="hash")
+
+
+@pytest.fixture
+def pg_app(pg_settings: Settings) -> Iterator[App]:
+    app = build_app(pg_settings, embedder=HashEmbedder(256))
+    yield app
+    app.close()
+
+
+def owner_query(server: PostgresServer, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with connect(server.owner_dsn, autocommit=True) as conn:
+        return list(conn.execute(sql, params).fetchall())
+
+
+def test_postgres_variables_take_precedence_over_db_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    for name, value in {"DB_HOST": "db-host", "POSTGRES_HOST": "pg-host", "DB_PORT": "6000",
+                        "DB_NAME": "mem", "DB_USER": "u", "POSTGRES_PASSWORD": "p w"}.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.backend == "postgres"
+    assert settings.postgres_host == "pg-host" and settings.postgres_port == 6000
+    assert "host=pg-host" in settings.postgres_dsn and "password='p w'" in settings.postgres_dsn
+
+
+def test_database_url_chooses_the_backend() -> None:
+    assert Settings(DATABASE_URL="postgresql://u@h/db").backend == "postgres"
+    assert Settings(DATABASE_URL="sqlite:///x.db", POSTGRES_HOST="h").backend == "sqlite"
+    with pytest.raises(ValueError):
+        Settings(DATABASE_URL="mysql://h/db")
+
+
+def test_pool_settings_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"DB_MAX_CONNECTIONS": "7", "DB_IDLE_TIMEOUT_MS": "5000",
+                        "DB_CONN_TIMEOUT_MS": "2000", "DB_QUERY_TIMEOUT": "1500"}.items():
+        monkeypatch.setenv(name, value)
+    s = Settings()
+    assert (s.db_max_connections, s.db_idle_timeout_ms, s.db_conn_timeout_ms, s.db_query_timeout) == (7, 5000, 2000, 1500)
+
+
+def test_an_unreachable_server_is_unavailable(postgres_server: PostgresServer) -> None:
+    from memento.storage.postgres import PostgresStore
+
+    dead = postgres_server.app_dsn.replace(f":{postgres_server.port}/", ":1/")
+    with pytest.raises(Unavailable):
+        PostgresStore(dead, embedding_model=None, dimensions=None, conn_timeout_ms=500)
+
+
+def test_migrations_are_recorded_and_never_rerun(pg_app: App, pg_settings: Settings) -> None:
+    from memento.storage.postgres import migrate
+
+    names = pg_app.store.migrations()
+    assert names[0] == "0001_initial.sql" and "vector_dimensions_256" in names
+    assert migrate(pg_settings.database_migration_url, app_role=APP_ROLE, dimensions=256) == []
+
+
+def test_the_index_inventory_of_000_exists(pg_app: App, postgres_server: PostgresServer) -> None:
+    rows = owner_query(postgres_server, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'agent_memory' AND tablename = 'fragments'")
+    defs = {name: definition for name, definition in rows}
+    for column in ("keywords", "linked_to", "search"):
+        assert "USING gin" in defs[f"fragments_{column}"]
+    hnsw = defs["fragments_embedding_hnsw"]
+    assert "USING hnsw (embedding vector_cosine_ops)" in hnsw and "m='16'" in hnsw and "ef_construction='64'" in hnsw
+    for name in ("topic", "type", "importance", "created", "agent", "tier_created", "source", "verified", "anchor"):
+        assert f"fragments_{name}" in defs
+
+
+def test_a_new_embedding_size_retypes_the_column(pg_settings: Settings, postgres_server: PostgresServer) -> None:
+    first = build_app(pg_settings, embedder=HashEmbedder(256))
+    first.service.remember(RememberInput(content="vectors of one size", topic="t", type="fact"), CallContext())
+    first.close()
+    second = build_app(pg_settings, embedder=HashEmbedder(64))
+    try:
+        column = owner_query(postgres_server, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+                             " WHERE attrelid = 'agent_memory.fragments'::regclass AND attname = 'embedding'")
+        assert column == [("vector(64)",)]
+        assert "vector_dimensions_64" in second.store.migrations()
+        assert len(second.store.missing_embeddings(AgentScope("system"), 10)) == 1  # re-embedded by the backfill
+    finally:
+        second.close()
+    build_app(pg_settings, embedder=HashEmbedder(256)).close()
+
+
+def test_filtered_vector_search_fills_its_limit(pg_app: App) -> None:
+    service, ctx = pg_app.service, CallContext()
+    for i in range(60):
+        service.remember(RememberInput(content=f"note number {i} about item {i * 7}", topic="even" if i % 2 == 0 else "odd", type="fact"), ctx)
+    vector = pg_app.embedder.embed_query("note about item") if pg_app.embedder else np.zeros(256)
+    hits = pg_app.store.vector_search(AgentScope("default"), vector, SearchFilter(topic="odd"), 20)
+    assert len(hits) == 20
+    topics = {f.topic for f in pg_app.store.get_many(AgentScope("default"), [h.id for h in hits])}
+    assert topics == {"odd"} and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_korean_particles_and_english_stems_match_in_full_text(pg_app: App) -> None:
+    ctx = CallContext()
+    meeting = pg_app.service.remember(RememberInput(content="회의가 길었다", topic="t", type="fact", keywords=["x"]), ctx)["id"]
+    research = pg_app.service.remember(RememberInput(content="researching index structures", topic="t", type="fact", keywords=["y"]), ctx)["id"]
+    scope, filt = AgentScope("default"), SearchFilter()
+    assert [h.id for h in pg_app.store.text_search(scope, ["회의"], filt, 5)] == [meeting]
+    assert [h.id for h in pg_app.store.text_search(scope, ["research"], filt, 5)] == [research]
+    assert pg_app.service.recall(RecallInput(text="it's \"회의\" (research)?"), ctx)["count"] == 2
+
+
+def test_the_application_role_cannot_change_the_schema(pg_app: App, postgres_server: PostgresServer) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    with connect(postgres_server.app_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DROP TABLE agent_memory.fragments")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO agent_memory.schema_migrations (name) VALUES ('forged')")
