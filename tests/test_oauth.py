@@ -476,8 +476,16 @@ async def test_consent_decides_namespace_and_access(keyed_app: App, http: httpx.
 
     stored = await call_tool(http, rw["access_token"], "remember", {"content": "OAuth works", "topic": "auth", "type": "fact"})
     assert stored["result"]["isError"] is False, stored
-    refused = await call_tool(http, ro["access_token"], "remember", {"content": "nope", "topic": "auth", "type": "fact"})
-    assert refused["result"]["isError"] is True, refused
+    with pytest.raises(AssertionError, match="403"):
+        await call_tool(http, ro["access_token"], "remember", {"content": "nope", "topic": "auth", "type": "fact"})
+    init = await http.post("/mcp", json=INIT, headers=bearer(ro["access_token"]))
+    headers = {**bearer(ro["access_token"]), "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+    await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    write = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "forget", "arguments": {"topic": "auth"}}}
+    refused = await http.post("/mcp", json=write, headers=headers)
+    assert refused.status_code == 403  # insufficient capability: the client may ask for memory:write
+    assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
+    assert 'scope="memory:write"' in refused.headers["www-authenticate"]
     recalled = await call_tool(http, ro["access_token"], "recall", {"topic": "auth"})
     assert "OAuth works" in str(recalled["result"]), recalled
 

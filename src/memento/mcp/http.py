@@ -472,8 +472,19 @@ class McpHttp:
         if not isinstance(message, jsonrpc.Request):
             await self.server.handle(value, session)
             return Response(status_code=202)
+        if principal.kind == "oauth" and principal.read_only and self._writes(message):
+            # OAuth clients can step up: 403 insufficient_scope names the scope to ask for. An
+            # access key cannot, so its writes get the service's `forbidden` tool error instead.
+            return self.forbidden(request, "Forbidden: this token lacks the memory:write scope")
         streamed = sse_q == json_q and self._streams(session, message)
         return await self._answer(session, value, prefer_sse=sse_q > json_q or streamed)
+
+    def _writes(self, request: jsonrpc.Request) -> bool:
+        """Whether the request calls a memory tool that changes memory (not read-only)."""
+        if request.method != "tools/call":
+            return False
+        spec = self.server.tools_by_name.get(str(request.params.get("name")))
+        return spec is not None and not spec.hints.read_only
 
     @staticmethod
     def _streams(session: Session, request: jsonrpc.Request) -> bool:
