@@ -11,7 +11,7 @@ LAYERS = {
     "memento": 0, "memento.errors": 0, "memento.models": 0, "memento.settings": 0, "memento.analysis": 0,
     "memento.storage": 1, "memento.embeddings": 1,
     "memento.factory": 2, "memento.retrieval": 2, "memento.lifecycle": 2,
-    "memento.service": 3, "memento.app": 3, "memento.auth": 3, "memento.ops": 3,
+    "memento.service": 3, "memento.app": 3, "memento.auth": 3, "memento.ops": 3, "memento.migrate": 3,
     "memento.mcp": 4, "memento.cli": 4, "memento.__main__": 4,
 }
 # Siblings on one layer that must not know each other.

@@ -58,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--agent", dest="agent_id")
     cons = sub.add_parser("consolidate", help="run the consolidation pipeline")
     cons.add_argument("--agent", dest="agent_id")
+    mig = sub.add_parser("migrate", help="copy a whole store (every agent) to another backend; resumable")
+    mig.add_argument("--from", dest="source", required=True, help="sqlite:///path or postgresql://user@host/db")
+    mig.add_argument("--to", dest="target", required=True, help="sqlite:///path or postgresql://owner@host/db (the schema owner)")
+    mig.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
     return p
 
 
@@ -105,7 +109,17 @@ def _all_filter() -> Any:
     return SearchFilter()
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from .migrate import TextProgress, migrate
+
+    report = migrate(args.source, args.target, batch_size=args.batch_size, progress=TextProgress(sys.stderr))
+    print(json.dumps(report.as_dict(), indent=2))
+    return 0
+
+
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command == "migrate":
+        return _migrate(args)
     if args.command == "serve":
         app = build_app(settings)
         from .mcp.http import serve_http

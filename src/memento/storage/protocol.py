@@ -122,3 +122,42 @@ class MaintenanceStore(Protocol):
     def prune_orphan_links(self, scope: AgentScope) -> int: ...
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int: ...
     def expire_sessions(self, idle_before: datetime) -> int: ...
+
+
+# The tables a whole-store copy (`memento migrate`) moves, parents first, and the column each is
+# paged by: fragments by their insertion counter, the others by their own id (which is kept).
+BULK_TABLES: tuple[str, ...] = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback")
+BULK_KEYS: dict[str, str] = {
+    "fragments": "seq", "fragment_links": "id", "fragment_versions": "id", "tool_feedback": "id", "task_feedback": "id",
+}
+# The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
+BULK_COLUMNS: dict[str, tuple[str, ...]] = {
+    "fragments": (
+        "id", "content", "topic", "keywords", "type", "importance", "content_hash", "source", "linked_to", "agent_id",
+        "access_count", "accessed_at", "created_at", "ttl_tier", "estimated_tokens", "utility_score", "verified_at",
+        "is_anchor", "session_id",
+    ),
+    "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
+    "fragment_versions": ("id", "fragment_id", "content", "topic", "keywords", "type", "importance", "amended_at", "amended_by"),
+    "tool_feedback": (
+        "id", "agent_id", "tool_name", "relevant", "sufficient", "suggestion", "context", "session_id", "trigger_type", "created_at",
+    ),
+    "task_feedback": ("id", "agent_id", "session_id", "overall_success", "tool_highlights", "tool_pain_points", "created_at"),
+}
+
+
+class BulkStore(Protocol):
+    """Backend-neutral export and import of whole tables, for all agents (`memento migrate`).
+
+    Rows are dicts of plain Python values: lists for arrays, bools, aware UTC datetimes, and for
+    fragments `embedding` (a float32 vector or None) with `embedding_model`. A fragment row also
+    carries the source's `seq` (the paging key), which import ignores. Import skips rows whose
+    id (or unique key) is already present, so a copy can be resumed and repeated.
+    """
+
+    def close(self) -> None: ...
+    def embedding_shapes(self) -> list[tuple[str, int]]: ...
+    def count_rows(self, table: str) -> int: ...
+    def export_rows(self, table: str, after: int, limit: int) -> list[dict[str, object]]: ...
+    def import_rows(self, table: str, rows: Sequence[dict[str, object]]) -> int: ...
+    def finish_import(self) -> None: ...

@@ -23,7 +23,7 @@ import pysqlite3.dbapi2 as sqlite3
 from ..errors import Conflict, InvalidArgument, NotFound
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from ..analysis import index_terms
-from .protocol import FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+from .protocol import BULK_COLUMNS, BULK_KEYS, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
 from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -793,3 +793,140 @@ class SQLiteStore:
             "mean_utility_score": round(utility[0], 4) if utility[0] is not None else None,
             "mean_importance": round(utility[1], 4) if utility[1] is not None else None,
         }
+
+    # ------------------------------------------------------------ bulk copy (BulkStore)
+
+    def embedding_shapes(self) -> list[tuple[str, int]]:
+        """The (model, dimensions) pairs of the stored vectors."""
+        rows = self._reader().execute("SELECT DISTINCT model, dim FROM fragment_embeddings ORDER BY model, dim").fetchall()
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    def count_rows(self, table: str) -> int:
+        _bulk_table(table)
+        return int(self._reader().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def export_rows(self, table: str, after: int, limit: int) -> list[dict[str, object]]:
+        """Up to `limit` rows of `table` whose paging key is above `after`, in key order."""
+        key = _bulk_table(table)
+        conn = self._reader()
+        columns = ", ".join(f"f.{c}" for c in BULK_COLUMNS[table])
+        if table == "fragments":
+            rows = conn.execute(
+                f"SELECT f.seq, {columns}, e.model AS embedding_model, e.vector AS embedding FROM fragments f"
+                " LEFT JOIN fragment_embeddings e ON e.seq = f.seq WHERE f.seq > ? ORDER BY f.seq LIMIT ?",
+                (after, limit),
+            ).fetchall()
+        else:
+            rows = conn.execute(
+                f"SELECT {columns} FROM {table} f WHERE f.{key} > ? ORDER BY f.{key} LIMIT ?", (after, limit)
+            ).fetchall()
+        return [_export_row(table, dict(r)) for r in rows]
+
+    def import_rows(self, table: str, rows: Sequence[dict[str, object]]) -> int:
+        """Insert rows exported by any backend; rows already present are skipped. Returns how many
+        were inserted. Fragments get their full-text and keyword entries and their vectors."""
+        _bulk_table(table)
+        inserted = 0
+        touched: set[str] = set()
+        with self._tx() as conn:
+            for row in rows:
+                if table == "fragments":
+                    added = self._import_fragment(conn, row)
+                    if added:
+                        touched.add(str(row["agent_id"]))
+                    inserted += added
+                    continue
+                values = _import_values(table, row)
+                columns = ", ".join(values)  # the fixed BULK_COLUMNS names, never the row's own keys
+                cursor = conn.execute(
+                    f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING",
+                    list(values.values()),
+                )
+                inserted += max(cursor.rowcount, 0)
+            for agent in sorted(touched):
+                self._bump(conn, agent)
+        if self.vectors is not None:
+            for agent in touched:
+                self.vectors.invalidate(agent)
+        return inserted
+
+    def _import_fragment(self, conn: sqlite3.Connection, row: dict[str, object]) -> int:
+        keywords = [str(k) for k in row["keywords"]]  # type: ignore[attr-defined]
+        found = conn.execute(
+            "INSERT INTO fragments (id, content, topic, keywords, type, importance, content_hash, source, linked_to,"
+            " agent_id, access_count, accessed_at, created_at, ttl_tier, estimated_tokens, utility_score, verified_at,"
+            " is_anchor, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING RETURNING seq",
+            (
+                row["id"], row["content"], row["topic"], json.dumps(keywords, ensure_ascii=False), row["type"],
+                row["importance"], row["content_hash"], row["source"], json.dumps(list(row["linked_to"])),  # type: ignore[call-overload]
+                row["agent_id"], row["access_count"], _ts_or_none(row["accessed_at"]), _ts_or_none(row["created_at"]),
+                row["ttl_tier"], row["estimated_tokens"], row["utility_score"], _ts_or_none(row["verified_at"]),
+                int(bool(row["is_anchor"])), row["session_id"],
+            ),
+        ).fetchone()
+        if found is None:
+            return 0
+        seq = int(found[0])
+        self._index_text(conn, seq, str(row["content"]), keywords, str(row["topic"]))
+        vector = row.get("embedding")
+        if vector is not None:
+            vec = np.ascontiguousarray(vector, dtype=np.float32)
+            conn.execute(
+                "INSERT OR REPLACE INTO fragment_embeddings (seq, agent_id, model, dim, vector) VALUES (?, ?, ?, ?, ?)",
+                (seq, row["agent_id"], row["embedding_model"], int(vec.shape[0]), vec.tobytes()),
+            )
+        return 1
+
+    def finish_import(self) -> None:
+        """Nothing to do: AUTOINCREMENT counters follow explicit ids, indexes are kept per batch."""
+
+
+def _bulk_table(table: str) -> str:
+    if table not in BULK_KEYS:
+        raise InvalidArgument(f"unknown table {table!r}")
+    return BULK_KEYS[table]
+
+
+def _ts_or_none(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return ts(value)
+    return ts(datetime.fromisoformat(str(value)))
+
+
+_JSON_COLUMNS = {"keywords", "linked_to", "tool_highlights", "tool_pain_points"}
+_BOOL_COLUMNS = {"is_anchor", "relevant", "sufficient", "overall_success"}
+_TIME_COLUMNS = {"accessed_at", "created_at", "verified_at", "amended_at"}
+
+
+def _export_row(table: str, row: dict[str, Any]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name, value in row.items():
+        if name in _JSON_COLUMNS:
+            out[name] = json.loads(value)
+        elif name in _BOOL_COLUMNS:
+            out[name] = bool(value)
+        elif name in _TIME_COLUMNS:
+            out[name] = parse_ts(value)
+        elif name == "embedding":
+            out[name] = None if value is None else np.frombuffer(value, dtype=np.float32).copy()
+        else:
+            out[name] = value
+    return out
+
+
+def _import_values(table: str, row: dict[str, object]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for name in BULK_COLUMNS[table]:
+        value = row.get(name)
+        if name in _JSON_COLUMNS:
+            values[name] = json.dumps(list(value), ensure_ascii=False)  # type: ignore[call-overload]
+        elif name in _BOOL_COLUMNS:
+            values[name] = int(bool(value))
+        elif name in _TIME_COLUMNS:
+            values[name] = _ts_or_none(value)
+        else:
+            values[name] = value
+    return values

@@ -1,0 +1,255 @@
+"""`memento migrate`: a lossless, resumable, idempotent copy SQLite → PostgreSQL → SQLite."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import Clock
+from memento.app import App, build_app
+from memento.cli import main
+from memento.embeddings.hashing import HashEmbedder
+from memento.errors import InvalidArgument, Unavailable
+from memento.migrate import TextProgress, migrate
+from memento.models import (
+    AgentScope, AmendInput, CallContext, LinkInput, RecallInput, ReflectInput, RememberInput, ToolFeedbackInput,
+)
+from memento.settings import Settings
+from memento.storage.protocol import BULK_TABLES, SearchFilter
+from memento.storage.sqlite import SQLiteStore
+
+from pg_harness import APP_ROLE, PostgresServer
+
+QUERIES = ["database connection pool", "deploy rollback", "pgbouncer prepared statements", "coffee preference"]
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def open_app(url: str, clock: Clock) -> App:
+    return build_app(Settings(DATABASE_URL=url, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256), clock=clock)
+
+
+def build_source(path: Path, clock: Clock) -> Path:
+    """A store with several agents, working memory, links, versions, feedback and accessed rows."""
+    app = open_app(sqlite_url(path), clock)
+    s = app.service
+    try:
+        ctx = CallContext(session_id="s-1")
+        ids: dict[str, str] = {}
+        for agent in ("default", "agent-a", "agent-b"):
+            actx = CallContext(session_id=f"s-{agent}")
+            for i, (content, topic, type_) in enumerate([
+                ("the database connection pool is capped at 20", "database", "fact"),
+                ("deploy rollback uses the blue-green switch", "deployment", "procedure"),
+                ("prepared statements broke under pgbouncer", "database", "error"),
+                ("the user prefers coffee over tea", "people", "preference"),
+                ("비밀번호 정책은 분기마다 바뀐다", "security", "decision"),
+            ]):
+                clock.now = datetime(2026, 1, 1, 12, i, tzinfo=UTC)
+                r = s.remember(RememberInput(content=f"{content} ({agent})", topic=topic, type=type_, agentId=agent, keywords=None if i % 2 else [topic, "shared"]), actx)
+                ids[f"{agent}-{i}"] = r["id"]
+            s.remember(RememberInput(content=f"scratch note for {agent}: database pool draft", topic="scratch", type="episode", scope="session", agentId=agent), actx)
+            s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-0"], relationType="caused_by", agentId=agent), actx)
+            s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-1"], relationType="resolved_by", agentId=agent), actx)
+        clock.now = datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
+        s.amend(AmendInput(id=ids["agent-a-0"], content="the database connection pool is capped at 40", importance=0.9, agentId="agent-a"), ctx)
+        s.amend(AmendInput(id=ids["agent-a-0"], keywords=["database", "pool"], agentId="agent-a"), ctx)
+        s.amend(AmendInput(id=ids["agent-b-1"], content="deploy rollback now uses canaries", supersedes=True, agentId="agent-b"), ctx)
+        s.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=False, suggestion="more", session_id="s-1"), ctx)
+        s.tool_feedback(ToolFeedbackInput(tool_name="context", relevant=False, sufficient=True, trigger_type="sampled"), ctx)
+        s.reflect(ReflectInput(summary="moved billing to Postgres", sessionId="s-9", agentId="agent-a",
+                               task_effectiveness={"overall_success": True, "tool_highlights": ["recall: found it"], "tool_pain_points": ["slow"]}), ctx)
+        clock.now = datetime(2026, 1, 3, 9, 0, tzinfo=UTC)
+        for agent in ("default", "agent-a", "agent-b"):
+            s.recall(RecallInput(text="database connection pool", agentId=agent), CallContext(session_id=f"s-{agent}"))
+    finally:
+        app.close()
+    return path
+
+
+def dump(url: str) -> dict[str, list[dict[str, Any]]]:
+    """Every copied table as normalised rows (timestamps in UTC ISO, vectors as tuples, no seq)."""
+    if url.startswith("sqlite:///"):
+        store: Any = SQLiteStore(Path(url.removeprefix("sqlite:///")), embedding_model=None, dimensions=None)
+    else:
+        from memento.storage.postgres import PostgresStore
+
+        store = PostgresStore(url, embedding_model=None, dimensions=None)
+    try:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for table in BULK_TABLES:
+            key = "seq" if table == "fragments" else "id"
+            rows, after = [], 0
+            while batch := store.export_rows(table, after, 1000):
+                after = int(batch[-1][key])
+                rows.extend(batch)
+            out[table] = [_normalise(r) for r in rows]
+        return out
+    finally:
+        store.close()
+
+
+def _normalise(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, value in row.items():
+        if name == "seq":
+            continue
+        if isinstance(value, datetime):
+            value = value.astimezone(UTC).isoformat()
+        elif isinstance(value, np.ndarray):
+            value = tuple(float(v) for v in value)
+        out[name] = value
+    return out
+
+
+def recall_ids(url: str, clock: Clock) -> dict[str, Any]:
+    """Store-level hits (text, keyword, vector; all agents) and service recall per agent."""
+    app = open_app(url, clock)
+    try:
+        system, everything = AgentScope("system"), SearchFilter(session_id="s-agent-a")
+        embedder = HashEmbedder(256)
+        found: dict[str, Any] = {}
+        for q in QUERIES:
+            from memento.analysis import index_terms
+
+            found[f"text:{q}"] = [h.id for h in app.store.text_search(system, index_terms(q), everything, 20)]
+            found[f"keyword:{q}"] = [h.id for h in app.store.keyword_search(system, q.split(), everything, 20)]
+            vector = embedder.embed_query(q)
+            # equal similarities may come in another order: compare (similarity, id) pairs
+            hits = app.store.vector_search(system, vector, everything, 20)
+            found[f"vector:{q}"] = sorted((-round(h.score, 5), h.id) for h in hits)
+            for agent in ("default", "agent-a", "agent-b"):
+                result = app.service.recall(RecallInput(text=q, agentId=agent, sessionId=f"s-{agent}", limit=10), CallContext())
+                found[f"recall:{agent}:{q}"] = [f["id"] for f in result["fragments"]]
+        return found
+    finally:
+        app.close()
+
+
+@pytest.fixture
+def pg(postgres_server: PostgresServer) -> Iterator[PostgresServer]:
+    postgres_server.reset()
+    yield postgres_server
+    postgres_server.reset()
+
+
+def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresServer) -> None:
+    clock = Clock()
+    src = sqlite_url(build_source(tmp_path / "src.db", clock))
+    dst = sqlite_url(tmp_path / "dst.db")
+    before = dump(src)
+    assert {len(before[t]) > 0 for t in BULK_TABLES} == {True}
+    assert len({r["agent_id"] for r in before["fragments"]}) == 3
+    assert any(r["session_id"] for r in before["fragments"]) and any(r["access_count"] for r in before["fragments"])
+    assert len(before["fragment_versions"]) >= 3 and all(r["embedding"] is not None for r in before["fragments"])
+    assert {r["relation_type"] for r in before["fragment_links"]} >= {"caused_by", "resolved_by", "superseded_by"}
+
+    stream = io.StringIO()
+    first = migrate(src, pg.owner_dsn, batch_size=4, progress=TextProgress(stream))
+    assert first.dimensions == 256 and first.embedding_model == "hash:v1:256"
+    assert {t: r.copied for t, r in first.tables.items()} == {t: len(before[t]) for t in BULK_TABLES}
+    assert "fragments" in stream.getvalue() and f"{len(before['fragments'])}/{len(before['fragments'])}" in stream.getvalue()
+    from memento.storage.postgres import migrate as migrate_schema
+
+    migrate_schema(pg.owner_dsn, app_role=APP_ROLE)  # what the application's start-up does: grant its role DML
+    assert dump(pg.app_dsn) == before  # the application role, as `system`, sees every agent's rows
+
+    # PostgreSQL → SQLite, read through the application role (row-level security applies)
+    migrate(pg.app_dsn, dst, batch_size=5, progress=None)
+    assert dump(dst) == before
+
+    expected = recall_ids(src, clock)
+    assert any(expected[k] for k in expected if k.startswith("vector:"))
+    assert any(expected[k] for k in expected if k.startswith("text:"))
+    assert recall_ids(dst, clock) == expected
+
+    # the copied stores keep working: new rows get fresh ids past the copied ones
+    app = build_app(Settings(DATABASE_URL=pg.app_dsn, DATABASE_MIGRATION_URL=pg.owner_dsn, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256), clock=clock)
+    try:
+        fid = app.service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True), CallContext())["id"]
+        assert fid == max(r["id"] for r in before["tool_feedback"]) + 1
+        hits = app.service.recall(RecallInput(text="pgbouncer prepared statements", agentId="agent-a"), CallContext())
+        assert hits["fragments"]
+    finally:
+        app.close()
+
+
+def _crash_after(monkeypatch: pytest.MonkeyPatch, cls: type, calls: int) -> None:
+    original = cls.import_rows
+    seen = {"n": 0}
+
+    def flaky(self: Any, table: str, rows: Any) -> int:
+        seen["n"] += 1
+        if seen["n"] == calls:
+            original(self, table, rows[:1])  # part of the batch lands, then the process "dies"
+            raise RuntimeError("simulated crash")
+        return original(self, table, rows)
+
+    monkeypatch.setattr(cls, "import_rows", flaky)
+
+
+@pytest.mark.parametrize("target", ["sqlite", "postgres"])
+def test_interrupted_copy_resumes_without_duplicates_and_a_rerun_changes_nothing(
+    tmp_path: Path, target: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    src = sqlite_url(build_source(tmp_path / "src.db", clock))
+    if target == "postgres":
+        from memento.storage.postgres import PostgresStore
+
+        server: PostgresServer = request.getfixturevalue("pg")
+        dst, cls = server.owner_dsn, PostgresStore
+    else:
+        dst, cls = sqlite_url(tmp_path / "dst.db"), SQLiteStore
+    before = dump(src)
+
+    with monkeypatch.context() as m:
+        _crash_after(m, cls, 3)
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            migrate(src, dst, batch_size=4)
+    partial = dump(dst)
+    assert 0 < len(partial["fragments"]) < len(before["fragments"])
+    assert partial["fragments"] == before["fragments"][: len(partial["fragments"])]
+
+    resumed = migrate(src, dst, batch_size=4)
+    assert resumed.tables["fragments"].skipped == len(partial["fragments"])
+    assert dump(dst) == before
+
+    again = migrate(src, dst, batch_size=7)
+    assert {r.copied for r in again.tables.values()} == {0}
+    assert dump(dst) == before
+    if target == "sqlite":
+        assert recall_ids(dst, clock) == recall_ids(src, clock)
+
+
+def test_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clock = Clock()
+    src = sqlite_url(build_source(tmp_path / "src.db", clock))
+    with pytest.raises(InvalidArgument, match="unknown scheme"):
+        migrate("mysql://h/db", src)
+    with pytest.raises(InvalidArgument, match="same database"):
+        migrate(src, sqlite_url(tmp_path / "." / "src.db"))
+    with pytest.raises(Unavailable, match="does not exist"):
+        migrate(sqlite_url(tmp_path / "missing.db"), sqlite_url(tmp_path / "out.db"))
+    assert not (tmp_path / "missing.db").exists()
+    (tmp_path / "other.db").write_bytes(b"")
+    with pytest.raises(Unavailable, match="no Memento store"):
+        migrate(sqlite_url(tmp_path / "other.db"), sqlite_url(tmp_path / "out.db"))
+    with pytest.raises(Unavailable, match="not reachable"):
+        migrate("postgresql://nobody@127.0.0.1:1/none", sqlite_url(tmp_path / "out.db"))
+
+    assert main(["migrate", "--from", "ftp://x", "--to", src]) == 1
+    assert "unknown scheme" in capsys.readouterr().err
+    assert main(["migrate", "--from", src, "--to", sqlite_url(tmp_path / "cli.db"), "--batch-size", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "fragments" in captured.err and "copied" in captured.err
+    assert '"fragments"' in captured.out
+    assert dump(sqlite_url(tmp_path / "cli.db")) == dump(src)
