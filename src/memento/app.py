@@ -16,8 +16,9 @@ from .storage.protocol import MaintenanceStore
 from .storage.sqlite import SQLiteStore
 from .storage.sqlite_maintenance import SQLiteMaintenance
 
-if TYPE_CHECKING:  # psycopg is an optional dependency (the `postgres` extra)
+if TYPE_CHECKING:  # psycopg and redis are optional dependencies (the `postgres`, `redis` extras)
     from .storage.postgres import PostgresStore
+    from .storage.redis import RedisKeywordIndex
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class App:
     service: MemoryService
     store: SQLiteStore | PostgresStore
     embedder: Embedder | None
+    keyword_index: RedisKeywordIndex | None = None
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -37,6 +39,8 @@ class App:
         if self._closed:
             return
         self._closed = True
+        if self.keyword_index is not None:
+            self.keyword_index.close()
         self.store.close()
 
 
@@ -46,9 +50,17 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     if chosen is None:
         log.warning("no embedding provider: recall runs keyword-only (semantic search disabled)")
     store, maintenance = _open_store(settings, chosen)
-    service = MemoryService(settings, store, maintenance, chosen, clock=clock)
+    keyword_index = None
+    if settings.redis_enabled:
+        from .storage.redis import RedisKeywordIndex, connect
+
+        keyword_index = RedisKeywordIndex(connect(settings), store)
+        keyword_index.start()  # Redis down at start-up is no error (000 §9.1): L1 joins when it answers
+    service = MemoryService(settings, store, maintenance, chosen, clock=clock, keyword_index=keyword_index)
+    if keyword_index is not None:
+        service.add_listener(keyword_index.on_change)
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
-    return App(settings=settings, service=service, store=store, embedder=chosen)
+    return App(settings=settings, service=service, store=store, embedder=chosen, keyword_index=keyword_index)
 
 
 def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[SQLiteStore | PostgresStore, MaintenanceStore]:

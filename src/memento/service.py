@@ -25,7 +25,7 @@ from .models import (
 from .retrieval.rank import Candidate, composite, fuse, prior, reason
 from .analysis import normalise_keyword, query_terms
 from .settings import Settings
-from .storage.protocol import FragmentChanges, Hit, MaintenanceStore, NewFragment, SearchFilter, Store
+from .storage.protocol import FragmentChanges, Hit, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ DEFAULT_LINK_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY, Rela
 CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
 CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
+L1_VERIFY_LIMIT = 5000  # L1 candidates checked against the store; more falls back to L2
 
 
 def utc_now() -> datetime:
@@ -50,9 +51,11 @@ class MemoryService:
         embedder: Embedder | None,
         factory: FragmentFactory | None = None,
         clock: Callable[[], datetime] = utc_now,
+        keyword_index: KeywordIndex | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
+        self.keyword_index = keyword_index
         self.embedder = embedder
         self.factory = factory or FragmentFactory()
         self.clock = clock
@@ -284,8 +287,10 @@ class MemoryService:
         keywords = [normalise_keyword(k) for k in inp.keywords or []]
         tiers: dict[str, list[Hit]] = {}
         semantic = "unused"
+        l1: int | str | None = None
         if keywords:
-            tiers["keywords"] = self.store.keyword_search(scope, keywords, filt, pool)
+            from_l1, l1 = self._l1_keywords(scope, keywords, filt, pool)
+            tiers["keywords"] = from_l1 if from_l1 is not None else self.store.keyword_search(scope, keywords, filt, pool)
         # Keywords alone escalate to the text and vector tiers only when they found nothing.
         query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
         if query:
@@ -307,10 +312,60 @@ class MemoryService:
             ranked = self._rank_query(scope, tiers, now, inp.limit)
         else:
             ranked = self._rank_listing(scope, filt, now, inp.limit)
-        return self._assemble(scope, inp, ranked[: inp.limit], now, {
+        report: dict[str, Any] = {
             "keywords": len(tiers.get("keywords", [])), "text": len(tiers.get("text", [])),
             "semantic": len(tiers["semantic"]) if "semantic" in tiers else semantic,
-        })
+        }
+        if l1 is not None:
+            report["l1"] = l1
+        return self._assemble(scope, inp, ranked[: inp.limit], now, report)
+
+    def _l1_keywords(
+        self, scope: AgentScope, keywords: list[str], filt: SearchFilter, pool: int
+    ) -> tuple[list[Hit] | None, int | str | None]:
+        """The L1 tier (000 §4.1): the keyword index's intersection, checked against the store.
+
+        Returns (hits, report). hits is None when the store's keyword tier (L2) must answer:
+        no index, index unavailable, nothing found, too many candidates to check, or several
+        keywords with fewer full matches than the pool (L2 then adds the partial matches). So
+        the keyword tier's result is the same with and without L1.
+        """
+        if self.keyword_index is None:
+            return None, None
+        ids = self.keyword_index.lookup(scope, keywords)
+        if ids is None:
+            return None, "unavailable"
+        if not ids:
+            return None, "empty"
+        if len(ids) > L1_VERIFY_LIMIT:
+            return None, "too broad"
+        found = self.store.get_many(scope, ids)
+        present = {f.id for f in found}
+        stale = [i for i in ids if i not in present]
+        if stale:
+            self.keyword_index.discard(stale)  # deleted behind the index's back (e.g. consolidation)
+        matches = [f for f in found if self._passes(f, filt)]
+        distinct = len(set(keywords))
+        if not matches:
+            return None, "empty"
+        if distinct > 1 and len(matches) < pool:
+            return None, "insufficient"
+        matches.sort(key=lambda f: (f.importance, f.created_at), reverse=True)
+        return [Hit(f.id, float(distinct)) for f in matches[:pool]], len(matches)
+
+    @staticmethod
+    def _passes(fragment: Fragment, filt: SearchFilter) -> bool:
+        """SearchFilter in Python, as the stores apply it in SQL."""
+        if filt.only_session:
+            if fragment.session_id != filt.session_id:
+                return False
+        elif fragment.session_id is not None and fragment.session_id != filt.session_id:
+            return False
+        if filt.topic is not None and fragment.topic != filt.topic:
+            return False
+        if filt.type is not None and fragment.type is not filt.type:
+            return False
+        return not filt.types or fragment.type in filt.types
 
     def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> list[tuple[Fragment, Candidate, float]]:
         cfg = self.settings.memory.ranking

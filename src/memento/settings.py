@@ -92,6 +92,15 @@ class Settings(BaseSettings):
     db_conn_timeout_ms: int = Field(10000, ge=100, validation_alias=AliasChoices("DB_CONN_TIMEOUT_MS"), description="How long to wait for a pooled connection.")
     db_query_timeout: int = Field(30000, ge=0, validation_alias=AliasChoices("DB_QUERY_TIMEOUT"), description="Statement timeout in ms (0 disables).")
 
+    redis_enabled: bool = Field(False, validation_alias=AliasChoices("REDIS_ENABLED"), description="Use Redis for the L1 keyword index (000 §4.1). When false, recall starts at the store's keyword tier. Redis down: L1 is skipped, everything else works (000 §9.1).")
+    redis_host: str = Field("localhost", validation_alias=AliasChoices("REDIS_HOST"), description="Redis server hostname.")
+    redis_port: int = Field(6379, ge=1, le=65535, validation_alias=AliasChoices("REDIS_PORT"), description="Redis server port.")
+    redis_password: str = Field("", validation_alias=AliasChoices("REDIS_PASSWORD"), description="Redis authentication password (empty: none).")
+    redis_db: int = Field(0, ge=0, validation_alias=AliasChoices("REDIS_DB"), description="Redis logical database index.")
+    redis_sentinel_enabled: bool = Field(False, validation_alias=AliasChoices("REDIS_SENTINEL_ENABLED"), description="Find the Redis master through Sentinel (REDIS_SENTINELS, REDIS_MASTER_NAME) instead of REDIS_HOST/REDIS_PORT.")
+    redis_master_name: str = Field("mymaster", validation_alias=AliasChoices("REDIS_MASTER_NAME"), description="Sentinel master name.")
+    redis_sentinels: str = Field("localhost:26379", validation_alias=AliasChoices("REDIS_SENTINELS"), description="Comma-separated host:port list of Sentinel nodes.")
+
     embedding_provider: Literal["local", "openai", "hash", "none"] = Field("local", validation_alias=AliasChoices("EMBEDDING_PROVIDER"), description="local (bundled multilingual-e5-small), openai (OpenAI-compatible HTTP), hash (deterministic, tests), none (keyword only).")
     embedding_model: str = Field("", validation_alias=AliasChoices("EMBEDDING_MODEL"), description="Model name; the provider's default when empty.")
     embedding_dimensions: int | None = Field(None, ge=8, le=8192, validation_alias=AliasChoices("EMBEDDING_DIMENSIONS"), description="Vector size; the provider's default when unset.")
@@ -152,3 +161,13 @@ class Settings(BaseSettings):
     @property
     def origins(self) -> list[str]:
         return [o.strip() for o in self.allowed_origins.split(",") if o.strip()]
+
+    @property
+    def sentinel_nodes(self) -> list[tuple[str, int]]:
+        """REDIS_SENTINELS parsed into (host, port) pairs."""
+        nodes = []
+        for item in self.redis_sentinels.split(","):
+            host, _, port = item.strip().rpartition(":")
+            if item.strip():
+                nodes.append((host or item.strip(), int(port) if host and port.isdigit() else 26379))
+        return nodes

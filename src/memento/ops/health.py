@@ -3,7 +3,7 @@
 The database check is a real query through the store (`store.ping()`), so an unreachable
 database answers 503 with `status: "degraded"` and `database.status: "down"`, and the next
 check after it recovers answers 200 again. Redis and the embedding provider are reported but
-never make the server unhealthy: recall degrades to the keyword tiers without them (000 §9.1,
+never make the server unhealthy (Redis down: `status: "degraded"`, `redis.status: "down"`, HTTP 200): recall degrades to the keyword tiers without them (000 §9.1,
 §9.3), and a load balancer should keep routing to a replica that can still serve.
 """
 
@@ -62,15 +62,18 @@ async def check_database(app: App) -> dict[str, Any]:
 
 
 async def check_redis(app: App) -> dict[str, Any]:
-    """Redis is optional (000 §9.1); until a Redis layer exists it is reported as not configured."""
-    client = getattr(app, "redis", None)
-    if client is None or not getattr(app.settings, "redis_enabled", False):
+    """Redis (REDIS_ENABLED): `up`, or `down` with L1 skipped. Down degrades recall's first
+    keyword tier only (000 §9.1), so it never turns the answer into a 503."""
+    index = app.keyword_index
+    if index is None or not app.settings.redis_enabled:
         return {"status": "not_configured"}
     try:
         with anyio.fail_after(DATABASE_TIMEOUT_S):
-            await anyio.to_thread.run_sync(client.ping, abandon_on_cancel=True)
-    except Exception as exc:  # noqa: BLE001
-        return {"status": "down", "error": type(exc).__name__}
+            up = await anyio.to_thread.run_sync(index.ping, abandon_on_cancel=True)
+    except TimeoutError:
+        up = False
+    if not up:
+        return {"status": "down", "l1": "skipped (recall uses the database's keyword tier)"}
     return {"status": "up"}
 
 
@@ -105,7 +108,7 @@ def health_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
         redis = await check_redis(app)
         healthy = database["status"] == "up"
         body = {
-            "status": "ok" if healthy else "degraded",
+            "status": "ok" if healthy and redis["status"] != "down" else "degraded",
             "version": __version__,
             "uptimeSeconds": round(state.uptime_s(), 3),
             "startedAt": _iso(state.started),
