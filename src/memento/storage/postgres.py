@@ -41,6 +41,7 @@ from ..analysis import index_terms
 from ..errors import Conflict, InvalidArgument, NotFound, Unavailable
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .protocol import BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+from .sqlfilter import filter_sql as shared_filter_sql
 
 log = logging.getLogger(__name__)
 
@@ -158,26 +159,7 @@ def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
 
 
 def filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if filt.only_session:
-        clauses.append(f"{alias}.session_id = %s")
-        params.append(filt.session_id)
-    elif filt.session_id:
-        clauses.append(f"({alias}.session_id IS NULL OR {alias}.session_id = %s)")
-        params.append(filt.session_id)
-    else:
-        clauses.append(f"{alias}.session_id IS NULL")
-    if filt.topic is not None:
-        clauses.append(f"{alias}.topic = %s")
-        params.append(filt.topic)
-    if filt.type is not None:
-        clauses.append(f"{alias}.type = %s")
-        params.append(filt.type.value)
-    if filt.types:
-        clauses.append(f"{alias}.type = ANY(%s)")
-        params.append([t.value for t in filt.types])
-    return " AND ".join(clauses), params
+    return shared_filter_sql(filt, alias, "%s", any_of=True)
 
 
 def _quote_lexeme(term: str) -> str:

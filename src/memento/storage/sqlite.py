@@ -24,6 +24,7 @@ from ..errors import Conflict, InvalidArgument, NotFound
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from ..analysis import index_terms
 from .protocol import BULK_COLUMNS, BULK_KEYS, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+from .sqlfilter import filter_sql
 from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -86,26 +87,7 @@ def _scope_sql(scope: AgentScope, alias: str = "f", *, use_index: bool = False) 
 
 
 def _filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if filt.only_session:
-        clauses.append(f"{alias}.session_id = ?")
-        params.append(filt.session_id)
-    elif filt.session_id:
-        clauses.append(f"({alias}.session_id IS NULL OR {alias}.session_id = ?)")
-        params.append(filt.session_id)
-    else:
-        clauses.append(f"{alias}.session_id IS NULL")
-    if filt.topic is not None:
-        clauses.append(f"{alias}.topic = ?")
-        params.append(filt.topic)
-    if filt.type is not None:
-        clauses.append(f"{alias}.type = ?")
-        params.append(filt.type.value)
-    if filt.types:
-        clauses.append(f"{alias}.type IN ({','.join('?' * len(filt.types))})")
-        params.extend(t.value for t in filt.types)
-    return " AND ".join(clauses), params
+    return filter_sql(filt, alias, "?", any_of=False)
 
 
 def _fts_query(terms: Sequence[str]) -> str:
