@@ -1,6 +1,6 @@
 """Helpers for end-to-end tests that drive the real server process with the official MCP client.
 
-Shared by test_bad_input.py and test_durability.py (test_mcp_clients.py keeps its own copies).
+Shared by the end-to-end test modules (test_mcp_clients, test_bad_input, test_durability, ...
 """
 
 from __future__ import annotations

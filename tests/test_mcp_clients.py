@@ -9,12 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +20,14 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, TextContent
 
+from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, start_http_server
+from mcp_helpers import server_env as helper_env
 from memento.app import build_app
 from memento.models import CallContext, MemoryStatsInput
 from memento.settings import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-TIMEOUT_S = 30.0
-SERVE = [sys.executable, "-m", "memento", "serve"]
 TOOL_NAMES = {
     "remember",
     "recall",
@@ -54,12 +50,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def server_env(tmp_path: Path) -> dict[str, str]:
-    return {
-        "EMBEDDING_PROVIDER": "hash",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}",
-        "LOG_LEVEL": "INFO",
-        "MEMENTO_HOST": "127.0.0.1",
-    }
+    return helper_env(tmp_path / "m.db")
 
 
 def stored_stats(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -256,62 +247,13 @@ async def test_every_tool_over_stdio(
 # ------------------------------------------------------------------ Streamable HTTP
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass
-class HttpServer:
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    @property
-    def mcp(self) -> str:
-        return self.url + "/mcp"
-
-    def stop(self) -> int:
-        """SIGTERM, then wait (bounded); returns the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=15)
-
-
 @pytest.fixture
 def http_server(server_env: dict[str, str], tmp_path: Path) -> Iterator[HttpServer]:
-    port = free_port()
-    log = tmp_path / "server.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [*SERVE, "--transport", "http", "--host", "127.0.0.1", "--port", str(port)],
-            env={**os.environ, **server_env},
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-        )
-    server = HttpServer(process, f"http://127.0.0.1:{port}", log)
+    server = start_http_server(server_env, tmp_path / "server.log")
     try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(server.url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not become healthy:\n" + log.read_text()
-            time.sleep(0.05)  # readiness poll of a separate process; there is no event to await
         yield server
     finally:
-        try:
-            server.stop()
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-            raise
+        server.stop()
 
 
 async def test_every_tool_over_streamable_http(
