@@ -1,6 +1,6 @@
 """Helpers for end-to-end tests that drive the real server process with the official MCP client.
 
-Shared by the end-to-end test modules (test_mcp_clients, test_bad_input, test_durability, ...
+Shared by the end-to-end test modules (test_mcp_clients, test_bad_input, test_durability, ...).
 """
 
 from __future__ import annotations
