@@ -24,6 +24,8 @@ class FakeSession:
     protocol_version: str | None = "2025-11-25"
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     log_level: str = "info"
+    state: dict[str, Any] = field(default_factory=dict)
+    delivers: bool = True
     sent: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _arrived: anyio.Event = field(default_factory=anyio.Event)
 

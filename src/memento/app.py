@@ -19,6 +19,7 @@ from .storage.sqlite_maintenance import SQLiteMaintenance
 if TYPE_CHECKING:  # psycopg and redis are optional dependencies (the `postgres`, `redis` extras)
     from .storage.postgres import PostgresStore
     from .storage.redis import RedisKeywordIndex
+    from .storage.redis_bus import RedisBus
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class App:
     store: SQLiteStore | PostgresStore
     embedder: Embedder | None
     keyword_index: RedisKeywordIndex | None = None
+    bus: RedisBus | None = None  # messages between replicas (Redis pub/sub), when Redis is enabled
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -39,6 +41,8 @@ class App:
         if self._closed:
             return
         self._closed = True
+        if self.bus is not None:
+            self.bus.close()
         if self.keyword_index is not None:
             self.keyword_index.close()
         self.store.close()
@@ -50,17 +54,23 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     if chosen is None:
         log.warning("no embedding provider: recall runs keyword-only (semantic search disabled)")
     store, maintenance = _open_store(settings, chosen)
-    keyword_index = None
+    keyword_index: RedisKeywordIndex | None = None
+    bus: RedisBus | None = None
     if settings.redis_enabled:
         from .storage.redis import RedisKeywordIndex, connect
+        from .storage.redis_bus import RedisBus
 
         keyword_index = RedisKeywordIndex(connect(settings), store)
         keyword_index.start()  # Redis down at start-up is no error (000 §9.1): L1 joins when it answers
+        bus = RedisBus(connect(settings))
     service = MemoryService(settings, store, maintenance, chosen, clock=clock, keyword_index=keyword_index)
     if keyword_index is not None:
         service.add_listener(keyword_index.on_change)
+    if bus is not None:
+        service.add_listener(bus.publish_change)
+        bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
-    return App(settings=settings, service=service, store=store, embedder=chosen, keyword_index=keyword_index)
+    return App(settings=settings, service=service, store=store, embedder=chosen, keyword_index=keyword_index, bus=bus)
 
 
 def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[SQLiteStore | PostgresStore, MaintenanceStore]:

@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     db_conn_timeout_ms: int = Field(10000, ge=100, validation_alias=AliasChoices("DB_CONN_TIMEOUT_MS"), description="How long to wait for a pooled connection.")
     db_query_timeout: int = Field(30000, ge=0, validation_alias=AliasChoices("DB_QUERY_TIMEOUT"), description="Statement timeout in ms (0 disables).")
 
-    redis_enabled: bool = Field(False, validation_alias=AliasChoices("REDIS_ENABLED"), description="Use Redis for the L1 keyword index (000 §4.1). When false, recall starts at the store's keyword tier. Redis down: L1 is skipped, everything else works (000 §9.1).")
+    redis_enabled: bool = Field(False, validation_alias=AliasChoices("REDIS_ENABLED"), description="Use Redis for the L1 keyword index (000 §4.1) and for what several replicas share: MCP sessions, SSE events, tasks, OAuth state, pub/sub. When false, recall starts at the store's keyword tier and sessions live in one process. Redis down: L1 is skipped, everything else works (000 §9.1).")
     redis_host: str = Field("localhost", validation_alias=AliasChoices("REDIS_HOST"), description="Redis server hostname.")
     redis_port: int = Field(6379, ge=1, le=65535, validation_alias=AliasChoices("REDIS_PORT"), description="Redis server port.")
     redis_password: str = Field("", validation_alias=AliasChoices("REDIS_PASSWORD"), description="Redis authentication password (empty: none).")

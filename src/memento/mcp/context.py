@@ -73,6 +73,8 @@ class Session:
     initialized: bool = False  # notifications/initialized received
     principal: Principal = ANONYMOUS  # who opened it; only they may use it (see namespace.py)
     log_level: str = DEFAULT_LOG_LEVEL
+    state: dict[str, Any] = field(default_factory=dict)  # feature state shared across replicas
+    delivers: bool = True  # False: another replica holds this session's notification stream
     last_seen: float = field(default_factory=time.monotonic)
     send: Sink = _drop  # the standalone channel, set by the transport
     in_flight: dict[RequestId, CallContext] = field(default_factory=dict)

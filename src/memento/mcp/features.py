@@ -24,6 +24,12 @@ class SessionView(Protocol):
     protocol_version: str | None
     client_capabilities: dict[str, Any]
     log_level: str  # set by logging/setLevel; "info" until then
+    state: dict[str, Any]
+    """Per-session feature state (JSON values, e.g. resource subscriptions). With several
+    replicas it travels with the session: saved after every request, seen by every replica."""
+    delivers: bool
+    """Whether this process delivers the session's unsolicited notifications (False when
+    another replica holds its notification stream): features notify only where it is True."""
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification not tied to any request (GET stream / stdout / legacy SSE)."""

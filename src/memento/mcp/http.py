@@ -39,6 +39,7 @@ from memento.auth.keys import AuthConfigError, describe
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.auth.registry import token_verifiers
 from memento.mcp import http_extras, jsonrpc, versions
+from memento.mcp.cluster import LocalDirectory, SessionDirectory, apply_snapshot, snapshot
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.registry import default_features
@@ -179,6 +180,7 @@ class McpHttp:
         session_ttl_s: float,
         allowed_hosts: list[str] | None = None,
         event_store: EventStore | None = None,
+        directory: SessionDirectory | None = None,
     ) -> None:
         self.server = server
         self.allowed_origins = frozenset(allowed_origins)
@@ -187,6 +189,7 @@ class McpHttp:
         }
         self.session_ttl_s = session_ttl_s
         self.store: EventStore = event_store if event_store is not None else MemoryEventStore()
+        self.directory: SessionDirectory = directory if directory is not None else LocalDirectory()
         self._live: dict[tuple[str, str], _Stream] = {}
         self._stream_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -198,6 +201,7 @@ class McpHttp:
 
     def started(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.server.started()
 
     def begin_shutdown(self) -> None:
         """Close every SSE stream so the server can drain; safe from a signal handler."""
@@ -250,10 +254,75 @@ class McpHttp:
 
     def _standalone_sender(self, session: Session) -> Callable[[dict[str, Any]], Awaitable[None]]:
         async def send(message: dict[str, Any]) -> None:
-            if self.server.session_table.get(session.id) is session:
+            if self.server.session_table.get(session.id) is not session:
+                return
+            if session.delivers or not self.directory.forward(session.id, "send", message):
                 self._publish(self._standalone(session), message)
 
         return send
+
+    # ------------------------------------------------------------------ other replicas
+
+    def on_replica_message(self, payload: dict[str, Any]) -> None:
+        """A session hand-over message from another replica (bus thread): handled on the loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._replica_message, payload)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    def _replica_message(self, payload: dict[str, Any]) -> None:
+        session = self.server.session_table.get(str(payload.get("id")))
+        if session is None:
+            return
+        op = payload.get("op")
+        message = payload.get("message")
+        if op == "claimed":  # the client's notification stream moved to another replica
+            session.delivers = payload.get("home") == self.directory.replica_id
+            stream = self._live.get((session.id, STANDALONE))
+            if not session.delivers and stream is not None and stream.subscriber is not None:
+                stream.subscriber.put_nowait(_END)
+        elif op == "changed":
+            fresh = self.directory.load(session.id)
+            if fresh is not None:
+                apply_snapshot(session, snapshot(fresh))
+                session.delivers = fresh.delivers
+        elif op == "closed":  # ended through another replica (which expunged working memory)
+            self._evict(session.id)
+        elif op == "send" and session.delivers and isinstance(message, dict):
+            self._publish(self._standalone(session), message)
+        elif op == "response" and isinstance(message, dict):
+            try:
+                parsed = jsonrpc.parse_message(message)
+            except JsonRpcError:
+                return
+            if isinstance(parsed, jsonrpc.Response):
+                session.resolve(parsed)
+
+    def _evict(self, session_id: str) -> None:
+        """Drop this replica's copy of a session (it lives on, or ended, elsewhere)."""
+        for key in [key for key in self._live if key[0] == session_id]:
+            stream = self._live.pop(key)
+            stream.finished = True
+            if stream.subscriber is not None:
+                stream.subscriber.put_nowait(_END)
+        forget = getattr(self.store, "forget_local", None)
+        if forget is not None:
+            forget(session_id)
+        forget = getattr(self.directory, "forget_local", None)
+        if forget is not None:
+            forget(session_id)
+        self.server.evict_session(session_id)
+
+    async def close_all(self) -> None:
+        """Shutdown: end the sessions only this process knows; leave shared ones to the others."""
+        for sid in list(self.server.session_table):
+            if self.directory.alive(sid):
+                self._evict(sid)
+            else:
+                await self.server.close_session(sid)
 
     def _attach(self, stream: _Stream) -> asyncio.Queue[Any]:
         """Make a new connection the stream's receiver; a previous one is ended."""
@@ -292,6 +361,7 @@ class McpHttp:
                     if item is None:
                         if self._closing or self.server.get_session(session.id) is None:
                             return
+                        self.directory.sync(session)  # an open stream keeps the session alive everywhere
                         yield b": keepalive\n\n"  # also how a vanished client is noticed
                         continue
                     event_id, message = item
@@ -407,8 +477,13 @@ class McpHttp:
 
     async def _expire_idle(self) -> None:
         # An open GET stream refreshes its session on every keepalive, so it never expires here.
-        for sid in await self.server.close_idle_sessions(self.session_ttl_s):
+        for sid in self.server.idle_sessions(self.session_ttl_s):
+            if self.directory.alive(sid):  # idle here, still in use through another replica
+                self._evict(sid)
+                continue
+            await self.server.close_session(sid)
             self._end_streams(sid)
+            self.directory.remove(sid)
             if self.legacy is not None:
                 self.legacy.end(sid)
 
@@ -419,6 +494,8 @@ class McpHttp:
                 400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
             )
         session = self.server.session_table.get(session_id)
+        if session is None:
+            session = self._adopt(session_id)
         if session is not None and not owns(session, principal):
             # Another credential's session: as unknown as a session that never existed.
             log.warning("refused %s the session of another credential", describe(principal))
@@ -429,6 +506,17 @@ class McpHttp:
         version = request.headers.get(VERSION_HEADER, DEFAULT_VERSION_HEADER)
         if not versions.is_supported(version):
             return _rpc_error(400, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
+        return session
+
+    def _adopt(self, session_id: str) -> Session | None:
+        """A session another replica started, when the shared directory knows it."""
+        shared = self.directory.load(session_id)
+        if shared is None:
+            return None
+        session = self.server.adopt_session(shared)
+        if session is shared:
+            session.send = self._standalone_sender(session)
+            log.info("continuing session %s started on another replica", session_id)
         return session
 
     async def _post(self, request: Request, principal: Principal) -> Response:
@@ -463,6 +551,7 @@ class McpHttp:
             if "error" in reply:
                 await self.server.close_session(session.id)  # a failed handshake keeps no session
                 return JSONResponse(reply)
+            self.directory.register(session)
             return JSONResponse(reply, headers={"Mcp-Session-Id": session.id})
 
         found = self._session(request, principal)
@@ -470,7 +559,11 @@ class McpHttp:
             return found
         session = found
         if not isinstance(message, jsonrpc.Request):
+            if (isinstance(message, jsonrpc.Response) and message.id not in session.pending
+                    and self.directory.forward(session.id, "response", value)):
+                return Response(status_code=202)  # answers a request another replica sent
             await self.server.handle(value, session)
+            self.directory.sync(session)
             return Response(status_code=202)
         if principal.kind == "oauth" and principal.read_only and self._writes(message):
             # OAuth clients can step up: 403 insufficient_scope names the scope to ask for. An
@@ -519,6 +612,8 @@ class McpHttp:
                 return await self.server.handle(value, session, sink, closer=close)
             finally:
                 self._tasks.discard(task)
+                if self.server.session_table.get(session.id) is session:
+                    self.directory.sync(session)
 
         task = asyncio.create_task(run())
         self._tasks.add(task)
@@ -557,6 +652,7 @@ class McpHttp:
             )
             return JSONResponse(reply, status_code=400)
         replies = await self.server.handle(batch, found)  # related messages: the GET stream
+        self.directory.sync(found)
         if replies is None:
             return Response(status_code=202)
         return JSONResponse(replies)
@@ -588,6 +684,8 @@ class McpHttp:
         stream = self._standalone(session)
         if stream_id is None and stream.subscriber is not None:
             return _rpc_error(409, INVALID_REQUEST, "Conflict: this session's GET stream is open")
+        if not session.delivers or last_event_id:
+            self.directory.claim(session)  # its notifications flow here from now on
         backlog = self.store.after(
             session.id, STANDALONE, last_event_id if stream_id is not None else stream.delivered
         )
@@ -604,6 +702,7 @@ class McpHttp:
             return found
         self._end_streams(found.id)
         await self.server.close_session(found.id)
+        self.directory.remove(found.id)
         return Response(status_code=204)
 
 
@@ -632,12 +731,26 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
     from memento.mcp.sse_legacy import LegacySse
 
     token_verifiers(app)  # validates the credential configuration now, not at the first request
+    ttl_s = app.settings.session_ttl_minutes * 60.0
+    store: EventStore | None = None
+    directory: SessionDirectory | None = None
+    if app.bus is not None:  # Redis: any replica can serve any session
+        from memento.mcp.cluster import CHANNEL, RedisEventStore, RedisSessionDirectory
+        from memento.storage.redis import connect
+
+        client = connect(app.settings)
+        store = RedisEventStore(client, ttl_s)
+        directory = RedisSessionDirectory(client, app.bus, ttl_s)
     mcp = McpHttp(
         McpServer(app, features=default_features(app.settings) if features is None else features),
         allowed_origins=app.settings.origins,
-        session_ttl_s=app.settings.session_ttl_minutes * 60.0,
+        session_ttl_s=ttl_s,
         allowed_hosts=allowed_hosts(app.settings),
+        event_store=store,
+        directory=directory,
     )
+    if app.bus is not None:
+        app.bus.on(CHANNEL, mcp.on_replica_message)
     legacy = LegacySse(mcp)
     mcp.legacy = legacy
 
@@ -648,7 +761,7 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
             yield
         finally:
             mcp._close_streams()
-            await mcp.server.close_all_sessions()
+            await mcp.close_all()
             await anyio.to_thread.run_sync(app.close)
             log.info("HTTP server stopped")
 

@@ -39,6 +39,7 @@ JSON_MIME = "application/json"
 PAGE_SIZE = 50
 STATS_URI = "memory://stats"
 TOPICS_URI = "memory://topics"
+SUBSCRIPTIONS = "resources/subscriptions"  # session.state key: the URIs the client watches
 T = TypeVar("T")
 
 Reader = Callable[[RequestContext, dict[str, str]], Awaitable[list[dict[str, Any]]]]
@@ -163,7 +164,6 @@ class ResourcesFeature:
                              "The scope=session fragments of your own MCP session.", JSON_MIME,
                              self._read_working_memory, {"sessionId": self._complete_session}),
         ]
-        self.subscriptions: dict[str, set[str]] = {}
         self._hub: ServerHub | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deliveries: set[asyncio.Task[None]] = set()
@@ -188,6 +188,8 @@ class ResourcesFeature:
     def attach(self, hub: ServerHub) -> None:
         self._hub = hub
         hub.app.service.add_listener(self._on_change)
+        if hub.app.bus is not None:  # writes through the other replicas
+            hub.app.bus.on_change(self._on_change)
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -251,12 +253,13 @@ class ResourcesFeature:
         self._remember_loop()
         uri = _uri_param(params)
         self._resolve(uri)  # only resources we serve can be watched
-        self.subscriptions.setdefault(ctx.session.id, set()).add(uri)
+        watched = set(_watched(ctx.session)) | {uri}
+        ctx.session.state[SUBSCRIPTIONS] = sorted(watched)
         return {}
 
     async def _unsubscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         uri = _uri_param(params)
-        self.subscriptions.get(ctx.session.id, set()).discard(uri)
+        ctx.session.state[SUBSCRIPTIONS] = [u for u in _watched(ctx.session) if u != uri]
         return {}
 
     # ------------------------------------------------------------ readers
@@ -338,6 +341,10 @@ class ResourcesFeature:
 
     # ------------------------------------------------------------ change notifications
 
+    def started(self) -> None:
+        """The transport's loop is running: changes can be delivered from now on."""
+        self._loop = asyncio.get_running_loop()
+
     def _remember_loop(self) -> None:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
@@ -361,18 +368,20 @@ class ResourcesFeature:
         """Send the notifications one change calls for to every session that may see it."""
         if self._hub is None:
             return
-        sessions = {s.id: s for s in self._hub.sessions()}
-        for gone in set(self.subscriptions) - set(sessions):
-            del self.subscriptions[gone]
         affected = affected_uris(event)
-        for session in sessions.values():
-            if session.protocol_version is None or not sees(session, event.agent_id):
+        for session in self._hub.sessions():
+            if not session.delivers or session.protocol_version is None or not sees(session, event.agent_id):
                 continue
-            watched = self.subscriptions.get(session.id, set())
+            watched = set(_watched(session))
             for uri in sorted(watched if affected is None else watched & affected):
                 await _notify(session, "notifications/resources/updated", {"uri": uri})
             if changes_list(event):
                 await _notify(session, "notifications/resources/list_changed", {})
+
+
+def _watched(session: SessionView) -> list[str]:
+    value = session.state.get(SUBSCRIPTIONS)
+    return [str(uri) for uri in value] if isinstance(value, list) else []
 
 
 async def _notify(session: SessionView, method: str, params: dict[str, Any]) -> None:

@@ -118,6 +118,14 @@ class McpServer:
         # The conformance suite's test_* tools exist only when the operator asks for them.
         self.fixture_tools = FIXTURE_TOOLS if app.settings.conformance_fixtures else ()
 
+    def started(self) -> None:
+        """Called by a transport from its running event loop, before the first message: features
+        that deliver events from other threads (writes here or on other replicas) bind to it."""
+        for feature in self.features:
+            hook = getattr(feature, "started", None)
+            if callable(hook):
+                hook()
+
     # ------------------------------------------------------------------ sessions
 
     def sessions(self) -> list[Session]:
@@ -156,10 +164,26 @@ class McpServer:
             )
         return True
 
+    def adopt_session(self, session: Session) -> Session:
+        """Serve a session another replica started (its state comes from the shared directory)."""
+        return self.session_table.setdefault(session.id, session)
+
+    def evict_session(self, session_id: str) -> bool:
+        """Let go of this process's copy of a session that lives on elsewhere (another replica
+        serves it): waiting server→client requests fail, working memory is kept."""
+        session = self.session_table.pop(session_id, None)
+        if session is None:
+            return False
+        session.fail_pending()
+        return True
+
+    def idle_sessions(self, idle_seconds: float) -> list[str]:
+        cutoff = time.monotonic() - idle_seconds
+        return [sid for sid, s in self.session_table.items() if s.last_seen < cutoff]
+
     async def close_idle_sessions(self, idle_seconds: float) -> list[str]:
         """Close sessions unseen for `idle_seconds`; returns the ids of those closed."""
-        cutoff = time.monotonic() - idle_seconds
-        stale = [sid for sid, s in self.session_table.items() if s.last_seen < cutoff]
+        stale = self.idle_sessions(idle_seconds)
         for sid in stale:
             await self.close_session(sid)
         return stale

@@ -122,6 +122,7 @@ async def serve_stdio(
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     _start_reader(inp, loop, queue)
     conn = _StdioConnection(McpServer(app, features=default_features(app.settings)), out)
+    conn.server.started()
     running: set[asyncio.Task[None]] = set()
     log.info("serving MCP on stdio")
     try:

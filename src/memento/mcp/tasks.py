@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -27,6 +27,9 @@ from memento.mcp import versions
 from memento.mcp.features import Handler, NotificationHandler, RequestContext, ServerHub
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from memento.mcp.paging import decode_cursor, encode_cursor
+
+if TYPE_CHECKING:
+    from memento.mcp.cluster import RedisTaskBoard
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,31 @@ class TaskRecord:
             task["pollInterval"] = POLL_INTERVAL_MS
         return task
 
+    def wire(self) -> dict[str, Any]:
+        """The record as JSON, for the replicas that did not create it (mcp/cluster.py)."""
+        error = None
+        if self.error is not None:
+            error = {"code": self.error.code, "message": self.error.message, "data": self.error.data}
+        return {
+            "taskId": self.id, "sessionId": self.session_id, "seq": self.seq, "ttl": self.ttl_ms,
+            "createdAt": self.created_at.isoformat(), "updatedAt": self.updated_at.isoformat(),
+            "status": self.status, "statusMessage": self.status_message, "result": self.result, "error": error,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> TaskRecord:
+        record = cls(
+            str(data["taskId"]), str(data["sessionId"]), int(data["seq"]), int(data["ttl"]),
+            created_at=datetime.fromisoformat(data["createdAt"]), updated_at=datetime.fromisoformat(data["updatedAt"]),
+            status=str(data["status"]), status_message=data.get("statusMessage"), result=data.get("result"),
+        )
+        error = data.get("error")
+        if isinstance(error, dict):
+            record.error = JsonRpcError(int(error["code"]), str(error["message"]), data=error.get("data"))
+        if record.status in TERMINAL:
+            record.done.set()
+        return record
+
     def expired(self, now: datetime) -> bool:
         return now >= self.created_at + timedelta(milliseconds=self.ttl_ms)
 
@@ -124,9 +152,11 @@ class TasksFeature:
 
     def __init__(self, page_size: int = PAGE_SIZE) -> None:
         self.page_size = page_size
-        self.tasks: dict[str, TaskRecord] = {}
+        self.tasks: dict[str, TaskRecord] = {}  # the tasks this process runs (or ran)
         self._seq = 0
         self._hub: ServerHub | None = None
+        self.board: RedisTaskBoard | None = None  # with Redis: the records every replica sees
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------ contract
 
@@ -146,6 +176,32 @@ class TasksFeature:
 
     def attach(self, hub: ServerHub) -> None:
         self._hub = hub
+        bus = hub.app.bus
+        if bus is not None:
+            from memento.mcp.cluster import TASKS_CHANNEL, RedisTaskBoard
+            from memento.storage.redis import connect
+
+            self.board = RedisTaskBoard(connect(hub.app.settings), bus)
+            bus.on(TASKS_CHANNEL, self._on_replica_message)
+
+    def started(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    def _on_replica_message(self, payload: dict[str, Any]) -> None:
+        """Another replica cancelled a task this one runs (bus thread: hop to the loop)."""
+        loop = self._loop
+        if payload.get("op") != "cancel" or loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._cancel_here, str(payload.get("taskId")))
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    def _cancel_here(self, task_id: str) -> None:
+        record = self.tasks.get(task_id)
+        if record is not None and record.finish("cancelled", "The task was cancelled by request."):
+            if record.runner is not None:
+                record.runner.cancel()
 
     # ------------------------------------------------------------ the core's hook
 
@@ -165,9 +221,12 @@ class TasksFeature:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {tool_name} does not support task-augmented calls")
         ttl = _requested_ttl(params["task"])
         self._purge()
-        self._seq += 1
+        shared_seq = self.board.next_seq() if self.board is not None else None
+        self._seq = max(self._seq + 1, shared_seq or 0)
         record = TaskRecord(secrets.token_urlsafe(16), ctx.session.id, self._seq, ttl)
         self.tasks[record.id] = record
+        if self.board is not None:
+            self.board.publish(record.wire(), ttl)
         record.runner = asyncio.get_running_loop().create_task(self._execute(ctx, record, run))
         return {
             "task": record.view(),
@@ -192,6 +251,10 @@ class TasksFeature:
             failed = bool(result.get("isError"))
             changed = record.finish("failed" if failed else "completed",
                                     "The tool reported an error." if failed else "The operation completed.")
+        if changed and self.board is not None and self.board.finish(record.wire(), record.ttl_ms) is False:
+            # Cancelled through another replica while it ran: that is its outcome.
+            record.status, record.status_message = "cancelled", "The task was cancelled by request."
+            record.result, record.error = None, None
         if changed:
             await self._announce(ctx, record)
 
@@ -209,6 +272,9 @@ class TasksFeature:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: taskId must be a string")
         self._purge()
         record = self.tasks.get(task_id)
+        if record is None and self.board is not None:  # started through another replica
+            shared = self.board.load(task_id)
+            record = TaskRecord.from_wire(shared) if shared is not None else None
         if record is None or record.session_id != ctx.session.id:
             raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found", data={"taskId": task_id})
         return record
@@ -218,7 +284,10 @@ class TasksFeature:
 
     async def _result(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         record = self._find(ctx, params)
-        await record.done.wait()
+        if record.id in self.tasks:
+            await record.done.wait()
+        else:
+            record = await self._wait_elsewhere(record)
         related = {RELATED_TASK: {"taskId": record.id}}
         if record.status == "cancelled":
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: the task was cancelled; it has no result",
@@ -230,12 +299,28 @@ class TasksFeature:
         result["_meta"] = {**result.get("_meta", {}), **related}
         return result
 
+    async def _wait_elsewhere(self, record: TaskRecord) -> TaskRecord:
+        """Poll the shared record of a task another replica runs until it ends (or expires)."""
+        while record.status not in TERMINAL:
+            if record.expired(_now()):
+                raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found", data={"taskId": record.id})
+            await anyio.sleep(POLL_INTERVAL_MS / 2000)
+            shared = self.board.load(record.id) if self.board is not None else None
+            if shared is not None:
+                record = TaskRecord.from_wire(shared)
+        return record
+
     async def _list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         position = decode_cursor("tasks", params)
         if position is not None and not isinstance(position, int):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: unknown cursor")
         self._purge()
-        mine = sorted((r for r in self.tasks.values() if r.session_id == ctx.session.id), key=lambda r: r.seq)
+        found = {r.id: r for r in self.tasks.values() if r.session_id == ctx.session.id}
+        if self.board is not None:
+            for shared in self.board.session_tasks(ctx.session.id):
+                if shared.get("taskId") not in found and shared.get("sessionId") == ctx.session.id:
+                    found[str(shared["taskId"])] = TaskRecord.from_wire(shared)
+        mine = sorted(found.values(), key=lambda r: r.seq)
         if position is not None:
             mine = [r for r in mine if r.seq > position]
         page = mine[: self.page_size]
@@ -249,8 +334,14 @@ class TasksFeature:
         if not record.finish("cancelled", "The task was cancelled by request."):
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: task is already {record.status}",
                                data={"taskId": record.id})
+        if self.board is not None and self.board.finish(record.wire(), record.ttl_ms) is False:
+            ended = self.board.load(record.id)  # it ended elsewhere a moment ago
+            status = ended.get("status") if ended is not None else "over"
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: task is already {status}", data={"taskId": record.id})
         if record.runner is not None:
             record.runner.cancel()  # best effort: a service call in a worker thread still finishes
+        elif self.board is not None:
+            self.board.request_cancel(record.id)  # it runs on another replica
         return record.view()
 
     # ------------------------------------------------------------ housekeeping
@@ -258,7 +349,9 @@ class TasksFeature:
     def _purge(self) -> None:
         """Drop expired tasks and the tasks of sessions that no longer exist."""
         now = _now()
-        live = {s.id for s in self._hub.sessions()} if self._hub is not None else None
+        # With replicas a session may live on elsewhere after this process let go of it: then
+        # its tasks end by their ttl only.
+        live = {s.id for s in self._hub.sessions()} if self._hub is not None and self.board is None else None
         for task_id, record in list(self.tasks.items()):
             orphan = live is not None and record.session_id not in live
             if record.expired(now) or orphan:

@@ -1,0 +1,458 @@
+"""Streamable HTTP sessions shared by several replicas through Redis (scale-out, PRODUCT E2).
+
+With Redis enabled any replica can serve any MCP session:
+
+- `RedisSessionDirectory` keeps each session's negotiated state (protocol version, client info
+  and capabilities, log level, the credential that opened it, feature state such as resource
+  subscriptions) under `memento:mcp:session:{id}`, refreshed with every request and expiring
+  after SESSION_TTL_MINUTES of silence on every replica. A replica that is sent an id it does
+  not know adopts the session from there.
+- One replica is a session's *home*: the one holding its notification (GET) stream, or the one
+  that created it until a GET stream opens. Unsolicited notifications are delivered by the
+  home only; a replica that needs to send one to a session homed elsewhere forwards it over
+  the bus, and a client's answer to a server→client request that lands on another replica is
+  forwarded the same way.
+- `RedisEventStore` keeps SSE events in one Redis stream per session, so a client can resume
+  (`Last-Event-ID`) on a replica other than the one that sent the events.
+
+Without Redis `LocalDirectory` keeps everything in-process (one replica). Redis errors never
+fail a request: the replica carries on with what it holds locally (new sessions stay local,
+events fall back to memory) and shares again once Redis answers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from memento.auth.principal import Principal
+from memento.mcp.context import Session
+from memento.mcp.events import MemoryEventStore, StoredEvent
+
+log = logging.getLogger(__name__)
+
+SESSION_KEY = "memento:mcp:session:"
+EVENTS_KEY = "memento:mcp:events:"
+CHANNEL = "sessions"  # the bus channel of session hand-over messages
+MAX_TRACKED_STREAMS = 4096  # streams whose event ids this process remembers (for drop_stream)
+T = TypeVar("T")
+
+
+class _Guarded:
+    """Run Redis calls; after a failure skip Redis (answering the default) for `retry_after_s`."""
+
+    def __init__(self, client: Any, what: str, retry_after_s: float = 2.0) -> None:
+        self.client = client
+        self.what = what
+        self.retry_after_s = retry_after_s
+        self._down_until = 0.0
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[Any], T], default: T) -> T:
+        import redis
+
+        if time.monotonic() < self._down_until:
+            return default
+        try:
+            result = fn(self.client)
+        except (redis.RedisError, OSError) as exc:
+            with self._lock:
+                self._down_until = time.monotonic() + self.retry_after_s
+                if not self._warned:
+                    log.warning("redis unavailable, %s kept in this process until it is back: %s", self.what, exc)
+                    self._warned = True
+            return default
+        if self._warned:
+            self._warned = False
+            log.info("redis is back: %s shared again", self.what)
+        return result
+
+
+# ---------------------------------------------------------------- session state
+
+
+def snapshot(session: Session) -> dict[str, Any]:
+    """The part of a session every replica needs to continue it."""
+    p = session.principal
+    return {
+        "protocol_version": session.protocol_version,
+        "client_info": session.client_info,
+        "client_capabilities": session.client_capabilities,
+        "initialized": session.initialized,
+        "log_level": session.log_level,
+        "state": session.state,
+        "principal": {
+            "subject": p.subject, "agent_id": p.agent_id, "read_only": p.read_only,
+            "scopes": sorted(p.scopes), "kind": p.kind,
+        },
+    }
+
+
+def apply_snapshot(session: Session, data: dict[str, Any]) -> None:
+    """Bring a local copy up to date with the shared state (the owner never changes)."""
+    session.protocol_version = data.get("protocol_version")
+    session.client_info = dict(data.get("client_info") or {})
+    session.client_capabilities = dict(data.get("client_capabilities") or {})
+    session.initialized = bool(data.get("initialized"))
+    session.log_level = str(data.get("log_level") or session.log_level)
+    session.state = dict(data.get("state") or {})
+
+
+def session_from(session_id: str, data: dict[str, Any]) -> Session:
+    p = data.get("principal") or {}
+    principal = Principal(
+        subject=str(p.get("subject", "")), agent_id=p.get("agent_id"), read_only=bool(p.get("read_only")),
+        scopes=frozenset(str(s) for s in p.get("scopes") or ()), kind=str(p.get("kind", "access_key")),
+    )
+    session = Session(id=session_id, principal=principal)
+    apply_snapshot(session, data)
+    return session
+
+
+class SessionDirectory(Protocol):
+    """Where the HTTP transport records its sessions so other replicas can continue them."""
+
+    replica_id: str
+
+    def register(self, session: Session) -> None:
+        """A session was initialised here (this replica is its home)."""
+        ...
+
+    def sync(self, session: Session) -> None:
+        """After a request: share the session's state if it changed, and keep it alive."""
+        ...
+
+    def load(self, session_id: str) -> Session | None:
+        """The shared session `session_id` as a fresh local copy; None when unknown."""
+        ...
+
+    def claim(self, session: Session) -> None:
+        """This replica now holds the session's notification stream."""
+        ...
+
+    def alive(self, session_id: str) -> bool:
+        """Whether the session is still in use somewhere (so an idle local copy is only evicted)."""
+        ...
+
+    def remove(self, session_id: str) -> None:
+        """The session ended (DELETE or expiry): forget it everywhere."""
+        ...
+
+    def forward(self, session_id: str, op: str, message: dict[str, Any]) -> bool:
+        """Hand a message for the session to the other replicas ("send" to its home, or the
+        client's "response" to the replica that asked); False when it could not be sent."""
+        ...
+
+
+class LocalDirectory:
+    """One replica: sessions live only in this process."""
+
+    replica_id = "local"
+
+    def register(self, session: Session) -> None:
+        pass
+
+    def sync(self, session: Session) -> None:
+        pass
+
+    def load(self, session_id: str) -> Session | None:
+        return None
+
+    def claim(self, session: Session) -> None:
+        pass
+
+    def alive(self, session_id: str) -> bool:
+        return False
+
+    def remove(self, session_id: str) -> None:
+        pass
+
+    def forward(self, session_id: str, op: str, message: dict[str, Any]) -> bool:
+        return False
+
+
+class Bus(Protocol):
+    replica_id: str
+
+    def publish(self, channel: str, payload: dict[str, Any]) -> bool: ...
+    def on(self, channel: str, handler: Callable[[dict[str, Any]], None]) -> None: ...
+
+
+class RedisSessionDirectory:
+    """Session records in Redis; hand-over messages on the replica bus."""
+
+    def __init__(self, client: Any, bus: Bus, ttl_s: float, *, touch_every_s: float = 15.0) -> None:
+        self.redis = _Guarded(client, "MCP sessions")
+        self.bus = bus
+        self.replica_id = bus.replica_id
+        self.ttl_s = max(1, int(ttl_s))
+        self.touch_every_s = min(touch_every_s, self.ttl_s / 4)
+        self._saved: dict[str, str] = {}  # session id -> the state last written
+        self._touched: dict[str, float] = {}
+
+    def _key(self, session_id: str) -> str:
+        return SESSION_KEY + session_id
+
+    def _write(self, session: Session, home: str | None = None) -> bool:
+        state = json.dumps(snapshot(session), sort_keys=True, separators=(",", ":"))
+        key = self._key(session.id)
+
+        def run(r: Any) -> bool:
+            pipe = r.pipeline(transaction=True)
+            pipe.hset(key, "state", state)
+            if home is not None:
+                pipe.hset(key, "home", home)
+            pipe.expire(key, self.ttl_s)
+            pipe.execute()
+            return True
+
+        if not self.redis.call(run, False):
+            return False
+        self._saved[session.id] = state
+        self._touched[session.id] = time.monotonic()
+        return True
+
+    def register(self, session: Session) -> None:
+        self._write(session, home=self.replica_id)
+
+    def sync(self, session: Session) -> None:
+        state = json.dumps(snapshot(session), sort_keys=True, separators=(",", ":"))
+        if state != self._saved.get(session.id):
+            if self._write(session):
+                self.bus.publish(CHANNEL, {"op": "changed", "id": session.id})
+            return
+        if time.monotonic() - self._touched.get(session.id, 0.0) >= self.touch_every_s:
+            key = self._key(session.id)
+            if self.redis.call(lambda r: r.expire(key, self.ttl_s), False):
+                self._touched[session.id] = time.monotonic()
+
+    def record(self, session_id: str) -> tuple[dict[str, Any], str | None] | None:
+        """The shared state and home of a session; None when unknown (or Redis is down)."""
+        raw: dict[str, str] = self.redis.call(lambda r: r.hgetall(self._key(session_id)), {})
+        if not raw or "state" not in raw:
+            return None
+        try:
+            data = json.loads(raw["state"])
+        except ValueError:
+            log.warning("ignoring an unreadable shared session record %s", session_id)
+            return None
+        return (data, raw.get("home")) if isinstance(data, dict) else None
+
+    def load(self, session_id: str) -> Session | None:
+        found = self.record(session_id)
+        if found is None:
+            return None
+        data, home = found
+        session = session_from(session_id, data)
+        session.delivers = home == self.replica_id
+        self._saved[session_id] = json.dumps(snapshot(session), sort_keys=True, separators=(",", ":"))
+        self._touched[session_id] = 0.0
+        return session
+
+    def claim(self, session: Session) -> None:
+        session.delivers = True
+        key = self._key(session.id)
+
+        def run(r: Any) -> bool:
+            pipe = r.pipeline(transaction=True)
+            pipe.hset(key, "home", self.replica_id)
+            pipe.expire(key, self.ttl_s)
+            pipe.execute()
+            return True
+
+        if self.redis.call(run, False):
+            self.bus.publish(CHANNEL, {"op": "claimed", "id": session.id, "home": self.replica_id})
+
+    def alive(self, session_id: str) -> bool:
+        return bool(self.redis.call(lambda r: r.exists(self._key(session_id)), 0))
+
+    def forget_local(self, session_id: str) -> None:
+        self._saved.pop(session_id, None)
+        self._touched.pop(session_id, None)
+
+    def remove(self, session_id: str) -> None:
+        self.forget_local(session_id)
+        self.redis.call(lambda r: r.delete(self._key(session_id)), 0)
+        self.bus.publish(CHANNEL, {"op": "closed", "id": session_id})
+
+    def forward(self, session_id: str, op: str, message: dict[str, Any]) -> bool:
+        return self.bus.publish(CHANNEL, {"op": op, "id": session_id, "message": message})
+
+
+# ---------------------------------------------------------------- SSE events
+
+
+def _redis_id(event_id: str | None) -> bool:
+    return event_id is not None and "-" in event_id
+
+
+class RedisEventStore:
+    """SSE events in a capped Redis stream per session (an `EventStore`).
+
+    Event ids are the stream entry ids (`<ms>-<n>`), unique within the session on every
+    replica. While Redis is down events go to an in-memory store (plain numeric ids), so a
+    stream keeps working on the replica that serves it.
+    """
+
+    def __init__(self, client: Any, ttl_s: float, max_events_per_session: int = 1000) -> None:
+        self.redis = _Guarded(client, "SSE events")
+        self.ttl_s = max(1, int(ttl_s))
+        self.max_events = max_events_per_session
+        self.fallback = MemoryEventStore(max_events_per_session)
+        self._mine: dict[tuple[str, str], list[str]] = {}  # ids this process appended, per stream
+
+    def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None) -> str:
+        key = EVENTS_KEY + session_id
+        fields = {"s": stream_id, "m": "" if message is None else json.dumps(message, separators=(",", ":"))}
+
+        def run(r: Any) -> str:
+            pipe = r.pipeline(transaction=False)
+            pipe.xadd(key, fields, maxlen=self.max_events, approximate=True)
+            pipe.expire(key, self.ttl_s)
+            return str(pipe.execute()[0])
+
+        event_id = self.redis.call(run, "")
+        if not event_id:
+            return self.fallback.append(session_id, stream_id, message)
+        self._mine.setdefault((session_id, stream_id), []).append(event_id)
+        if len(self._mine) > MAX_TRACKED_STREAMS:  # finished streams are never dropped: forget the oldest
+            del self._mine[next(iter(self._mine))]
+        return event_id
+
+    def stream_of(self, session_id: str, event_id: str) -> str | None:
+        if not _redis_id(event_id):
+            return self.fallback.stream_of(session_id, event_id)
+        found: list[Any] = self.redis.call(lambda r: r.xrange(EVENTS_KEY + session_id, event_id, event_id, count=1), [])
+        return str(found[0][1].get("s")) if found else None
+
+    def after(self, session_id: str, stream_id: str, event_id: str | None) -> list[StoredEvent]:
+        if event_id is not None and not _redis_id(event_id):
+            return self.fallback.after(session_id, stream_id, event_id)
+        start = "-" if event_id is None else "(" + event_id
+        entries: list[Any] = self.redis.call(lambda r: r.xrange(EVENTS_KEY + session_id, start, "+"), [])
+        events = [
+            StoredEvent(str(eid), stream_id, json.loads(fields["m"]) if fields.get("m") else None)
+            for eid, fields in entries
+            if fields.get("s") == stream_id
+        ]
+        if event_id is None:
+            events += self.fallback.after(session_id, stream_id, None)
+        return events
+
+    def drop_stream(self, session_id: str, stream_id: str) -> None:
+        ids = self._mine.pop((session_id, stream_id), [])
+        if ids:
+            self.redis.call(lambda r: r.xdel(EVENTS_KEY + session_id, *ids), 0)
+        self.fallback.drop_stream(session_id, stream_id)
+
+    def drop_session(self, session_id: str) -> None:
+        for key in [k for k in self._mine if k[0] == session_id]:
+            del self._mine[key]
+        self.redis.call(lambda r: r.delete(EVENTS_KEY + session_id), 0)
+        self.fallback.drop_session(session_id)
+
+    def forget_local(self, session_id: str) -> None:
+        """This replica lets go of the session; the shared events stay for the others."""
+        for key in [k for k in self._mine if k[0] == session_id]:
+            del self._mine[key]
+        self.fallback.drop_session(session_id)
+
+
+# ---------------------------------------------------------------- tasks
+
+TASK_KEY = "memento:mcp:task:"
+SESSION_TASKS_KEY = "memento:mcp:session-tasks:"
+TASK_SEQ_KEY = "memento:mcp:task-seq"
+TASKS_CHANNEL = "tasks"
+
+# Move a task to a terminal status unless it already is in one (two replicas may race: a
+# cancel through one, the end of the run on the other). KEYS[1] the task; ARGV[1] the new
+# record (JSON); ARGV[2] its TTL in ms. Returns 1 when written, 0 when it was already over.
+_FINISH = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local status = cjson.decode(current)['status']
+  if status == 'completed' or status == 'failed' or status == 'cancelled' then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+
+class RedisTaskBoard:
+    """Task records (MCP tasks, 2025-11-25) every replica can read, list and cancel.
+
+    The replica that created a task runs it and writes its record here when it starts and when
+    it ends; the others read it (`tasks/get`, `tasks/list`), wait for it (`tasks/result`) and
+    cancel it (`tasks/cancel`: the record is marked and the running replica is told over the
+    bus). Records expire with the task's ttl. Redis down: answers None, callers stay local.
+    """
+
+    def __init__(self, client: Any, bus: Bus) -> None:
+        self.redis = _Guarded(client, "MCP tasks")
+        self.bus = bus
+        self._finish_script: Any = None
+
+    def next_seq(self) -> int | None:
+        seq: int | None = self.redis.call(lambda r: int(r.incr(TASK_SEQ_KEY)), None)
+        return seq
+
+    def publish(self, record: dict[str, Any], ttl_ms: int) -> bool:
+        task_id, session_id = record["taskId"], record["sessionId"]
+        payload = json.dumps(record, separators=(",", ":"))
+
+        def run(r: Any) -> bool:
+            pipe = r.pipeline(transaction=True)
+            pipe.set(TASK_KEY + task_id, payload, px=ttl_ms)
+            pipe.zadd(SESSION_TASKS_KEY + session_id, {task_id: record["seq"]})
+            pipe.pexpire(SESSION_TASKS_KEY + session_id, max(ttl_ms, 1))
+            pipe.execute()
+            return True
+
+        return self.redis.call(run, False)
+
+    def finish(self, record: dict[str, Any], ttl_ms: int) -> bool | None:
+        """Write a terminal record; False when the task had already ended; None: Redis down."""
+        payload = json.dumps(record, separators=(",", ":"))
+
+        def run(r: Any) -> bool:
+            if self._finish_script is None:
+                self._finish_script = r.register_script(_FINISH)
+            return bool(self._finish_script(keys=[TASK_KEY + record["taskId"]], args=[payload, max(ttl_ms, 1)]))
+
+        result: bool | None = self.redis.call(run, None)
+        return result
+
+    def load(self, task_id: str) -> dict[str, Any] | None:
+        raw: str | None = self.redis.call(lambda r: r.get(TASK_KEY + task_id), None)
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def session_tasks(self, session_id: str) -> list[dict[str, Any]]:
+        def run(r: Any) -> list[Any]:
+            ids = r.zrange(SESSION_TASKS_KEY + session_id, 0, -1)
+            return list(r.mget([TASK_KEY + i for i in ids])) if ids else []
+
+        found: list[dict[str, Any]] = []
+        raws: list[Any] = self.redis.call(run, [])
+        for raw in raws:
+            if raw:
+                try:
+                    found.append(json.loads(raw))
+                except ValueError:
+                    continue
+        return found
+
+    def request_cancel(self, task_id: str) -> None:
+        """Tell the replica running the task to stop it."""
+        self.bus.publish(TASKS_CHANNEL, {"op": "cancel", "taskId": task_id})

@@ -1,0 +1,317 @@
+"""Two Memento processes sharing PostgreSQL and Redis behave as one server (scale-out).
+
+A session initialised on replica A continues on replica B (and back); a write through B reaches
+a resource subscriber whose notification stream is on A; recall on A finds B's write; a client
+resumes its notification stream on the other replica with Last-Event-ID; a session ended
+through one replica is gone on both.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp_helpers import HttpServer, start_http_server
+from pg_harness import PostgresServer, postgres_server  # noqa: F401  (fixture)
+from redis_harness import RedisServer, redis_server  # noqa: F401  (fixture)
+
+VERSION = "2025-11-25"
+WAIT_S = 20.0
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture
+def replicas(
+    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
+) -> Iterator[tuple[HttpServer, HttpServer]]:
+    postgres_server.reset()
+    env = {
+        "EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1",
+        "DATABASE_URL": postgres_server.app_dsn, "DATABASE_MIGRATION_URL": postgres_server.owner_dsn,
+        "REDIS_ENABLED": "true", "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis_server.port),
+    }
+    a = start_http_server(env, tmp_path / "a.log")
+    try:
+        b = start_http_server(env, tmp_path / "b.log")
+    except BaseException:
+        a.stop()
+        raise
+    try:
+        yield a, b
+    finally:
+        b.stop()
+        a.stop()
+
+
+class Client:
+    """A raw Streamable HTTP client that can send each message to a replica of its choice."""
+
+    def __init__(self) -> None:
+        self.http = httpx.Client(timeout=WAIT_S)
+        self.session_id = ""
+        self._ids = iter(range(1, 10_000))
+
+    def headers(self) -> dict[str, str]:
+        return {**HEADERS, "Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": VERSION}
+
+    def initialize(self, server: HttpServer) -> None:
+        reply = self.http.post(server.mcp, headers=HEADERS, json={
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "replica-test", "version": "1"}},
+        })
+        assert reply.status_code == 200, reply.text
+        self.session_id = reply.headers["mcp-session-id"]
+        note = self.http.post(server.mcp, headers=self.headers(), json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert note.status_code == 202
+
+    def request(self, server: HttpServer, method: str, params: dict[str, Any]) -> httpx.Response:
+        return self.http.post(server.mcp, headers=self.headers(), json={
+            "jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params,
+        })
+
+    def call(self, server: HttpServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        reply = self.request(server, method, params)
+        assert reply.status_code == 200, reply.text
+        message = _last_message(reply)
+        assert "result" in message, message
+        result: dict[str, Any] = message["result"]
+        return result
+
+    def tool(self, server: HttpServer, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.call(server, "tools/call", {"name": name, "arguments": arguments})
+        assert not result.get("isError"), result
+        structured: dict[str, Any] = result["structuredContent"]
+        return structured
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def _last_message(reply: httpx.Response) -> dict[str, Any]:
+    """The response of a POST answered either as JSON or as an SSE stream."""
+    if reply.headers.get("content-type", "").startswith("application/json"):
+        message: dict[str, Any] = reply.json()
+        return message
+    found: dict[str, Any] = {}
+    for line in reply.text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            candidate = json.loads(line[5:])
+            if "id" in candidate and ("result" in candidate or "error" in candidate):
+                found = candidate
+    return found
+
+
+class Listener:
+    """The session's GET stream on one replica, read in a thread: (event id, message) pairs."""
+
+    def __init__(self, client: Client, server: HttpServer, last_event_id: str | None = None) -> None:
+        self.events: queue.Queue[tuple[str | None, dict[str, Any]]] = queue.Queue()
+        self.opened = threading.Event()
+        self.status = 0
+        headers = client.headers()
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, args=(server.mcp, headers), daemon=True)
+        self._thread.start()
+        assert self.opened.wait(WAIT_S), "GET stream did not open"
+        assert self.status == 200, self.status
+
+    def _run(self, url: str, headers: dict[str, str]) -> None:
+        with httpx.Client(timeout=httpx.Timeout(WAIT_S, read=None)) as http, http.stream("GET", url, headers=headers) as reply:
+            self.status = reply.status_code
+            self.opened.set()
+            event_id: str | None = None
+            for line in reply.iter_lines():
+                if self._stop:
+                    return
+                if line.startswith("id:"):
+                    event_id = line[3:].strip()
+                elif line.startswith("data:") and line[5:].strip():
+                    self.events.put((event_id, json.loads(line[5:])))
+
+    def next(self, method: str, uri: str | None = None, wait_s: float = WAIT_S) -> tuple[str | None, dict[str, Any]]:
+        """The next event with `method` (and `uri`), waiting at most `wait_s` for each event."""
+        while True:
+            try:
+                event_id, message = self.events.get(timeout=wait_s)
+            except queue.Empty:
+                raise AssertionError(f"no {method} {uri or ''} arrived") from None
+            if message.get("method") == method and (uri is None or message.get("params", {}).get("uri") == uri):
+                return event_id, message
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+def test_a_session_moves_between_replicas_and_writes_reach_subscribers_everywhere(
+    replicas: tuple[HttpServer, HttpServer],
+) -> None:
+    a, b = replicas
+    client, writer = Client(), Client()
+    try:
+        client.initialize(a)
+        # The session started on A continues on B: B has never seen it.
+        tools = client.call(b, "tools/list", {})
+        assert {t["name"] for t in tools["tools"]} >= {"remember", "recall", "forget"}
+        # State set through B (a subscription) is honoured by A, which holds the GET stream.
+        assert client.call(b, "resources/subscribe", {"uri": "memory://topics/deploys"}) == {}
+        listener = Listener(client, a)
+
+        writer.initialize(b)
+        stored = writer.tool(b, "remember", {
+            "content": "The blue-green deploy of billing runs at 02:00 UTC on Sundays.",
+            "topic": "deploys", "type": "procedure", "keywords": ["billing", "deploy"],
+        })
+        _, updated = listener.next("notifications/resources/updated", "memory://topics/deploys")
+        assert updated["params"] == {"uri": "memory://topics/deploys"}
+        listener.next("notifications/resources/list_changed")
+
+        # Recall on A finds what was written through B.
+        found = client.tool(a, "recall", {"text": "when does the billing deploy run", "keywords": ["billing"]})
+        assert stored["id"] in [f["id"] for f in found["fragments"]]
+        listener.stop()
+    finally:
+        client.close()
+        writer.close()
+
+
+def test_notification_stream_resumes_on_the_other_replica(replicas: tuple[HttpServer, HttpServer]) -> None:
+    a, b = replicas
+    client, writer = Client(), Client()
+    try:
+        client.initialize(a)
+        client.call(a, "resources/subscribe", {"uri": "memory://topics/incidents"})
+        on_a = Listener(client, a)
+        writer.initialize(b)
+        writer.tool(b, "remember", {"content": "Incident 41: the queue filled up.", "topic": "incidents", "type": "error"})
+        first_id, _ = on_a.next("notifications/resources/updated", "memory://topics/incidents")
+        assert first_id
+        on_a.next("notifications/resources/list_changed")
+        on_a.stop()
+
+        # The stream is gone; A keeps the events the client has not seen in the shared store.
+        writer.tool(b, "remember", {"content": "Incident 42: the disk filled up.", "topic": "incidents", "type": "error"})
+        # ...and the client reconnects to B with the last id it saw: the missed events replay.
+        on_b = Listener(client, b, last_event_id=first_id)
+        on_b.next("notifications/resources/list_changed")  # the first write's, not yet seen
+        later_id, _ = on_b.next("notifications/resources/updated", "memory://topics/incidents")
+        assert later_id and later_id != first_id
+        # From now on B is the session's home: a write through A is delivered on B's stream.
+        writer.tool(a, "remember", {"content": "Incident 43: DNS.", "topic": "incidents", "type": "error"})
+        on_b.next("notifications/resources/updated", "memory://topics/incidents")
+        on_b.stop()
+    finally:
+        client.close()
+        writer.close()
+
+
+def test_a_session_ended_on_one_replica_is_gone_on_both(replicas: tuple[HttpServer, HttpServer]) -> None:
+    a, b = replicas
+    client = Client()
+    try:
+        client.initialize(a)
+        client.tool(b, "remember", {"content": "Scratch note for this session only.", "scope": "session", "topic": "scratch", "type": "fact"})
+        context = client.tool(a, "context", {})
+        assert [f["content"] for f in context["workingMemory"]] == ["Scratch note for this session only."]
+        assert client.http.delete(b.mcp, headers=client.headers()).status_code == 204
+        for server in (a, b):
+            reply = client.request(server, "tools/list", {})
+            assert reply.status_code == 404, (server.url, reply.text)
+    finally:
+        client.close()
+
+
+def test_one_credential_cannot_use_another_credentials_session_through_another_replica(
+    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
+) -> None:
+    postgres_server.reset()
+    env = {
+        "EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1",
+        "DATABASE_URL": postgres_server.app_dsn, "DATABASE_MIGRATION_URL": postgres_server.owner_dsn,
+        "REDIS_ENABLED": "true", "REDIS_PORT": str(redis_server.port), "REDIS_HOST": "127.0.0.1",
+        "MEMENTO_KEYS": json.dumps([
+            {"name": "alice", "key": "alice-key-0123456789abcdef", "agent": "alice", "access": "read-write"},
+            {"name": "bob", "key": "bob-key-0123456789abcdef01", "agent": "bob", "access": "read-write"},
+        ]),
+    }
+    a = start_http_server(env, tmp_path / "a.log")
+    b = start_http_server(env, tmp_path / "b.log")
+    alice, bob = Client(), Client()
+    try:
+        alice.http.headers["Authorization"] = "Bearer alice-key-0123456789abcdef"
+        bob.http.headers["Authorization"] = "Bearer bob-key-0123456789abcdef01"
+        alice.initialize(a)
+        alice.tool(b, "remember", {"content": "Alice's private note.", "topic": "private", "type": "fact"})
+        bob.session_id = alice.session_id  # Bob replays Alice's session id on the other replica
+        assert bob.request(b, "tools/list", {}).status_code == 404
+        assert bob.request(a, "tools/list", {}).status_code == 404
+        # The session is still Alice's, on both replicas, and sees only Alice's memory.
+        found = alice.tool(a, "recall", {"text": "private note", "topic": "private"})
+        assert [f["content"] for f in found["fragments"]] == ["Alice's private note."]
+    finally:
+        alice.close()
+        bob.close()
+        b.stop()
+        a.stop()
+
+
+def test_replicas_keep_serving_while_redis_is_down_and_share_again_after(
+    replicas: tuple[HttpServer, HttpServer], redis_server: RedisServer  # noqa: F811
+) -> None:
+    a, b = replicas
+    client, late = Client(), Client()
+    try:
+        client.initialize(a)
+        client.call(b, "tools/list", {})  # B holds a copy of the session from now on
+        redis_server.stop()
+        # Each replica goes on with the sessions it holds; new sessions stay on their replica.
+        stored = client.tool(a, "remember", {"content": "Written while Redis was down.", "topic": "outage", "type": "fact"})
+        found = client.tool(b, "recall", {"keywords": ["redis"], "topic": "outage"})
+        assert [f["id"] for f in found["fragments"]] == [stored["id"]]
+        late.initialize(a)
+        assert late.call(a, "tools/list", {})["tools"]
+
+        redis_server.start()
+        # Back: the session opened during the outage is shared as soon as it is used again.
+        deadline = time.monotonic() + WAIT_S
+        while late.request(b, "tools/list", {}).status_code != 200:
+            assert time.monotonic() < deadline, "the replicas never shared sessions again"
+            late.call(a, "ping", {})
+            time.sleep(0.2)  # polling another process's recovery: there is no event to await
+        # ...and writes reach subscribers on the other replica again.
+        client.call(a, "resources/subscribe", {"uri": "memory://topics/outage"})
+        listener = Listener(client, a)
+        while True:
+            late.tool(b, "remember", {"content": f"After the outage {time.monotonic()}", "topic": "outage", "type": "fact"})
+            try:
+                listener.next("notifications/resources/updated", "memory://topics/outage", wait_s=2.0)
+                break
+            except AssertionError:
+                assert time.monotonic() < deadline + WAIT_S, "notifications never crossed replicas again"
+        listener.stop()
+    finally:
+        client.close()
+        late.close()
+
+
+def test_a_task_started_on_one_replica_is_followed_on_the_other(replicas: tuple[HttpServer, HttpServer]) -> None:
+    a, b = replicas
+    client = Client()
+    try:
+        client.initialize(a)
+        created = client.call(a, "tools/call", {"name": "memory_consolidate", "arguments": {}, "task": {"ttl": 60000}})
+        task_id = created["task"]["taskId"]
+        result = client.call(b, "tasks/result", {"taskId": task_id})
+        assert result["isError"] is False and "structuredContent" in result
+        assert client.call(b, "tasks/get", {"taskId": task_id})["status"] == "completed"
+        assert [t["taskId"] for t in client.call(b, "tasks/list", {})["tasks"]] == [task_id]
+    finally:
+        client.close()
