@@ -10,7 +10,8 @@ an operator key nobody can approve, so OAuth is off (`OAuthServer.active`).
 
 This module is the protocol logic, free of HTTP; `oauth_http` puts it on routes and
 `oauth_pages` draws the consent page. Tokens are opaque random strings kept as SHA-256
-digests in an `OAuthStore` (in memory for now: see `oauth_store`).
+digests in an `OAuthStore`: in this process by default, in Redis (shared by every replica) with
+REDIS_ENABLED; see `oauth_store` and `oauth_redis`.
 
 Scopes: `memory:read` (search, recall, context) and `memory:write` (everything else an agent
 may do). A grant without `memory:write` is read-only.
@@ -273,7 +274,7 @@ class OAuthServer:
             raise OAuthError("invalid_client_metadata", "client_name must be a string of at most 200 characters")
         self._tick()
         if self.store.count_clients() >= MAX_CLIENTS:
-            raise OAuthError("invalid_client_metadata", "too many registered clients; restart the server or try later", 503)
+            raise OAuthError("invalid_client_metadata", "too many registered clients; try later", 503)
         client_id = "mcp_" + secrets.token_urlsafe(18)
         secret = None if method == "none" else secrets.token_urlsafe(32)
         issued = int(self.clock())
@@ -318,7 +319,8 @@ class OAuthServer:
         client = self.store.get_client(client_id) if client_id else None
         if client is None:
             raise Refused("Unknown client", "The client_id is missing or not registered with this server "
-                          "(registrations do not survive a server restart: the client must register again).")
+                          "(registrations are forgotten when the server restarts without Redis, or after long disuse: "
+                          "the client must register again).")
         presented = params.get("redirect_uri")
         if presented is None:
             if len(client.redirect_uris) != 1:
@@ -434,7 +436,7 @@ class OAuthServer:
             client_id, secret = form.get("client_id", ""), form.get("client_secret")
         client = self.store.get_client(client_id) if client_id else None
         if client is None:
-            raise OAuthError("invalid_client", "unknown client (registrations do not survive a server restart)", 401)
+            raise OAuthError("invalid_client", "unknown client (registrations can be forgotten: register again)", 401)
         if client.secret_digest is not None:
             if not secret or not hmac.compare_digest(client.secret_digest, digest(secret)):
                 raise OAuthError("invalid_client", "client authentication failed", 401)
@@ -561,7 +563,23 @@ class OAuthVerifier:
 
 def oauth_server(app: App) -> OAuthServer:
     """The app's OAuth server (one per App, with its token store)."""
-    return per_app(app, "oauth", lambda: OAuthServer(app.settings))
+    return per_app(app, "oauth", lambda: build_server(app.settings))
+
+
+def build_server(settings: Settings) -> OAuthServer:
+    """The OAuth server with its store: in memory, or in Redis (shared by every replica) when
+    REDIS_ENABLED. Building it does no I/O: Redis may be down at start-up."""
+    if not settings.redis_enabled:
+        return OAuthServer(settings)
+    from ..storage.redis import connect
+    from .oauth_redis import CLIENT_TTL_S, RedisOAuthStore
+
+    # The store's TTLs follow the server's clock (tests replace it); a client stays registered
+    # at least as long as a refresh token it was given.
+    client_ttl_s = max(CLIENT_TTL_S, float(settings.oauth_refresh_token_ttl_s))
+    store = RedisOAuthStore(connect(settings), clock=lambda: server.clock(), client_ttl_s=client_ttl_s)
+    server = OAuthServer(settings, store)
+    return server
 
 
 def oauth_verifier(app: App) -> OAuthVerifier | None:

@@ -10,7 +10,8 @@
 
 The endpoints sit at the root, so 2025-03-26 clients' default paths work without metadata.
 They share the MCP endpoint's Host check (DNS rebinding); the machine-facing ones answer CORS
-preflights so browser-based clients can use them.
+preflights so browser-based clients can use them. While the OAuth store (Redis) is unreachable
+they answer 503 (`temporarily_unavailable`; a page on /authorize) and work again once it is back.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import base64
 import binascii
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -38,6 +40,7 @@ from .oauth import (
     oauth_server,
     suggested_agent,
 )
+from .oauth_store import OAuthStoreUnavailable
 
 if TYPE_CHECKING:
     from ..app import App
@@ -52,6 +55,8 @@ CORS = {
     "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
     "Access-Control-Max-Age": "86400",
 }
+RETRY_AFTER_S = "5"
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -89,6 +94,25 @@ async def _form(request: Request) -> dict[str, str] | OAuthError:
             return OAuthError("invalid_request", f"parameter {key} must appear exactly once")
         values[key] = items[0]
     return values
+
+
+def _available(handler: Handler, *, page: bool = False) -> Handler:
+    """`handler`, answering 503 while the OAuth store is unreachable (`page`: for a browser)."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except OAuthStoreUnavailable:
+            retry = {"Retry-After": RETRY_AFTER_S}
+            if page:
+                text = oauth_pages.error_page("Temporarily unavailable",
+                                              "The authorization server cannot reach its storage. Try again in a moment.")
+                return HTMLResponse(text, status_code=503, headers={**oauth_pages.SECURITY_HEADERS, **retry})
+            body = {"error": "temporarily_unavailable",
+                    "error_description": "the authorization server cannot reach its storage; try again shortly"}
+            return _json(body, 503, {**NO_STORE, **retry})
+
+    return run
 
 
 def _basic(request: Request) -> tuple[str, str] | None | OAuthError:
@@ -281,8 +305,8 @@ def routes(app: App, mcp: Any) -> list[BaseRoute]:
         Route("/.well-known/oauth-authorization-server/mcp", ends.authorization_server, methods=meta),
         Route("/.well-known/oauth-protected-resource", ends.protected_resource, methods=meta),
         Route("/.well-known/oauth-protected-resource/mcp", ends.protected_resource, methods=meta),
-        Route("/register", ends.register, methods=post),
-        Route("/authorize", ends.authorize, methods=["GET", "POST"]),
-        Route("/token", ends.token, methods=post),
-        Route("/revoke", ends.revoke, methods=post),
+        Route("/register", _available(ends.register), methods=post),
+        Route("/authorize", _available(ends.authorize, page=True), methods=["GET", "POST"]),
+        Route("/token", _available(ends.token), methods=post),
+        Route("/revoke", _available(ends.revoke), methods=post),
     ]

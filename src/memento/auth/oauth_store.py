@@ -1,10 +1,11 @@
 """Where the OAuth server keeps its clients, pending consents, codes and tokens.
 
-`OAuthStore` is the contract; `MemoryOAuthStore` keeps everything in this process. That means
-registered clients and issued tokens do NOT survive a restart (clients re-register and
+`OAuthStore` is the contract. `MemoryOAuthStore` (the default) keeps everything in this
+process: registered clients and issued tokens do NOT survive a restart (clients re-register and
 re-authorise, which the MCP clients do on their own after a 401) and are not shared between
-server processes; durable, shared storage comes with the scale-out backend, behind the same
-protocol.
+server processes. With REDIS_ENABLED the server uses `oauth_redis.RedisOAuthStore` instead,
+which every replica shares and which survives restarts; a store that cannot reach its backend
+raises `OAuthStoreUnavailable` (the HTTP face answers 503).
 
 Secrets (client secrets, codes, access and refresh tokens) are stored only as SHA-256 digests:
 the store never holds a value that could be presented as a credential.
@@ -15,6 +16,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
+
+from ..errors import Unavailable
+
+
+class OAuthStoreUnavailable(Unavailable):
+    """The store's backend (Redis) cannot be reached: nothing can be read or written right now."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,8 @@ class Token:
 
 
 class OAuthStore(Protocol):
-    """Storage of the OAuth server. Every method is atomic."""
+    """Storage of the OAuth server. Every method is atomic, also between processes sharing the
+    store, and raises `OAuthStoreUnavailable` when the store cannot be reached."""
 
     def add_client(self, client: Client) -> None: ...
     def get_client(self, client_id: str) -> Client | None: ...

@@ -32,6 +32,7 @@ ANONYMOUS = Principal(subject="anonymous", agent_id=None, kind="anonymous")
 
 
 class TokenVerifier(Protocol):
-    """Turns a bearer token into a Principal, or None when the token is not one of its own."""
+    """Turns a bearer token into a Principal, or None when the token is not one of its own;
+    raises `memento.errors.Unavailable` when it cannot tell right now (its store is down)."""
 
     def verify(self, token: str, *, resource: str | None = None) -> Principal | None: ...

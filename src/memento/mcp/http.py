@@ -38,6 +38,7 @@ from starlette.routing import Route
 from memento.auth.keys import AuthConfigError, describe
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.auth.registry import token_verifiers
+from memento.errors import Unavailable
 from memento.mcp import http_extras, jsonrpc, versions
 from memento.mcp.cluster import LocalDirectory, SessionDirectory, apply_snapshot, snapshot
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
@@ -402,7 +403,8 @@ class McpHttp:
 
     def authenticate(self, request: Request) -> Principal | Response:
         """Who sends `request`: the principal of its bearer token, ANONYMOUS when no credential
-        is configured; else 401 (no or bad token) or 400 (a credential in the query string)."""
+        is configured; else 401 (no or bad token), 400 (a credential in the query string) or 503
+        (the token's store, e.g. Redis for OAuth tokens, cannot be reached)."""
         named = sorted(k for k in request.query_params if k.lower() in QUERY_CREDENTIALS)
         if named:
             return _rpc_error(
@@ -429,7 +431,13 @@ class McpHttp:
             )
         resource = http_extras.resource_url(app, request)
         for verifier in verifiers:
-            found = verifier.verify(token, resource=resource)
+            try:
+                found = verifier.verify(token, resource=resource)
+            except Unavailable as exc:  # e.g. the OAuth token store (Redis) is down: not a bad token
+                log.info("cannot verify a bearer token from %s: %s", _client(request), exc)
+                return _rpc_error(
+                    503, INVALID_REQUEST, "Service Unavailable: cannot verify the token now; retry"
+                )
             if found is not None:
                 return found
         log.info("refused a request with an unknown bearer token from %s", _client(request))
