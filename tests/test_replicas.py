@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -313,5 +314,20 @@ def test_a_task_started_on_one_replica_is_followed_on_the_other(replicas: tuple[
         assert result["isError"] is False and "structuredContent" in result
         assert client.call(b, "tasks/get", {"taskId": task_id})["status"] == "completed"
         assert [t["taskId"] for t in client.call(b, "tasks/list", {})["tasks"]] == [task_id]
+    finally:
+        client.close()
+
+
+def test_a_replica_shutting_down_leaves_its_sessions_to_the_others(replicas: tuple[HttpServer, HttpServer]) -> None:
+    a, b = replicas
+    client = Client()
+    try:
+        client.initialize(a)
+        client.tool(a, "remember", {"content": "Halfway through the migration plan.", "scope": "session",
+                                    "topic": "plan", "type": "fact"})
+        assert a.stop() in (0, -signal.SIGTERM)  # a rolling restart: SIGTERM, graceful shutdown
+        # The session and its working memory live on: B continues it.
+        context = client.tool(b, "context", {})
+        assert [f["content"] for f in context["workingMemory"]] == ["Halfway through the migration plan."]
     finally:
         client.close()

@@ -158,7 +158,8 @@ class RedisBus:
                 log.exception("replica message handler for %s failed", channel)
 
     def _close_pubsub(self) -> None:
-        pubsub, self._pubsub = self._pubsub, None
+        with self._lock:
+            pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
             try:
                 pubsub.close()
@@ -167,7 +168,7 @@ class RedisBus:
 
     def close(self) -> None:
         self._stop.set()
+        self._close_pubsub()  # wakes the listening thread at once
         thread = self._thread
         if thread is not None:
             thread.join(3.0)
-        self._close_pubsub()
