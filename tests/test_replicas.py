@@ -28,16 +28,21 @@ WAIT_S = 20.0
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
+def replica_env(postgres: PostgresServer, redis: RedisServer, **extra: str) -> dict[str, str]:
+    """Server settings for a replica on an emptied shared PostgreSQL and Redis."""
+    postgres.reset()
+    return {
+        "EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1",
+        "DATABASE_URL": postgres.app_dsn, "DATABASE_MIGRATION_URL": postgres.owner_dsn,
+        "REDIS_ENABLED": "true", "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis.port), **extra,
+    }
+
+
 @pytest.fixture
 def replicas(
     tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
 ) -> Iterator[tuple[HttpServer, HttpServer]]:
-    postgres_server.reset()
-    env = {
-        "EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1",
-        "DATABASE_URL": postgres_server.app_dsn, "DATABASE_MIGRATION_URL": postgres_server.owner_dsn,
-        "REDIS_ENABLED": "true", "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis_server.port),
-    }
+    env = replica_env(postgres_server, redis_server)
     a = start_http_server(env, tmp_path / "a.log")
     try:
         b = start_http_server(env, tmp_path / "b.log")
@@ -233,16 +238,10 @@ def test_a_session_ended_on_one_replica_is_gone_on_both(replicas: tuple[HttpServ
 def test_one_credential_cannot_use_another_credentials_session_through_another_replica(
     tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
 ) -> None:
-    postgres_server.reset()
-    env = {
-        "EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1",
-        "DATABASE_URL": postgres_server.app_dsn, "DATABASE_MIGRATION_URL": postgres_server.owner_dsn,
-        "REDIS_ENABLED": "true", "REDIS_PORT": str(redis_server.port), "REDIS_HOST": "127.0.0.1",
-        "MEMENTO_KEYS": json.dumps([
+    env = replica_env(postgres_server, redis_server, MEMENTO_KEYS=json.dumps([
             {"name": "alice", "key": "alice-key-0123456789abcdef", "agent": "alice", "access": "read-write"},
             {"name": "bob", "key": "bob-key-0123456789abcdef01", "agent": "bob", "access": "read-write"},
-        ]),
-    }
+        ]))
     a = start_http_server(env, tmp_path / "a.log")
     b = start_http_server(env, tmp_path / "b.log")
     alice, bob = Client(), Client()

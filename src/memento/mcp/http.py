@@ -219,13 +219,16 @@ class McpHttp:
         if self.legacy is not None:
             self.legacy.close_all()
 
-    def _end_streams(self, session_id: str) -> None:
+    def _end_streams(self, session_id: str, *, keep_events: bool = False) -> None:
+        """End the session's streams here; its stored events go too unless other replicas may
+        still replay them (`keep_events`)."""
         for key in [key for key in self._live if key[0] == session_id]:
             stream = self._live.pop(key)
             stream.finished = True
             if stream.subscriber is not None:
                 stream.subscriber.put_nowait(_END)
-        self.store.drop_session(session_id)
+        if not keep_events:
+            self.store.drop_session(session_id)
 
     # ------------------------------------------------------------------ delivery
 
@@ -304,11 +307,7 @@ class McpHttp:
 
     def _evict(self, session_id: str) -> None:
         """Drop this replica's copy of a session (it lives on, or ended, elsewhere)."""
-        for key in [key for key in self._live if key[0] == session_id]:
-            stream = self._live.pop(key)
-            stream.finished = True
-            if stream.subscriber is not None:
-                stream.subscriber.put_nowait(_END)
+        self._end_streams(session_id, keep_events=True)
         forget = getattr(self.store, "forget_local", None)
         if forget is not None:
             forget(session_id)
