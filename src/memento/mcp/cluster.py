@@ -42,10 +42,15 @@ MAX_TRACKED_STREAMS = 4096  # streams whose event ids this process remembers (fo
 T = TypeVar("T")
 
 
-class _Guarded:
-    """Run Redis calls; after a failure skip Redis (answering the default) for `retry_after_s`."""
+class Guarded:
+    """Run Redis calls; after a failure skip Redis (answering the default) for `retry_after_s`.
 
-    def __init__(self, client: Any, what: str, retry_after_s: float = 2.0) -> None:
+    The calls are synchronous and some run on the event loop, so the pieces that share a
+    client share one guard: an unreachable Redis costs one connection timeout per back-off,
+    not one per piece.
+    """
+
+    def __init__(self, client: Any, what: str, retry_after_s: float = 5.0) -> None:
         self.client = client
         self.what = what
         self.retry_after_s = retry_after_s
@@ -187,7 +192,7 @@ class RedisSessionDirectory:
     """Session records in Redis; hand-over messages on the replica bus."""
 
     def __init__(self, client: Any, bus: Bus, ttl_s: float, *, touch_every_s: float = 15.0) -> None:
-        self.redis = _Guarded(client, "MCP sessions")
+        self.redis = client if isinstance(client, Guarded) else Guarded(client, "MCP sessions")
         self.bus = bus
         self.replica_id = bus.replica_id
         self.ttl_s = max(1, int(ttl_s))
@@ -300,7 +305,7 @@ class RedisEventStore:
     """
 
     def __init__(self, client: Any, ttl_s: float, max_events_per_session: int = 1000) -> None:
-        self.redis = _Guarded(client, "SSE events")
+        self.redis = client if isinstance(client, Guarded) else Guarded(client, "SSE events")
         self.ttl_s = max(1, int(ttl_s))
         self.max_events = max_events_per_session
         self.fallback = MemoryEventStore(max_events_per_session)
@@ -394,7 +399,7 @@ class RedisTaskBoard:
     """
 
     def __init__(self, client: Any, bus: Bus) -> None:
-        self.redis = _Guarded(client, "MCP tasks")
+        self.redis = client if isinstance(client, Guarded) else Guarded(client, "MCP tasks")
         self.bus = bus
         self._finish_script: Any = None
 

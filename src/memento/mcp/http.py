@@ -742,12 +742,12 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
     store: EventStore | None = None
     directory: SessionDirectory | None = None
     if app.bus is not None:  # Redis: any replica can serve any session
-        from memento.mcp.cluster import CHANNEL, RedisEventStore, RedisSessionDirectory
+        from memento.mcp.cluster import CHANNEL, Guarded, RedisEventStore, RedisSessionDirectory
         from memento.storage.redis import connect
 
-        client = connect(app.settings)
-        store = RedisEventStore(client, ttl_s)
-        directory = RedisSessionDirectory(client, app.bus, ttl_s)
+        shared = Guarded(connect(app.settings), "MCP sessions and SSE events")
+        store = RedisEventStore(shared, ttl_s)
+        directory = RedisSessionDirectory(shared, app.bus, ttl_s)
     mcp = McpHttp(
         McpServer(app, features=default_features(app.settings) if features is None else features),
         allowed_origins=app.settings.origins,
