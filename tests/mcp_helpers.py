@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,13 @@ TIMEOUT_S = 30.0
 SERVE = [sys.executable, "-m", "memento", "serve"]
 
 
-def server_env(database: Path) -> dict[str, str]:
-    """Environment for a server on `database` with the deterministic hash embedder."""
+def server_env(store: Path | Mapping[str, str]) -> dict[str, str]:
+    """Environment for a server with the deterministic hash embedder, on the SQLite file `store`
+    or on the store settings given (conftest's `store_env(folder)`: SQLite, PostgreSQL, Redis)."""
+    database = {"DATABASE_URL": f"sqlite:///{store}"} if isinstance(store, Path) else dict(store)
     return {
         "EMBEDDING_PROVIDER": "hash",
-        "DATABASE_URL": f"sqlite:///{database}",
+        **database,
         "LOG_LEVEL": "INFO",
         "MEMENTO_HOST": "127.0.0.1",
     }
@@ -92,6 +95,13 @@ def start_http_server(env: dict[str, str], log: Path) -> HttpServer:
     except BaseException:
         server.crash()
         raise
+
+
+def assert_backend(server: HttpServer, backend: str) -> None:
+    """The server really runs on `backend` (conftest's names: sqlite, postgres, postgres+redis)."""
+    health = httpx.get(server.url + "/health", timeout=TIMEOUT_S).json()
+    assert health["database"]["backend"] == backend.split("+")[0], health
+    assert (health["redis"]["status"] == "up") == backend.endswith("+redis"), health
 
 
 def data(result: CallToolResult) -> dict[str, Any]:

@@ -17,7 +17,8 @@ server wrapper, which creates a system user when run as root; instead:
 One server per test session. It holds database `memento_test` owned by `memento_owner` (who
 runs the migrations) and the role `memento_app` (no superuser, no BYPASSRLS, owns nothing) that
 the application connects as, so row-level security really applies. Each test starts from empty
-tables (TRUNCATE, a few milliseconds) rather than a fresh database.
+tables (TRUNCATE, a few milliseconds) rather than a fresh database. `stop()` and `start()` shut
+the server down and bring it back on the same port with the same data (fault tests).
 
 When PostgreSQL cannot start, its tests are skipped, unless MEMENTO_REQUIRE_POSTGRES=1, which
 turns that into a failure.
@@ -33,7 +34,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,29 @@ TABLES = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "
 
 @dataclass
 class PostgresServer:
-    """Connection strings of the running test server."""
+    """Connection strings of the running test server; `stop()`/`start()` for fault tests."""
 
     port: int
     superuser_dsn: str
     owner_dsn: str
     app_dsn: str
+    _process: _Started | None = field(default=None, repr=False)
+
+    def stop(self) -> None:
+        """Shut the server down ("fast": open sessions are terminated), keeping its data."""
+        if self._process is not None and self._process.running:
+            _pg_ctl(self._process, "stop", "-m", "fast")
+            self._process.running = False
+
+    def start(self) -> None:
+        """Start it again, on the same port with the same data; returns once it accepts connections."""
+        if self._process is not None and not self._process.running:
+            _pg_ctl(self._process, "start", "-o", self._process.options)
+            self._process.running = True
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
 
     def reset(self) -> None:
         """Empty every table (the schema and its migrations stay)."""
@@ -143,6 +161,13 @@ class _Started:
     data: Path
     bin_dir: Path
     user: str | None
+    options: str
+    running: bool = True
+
+
+def _pg_ctl(started: _Started, action: str, *args: str) -> None:
+    _run_as(started.user, [str(started.bin_dir / "pg_ctl"), "-D", str(started.data), "-l", str(started.workdir / "server.log"),
+                           "-w", "-t", "60", *args, action])
 
 
 def _start() -> tuple[_Started, PostgresServer]:
@@ -167,14 +192,14 @@ def _start_in(user: str | None, workdir: Path) -> tuple[_Started, PostgresServer
     port = _free_port()
     options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {workdir} -c fsync=off"
                " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-    started = _Started(workdir, data, bin_dir, user)
-    _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(workdir / "server.log"),
-                   "-w", "-t", "60", "-o", options, "start"])
+    started = _Started(workdir, data, bin_dir, user, options)
+    _pg_ctl(started, "start", "-o", options)
     server = PostgresServer(
         port=port,
         superuser_dsn=_dsn(port, "postgres", DATABASE),
         owner_dsn=_dsn(port, OWNER, DATABASE),
         app_dsn=_dsn(port, APP_ROLE, DATABASE),
+        _process=started,
     )
     try:
         _provision(port)
@@ -186,7 +211,8 @@ def _start_in(user: str | None, workdir: Path) -> tuple[_Started, PostgresServer
 
 def _stop(started: _Started) -> None:
     try:
-        _run_as(started.user, [str(started.bin_dir / "pg_ctl"), "-D", str(started.data), "-m", "immediate", "-w", "stop"])
+        if started.running:
+            _pg_ctl(started, "stop", "-m", "immediate")
     finally:
         shutil.rmtree(started.workdir, ignore_errors=True)
 

@@ -1,7 +1,8 @@
 """Bad tool calls through the official `mcp` client against the real server process.
 
 Every bad call must come back as a tool error (`isError: true`, not a protocol error) whose
-message names the problem, and must leave the store exactly as it was.
+message names the problem, and must leave the store exactly as it was. On SQLite and on
+PostgreSQL + Redis.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_helpers import TIMEOUT_S, HttpServer, data, error_of, server_env, start_http_server
+from conftest import StoreEnv
+from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]
 
 UNKNOWN = "frag-0000000000000000"
 
@@ -26,10 +28,11 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str) -> Iterator[HttpServer]:
     folder = tmp_path_factory.mktemp("bad-input")
-    running = start_http_server(server_env(folder / "m.db"), folder / "server.log")
+    running = start_http_server(server_env(module_store_env(folder)), folder / "server.log")
     try:
+        assert_backend(running, backend)
         yield running
     finally:
         running.stop()

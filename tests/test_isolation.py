@@ -3,7 +3,8 @@
 Agent B stores fragments; agent A (read-write key, then read-only key) tries every tool,
 resource, prompt and completion against them. Nothing of B's may appear in anything A gets
 back (no leak), and B's store, seen through B's own key, must be byte-for-byte what it was
-(no change). The read-only key must be refused by every writing tool.
+(no change). The read-only key must be refused by every writing tool. On SQLite and on
+PostgreSQL + Redis.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from mcp_helpers import TIMEOUT_S, HttpServer, data, error_of, server_env, start_http_server
+from conftest import StoreEnv
+from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]
 
 KEY_A = "isolation-key-agent-a-0123456789"
 KEY_A_RO = "isolation-key-agent-a-readonly-01"
@@ -56,11 +58,12 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str) -> Iterator[HttpServer]:
     folder = tmp_path_factory.mktemp("isolation")
-    env = {**server_env(folder / "m.db"), "MEMENTO_KEYS": json.dumps(KEYS)}
+    env = {**server_env(module_store_env(folder)), "MEMENTO_KEYS": json.dumps(KEYS)}
     running = start_http_server(env, folder / "server.log")
     try:
+        assert_backend(running, backend)
         yield running
     finally:
         running.stop()

@@ -1,4 +1,5 @@
-"""Elicitation before a destructive forget, the sampling helper, and the conformance fixtures."""
+"""Elicitation before a destructive forget, the sampling helper, and the conformance fixtures
+(the tests with a store run on SQLite and on PostgreSQL + Redis)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from memento.mcp.resources import ResourcesFeature
 from memento.models import CallContext, FragmentType, RememberInput
 from memento.settings import Settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres+redis")]
 ELICIT = {"elicitation": {}}
 
 

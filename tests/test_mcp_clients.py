@@ -1,7 +1,8 @@
 """End to end: the official `mcp` Python client talks to the real server in a subprocess.
 
 The server is started exactly as a user would (`python -m memento serve ...`), over stdio and
-over Streamable HTTP on 127.0.0.1, and every one of the eleven tools is called.
+over Streamable HTTP on 127.0.0.1, and every one of the eleven tools is called, on SQLite and on
+PostgreSQL + Redis. The HTTP session rules and the signal handling run on SQLite only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, TextContent
 
-from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, start_http_server
+from conftest import StoreEnv
+from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, assert_backend, start_http_server
 from mcp_helpers import server_env as helper_env
 from memento.app import build_app
 from memento.models import CallContext, MemoryStatsInput
@@ -49,8 +51,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def server_env(tmp_path: Path) -> dict[str, str]:
-    return helper_env(tmp_path / "m.db")
+def server_env(tmp_path: Path, store_env: StoreEnv) -> dict[str, str]:
+    return helper_env(store_env(tmp_path))
 
 
 def stored_stats(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -231,6 +233,7 @@ async def exercise_every_tool(client: Client) -> None:
 # ------------------------------------------------------------------ stdio
 
 
+@pytest.mark.backends("sqlite", "postgres+redis")
 async def test_every_tool_over_stdio(
     server_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -248,14 +251,16 @@ async def test_every_tool_over_stdio(
 
 
 @pytest.fixture
-def http_server(server_env: dict[str, str], tmp_path: Path) -> Iterator[HttpServer]:
+def http_server(server_env: dict[str, str], tmp_path: Path, backend: str) -> Iterator[HttpServer]:
     server = start_http_server(server_env, tmp_path / "server.log")
     try:
+        assert_backend(server, backend)
         yield server
     finally:
         server.stop()
 
 
+@pytest.mark.backends("sqlite", "postgres+redis")
 async def test_every_tool_over_streamable_http(
     http_server: HttpServer, server_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 import pytest
 
-from memento.app import App, build_app
+from memento.app import App
 from memento.mcp import jsonrpc
 from memento.mcp.features import Handler, NotificationHandler, RequestContext, ServerHub
 from memento.mcp.server import McpServer, Session
-from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -24,15 +22,6 @@ VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
-    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
-    built = build_app(Settings())
-    yield built
-    built.close()
 
 
 class Probe:
@@ -233,6 +222,7 @@ async def test_feature_notification_handlers_receive_the_session(app: App) -> No
     assert probe.notes == [(peer.session.id, {})]
 
 
+@pytest.mark.backends("sqlite", "postgres+redis")
 async def test_memory_consolidate_reports_progress_when_asked(app: App) -> None:
     peer = Peer(McpServer(app))
     await peer.initialize()

@@ -1,5 +1,6 @@
 """End to end: the official `mcp` client reads resources, gets prompts, completes arguments and
-receives resource notifications from the real server process (stdio and Streamable HTTP)."""
+receives resource notifications from the real server process (stdio and Streamable HTTP), on
+SQLite and on PostgreSQL + Redis."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, data, server_env, start_http_server
+from conftest import StoreEnv
+from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, assert_backend, data, server_env, start_http_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]
 
 
 @pytest.fixture
@@ -35,15 +37,18 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return server_env(tmp_path / "m.db")
+def env(tmp_path: Path, store_env: StoreEnv) -> dict[str, str]:
+    return server_env(store_env(tmp_path))
 
 
 @pytest.fixture
-def http_server(env: dict[str, str], tmp_path: Path) -> Iterator[HttpServer]:
+def http_server(env: dict[str, str], tmp_path: Path, backend: str) -> Iterator[HttpServer]:
     server = start_http_server(env, tmp_path / "server.log")
-    yield server
-    server.stop()
+    try:
+        assert_backend(server, backend)
+        yield server
+    finally:
+        server.stop()
 
 
 class Inbox:

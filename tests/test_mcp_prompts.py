@@ -1,4 +1,5 @@
-"""Prompts (memory_injection, session_start) and completion of prompt and template arguments."""
+"""Prompts (memory_injection, session_start) and completion of prompt and template arguments
+(on SQLite and on PostgreSQL + Redis)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from memento.mcp.prompts import PromptsFeature, render_memories
 from memento.mcp.resources import ResourcesFeature
 from memento.models import CallContext, FragmentType, RememberInput, Scope
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres+redis")]
 
 
 @pytest.fixture

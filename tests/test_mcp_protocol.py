@@ -1,23 +1,27 @@
-"""The MCP protocol core, driven in-process with raw JSON-RPC dicts against the real app."""
+"""The MCP protocol core, driven in-process with raw JSON-RPC dicts against the real app.
+
+The tools/call tests run on SQLite and on PostgreSQL + Redis (the `app` fixture of conftest);
+versions, envelopes and framing do not depend on the store and run on SQLite only.
+"""
 
 from __future__ import annotations
 
 import io
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from memento.app import App, build_app
+from memento.app import App
 from memento.mcp import jsonrpc, versions
 from memento.mcp.server import McpServer, Session
 from memento.mcp.tools import TOOLS
 from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
+both_backends = pytest.mark.backends("sqlite", "postgres+redis")
 
 TOOL_NAMES = {
     "remember",
@@ -37,15 +41,6 @@ TOOL_NAMES = {
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
-    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
-    built = build_app(Settings())
-    yield built
-    built.close()
 
 
 @pytest.fixture
@@ -266,6 +261,7 @@ async def test_tool_definitions_follow_the_negotiated_version(server: McpServer)
 # ------------------------------------------------------------------ tools/call
 
 
+@both_backends
 @pytest.mark.parametrize("version", versions.SUPPORTED)
 async def test_structured_content_only_from_2025_06_18(server: McpServer, version: str) -> None:
     peer = Peer(server)
@@ -281,6 +277,7 @@ async def test_structured_content_only_from_2025_06_18(server: McpServer, versio
         assert "structuredContent" not in result
 
 
+@both_backends
 async def test_invalid_arguments_are_a_tool_error_naming_the_field_and_change_nothing(
     server: McpServer,
 ) -> None:
@@ -302,6 +299,7 @@ async def test_invalid_arguments_are_a_tool_error_naming_the_field_and_change_no
     assert payload(await peer.call("memory_stats", {}))["total"] == before
 
 
+@both_backends
 async def test_service_errors_are_tool_errors_with_their_code(server: McpServer) -> None:
     peer = Peer(server)
     await peer.initialize()
@@ -337,6 +335,7 @@ async def test_an_unexpected_exception_is_an_internal_tool_error(
     assert (await peer.request("ping"))["result"] == {}
 
 
+@both_backends
 async def test_session_scoped_memory_carries_the_session_and_ends_with_it(
     server: McpServer,
 ) -> None:

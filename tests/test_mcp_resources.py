@@ -1,4 +1,5 @@
-"""Resources: listing with cursors, templates, reads, subscriptions and change notifications."""
+"""Resources: listing with cursors, templates, reads, subscriptions and change notifications
+(on SQLite and on PostgreSQL + Redis)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.resources import ResourcesFeature, fragment_uri, topic_uri, working_memory_uri
 from memento.models import CallContext, FragmentType, RememberInput, Scope
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres+redis")]
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ test_lifecycle.py.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,9 @@ import pytest
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import Unavailable
-from memento.models import AgentScope, CallContext, RecallInput, RememberInput
+from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, RecallInput, RememberInput
 from memento.settings import Settings
+from memento.storage.postgres_maintenance import PostgresMaintenance
 from memento.storage.protocol import SearchFilter
 
 from pg_harness import APP_ROLE, PostgresServer, connect
@@ -139,3 +141,77 @@ def test_the_application_role_cannot_change_the_schema(pg_app: App, postgres_ser
             conn.execute("DROP TABLE agent_memory.fragments")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("INSERT INTO agent_memory.schema_migrations (name) VALUES ('forged')")
+
+
+# ---------------------------------------------------------------- the search lookup tables (migration 0002)
+
+STALE_TERMS = """
+    (SELECT seq, term, agent_id, rank FROM agent_memory.fragment_terms
+     EXCEPT ALL SELECT f.seq, t.term, f.agent_id, t.rank FROM agent_memory.fragments f, agent_memory.term_ranks(f.search) t)
+    UNION ALL
+    (SELECT f.seq, t.term, f.agent_id, t.rank FROM agent_memory.fragments f, agent_memory.term_ranks(f.search) t
+     EXCEPT ALL SELECT seq, term, agent_id, rank FROM agent_memory.fragment_terms)"""
+STALE_KEYWORDS = """
+    (SELECT seq, keyword, agent_id, importance, created_at FROM agent_memory.fragment_keywords
+     EXCEPT ALL SELECT DISTINCT f.seq, k, f.agent_id, f.importance, f.created_at FROM agent_memory.fragments f, unnest(f.keywords) k)
+    UNION ALL
+    (SELECT DISTINCT f.seq, k, f.agent_id, f.importance, f.created_at FROM agent_memory.fragments f, unnest(f.keywords) k
+     EXCEPT ALL SELECT seq, keyword, agent_id, importance, created_at FROM agent_memory.fragment_keywords)"""
+
+
+def as_system(server: PostgresServer, sql: str) -> list[tuple[object, ...]]:
+    with connect(server.owner_dsn) as conn:
+        conn.execute("SELECT set_config('app.current_agent_id', 'system', true)")
+        return list(conn.execute(sql).fetchall())
+
+
+def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: PostgresServer) -> None:
+    service = pg_app.service
+    ids: dict[str, list[str]] = {}
+    for agent in ("agent-a", "agent-b", "default"):
+        ctx = CallContext(agent_id=agent)
+        ids[agent] = [
+            service.remember(RememberInput(content=f"staging database {agent} note {i} 회의가 길었다", topic="db" if i % 2 else "ops",
+                                           type="fact", keywords=["port", f"k{i % 3}"] if i % 2 else None), ctx)["id"]
+            for i in range(6)
+        ]
+    ctx = CallContext(agent_id="agent-a")
+    mine = ids["agent-a"]
+    service.amend(AmendInput(id=mine[0], content="entirely new words"), ctx)
+    service.amend(AmendInput(id=mine[1], keywords=["other"]), ctx)
+    service.amend(AmendInput(id=mine[2], importance=0.11), ctx)
+    service.amend(AmendInput(id=mine[3], topic="renamed"), ctx)
+    service.amend(AmendInput(id=mine[4], content="superseding text", supersedes=True), ctx)
+    service.amend(AmendInput(id=ids["default"][0], content="shared words amended", keywords=["shared"]), ctx)
+    service.forget(ForgetInput(id=mine[5], force=True), ctx)
+    service.forget(ForgetInput(topic="ops", force=True), CallContext(agent_id="agent-b"))
+    PostgresMaintenance(pg_app.store).decay_importance(AgentScope("agent-a"), 0.9, 100, 2.0, datetime.now(UTC) + timedelta(days=1))
+
+    assert as_system(postgres_server, STALE_TERMS) == []
+    assert as_system(postgres_server, STALE_KEYWORDS) == []
+    assert as_system(postgres_server, "SELECT COUNT(*) FROM agent_memory.fragment_terms")[0][0] > 0
+
+
+def test_stored_term_shares_add_up_to_ts_rank(pg_app: App, postgres_server: PostgresServer) -> None:
+    ctx = CallContext()
+    for text in ("index index index of the staging database", "database", "an index", "research on index structures"):
+        pg_app.service.remember(RememberInput(content=text, topic="index", type="fact", keywords=["index"]), ctx)
+    worst = as_system(postgres_server, """
+        SELECT MAX(ABS(ts_rank('{0, 0, 0.3, 1}', f.search, q.q, 1)
+               - (SELECT COALESCE(SUM(t.rank), 0) FROM agent_memory.fragment_terms t WHERE t.seq = f.seq AND t.term IN ('index', 'databas')) / 2))
+        FROM agent_memory.fragments f, (SELECT CAST('''index'' | ''databas''' AS tsquery) AS q) q""")[0][0]
+    assert worst < 1e-6
+
+
+def test_the_search_tables_answer_under_row_level_security_through_their_indexes(pg_app: App, postgres_server: PostgresServer) -> None:
+    pg_app.service.remember(RememberInput(content="a note about ports", topic="t", type="fact", keywords=["port"]), CallContext(agent_id="agent-a"))
+    with connect(postgres_server.app_dsn) as conn:
+        conn.execute("SELECT set_config('app.current_agent_id', 'agent-a', true)")
+        conn.execute("SET LOCAL enable_seqscan = off")
+        for sql in ("SELECT seq FROM agent_memory.fragment_terms WHERE term = 'port'",
+                    "SELECT seq FROM agent_memory.fragment_keywords WHERE keyword = 'port'"):
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())
+            assert "Index" in plan and "Seq Scan" not in plan
+        assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_terms WHERE term = 'port'").fetchone()[0] == 1
+        conn.execute("SELECT set_config('app.current_agent_id', 'agent-b', true)")
+        assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_terms WHERE term = 'port'").fetchone()[0] == 0

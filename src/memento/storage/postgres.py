@@ -5,7 +5,10 @@ Isolation. Every unit of work is one transaction that begins with
 row-level security policy on `fragments` decides visibility per request, not per connection.
 The application connects as a role that owns nothing and has no BYPASSRLS, so the policy
 really binds it. Queries also carry the same scope predicate as the SQLite backend: results
-stay right even if someone runs the store as a superuser (which RLS never binds).
+stay right even if someone runs the store as a superuser (which RLS never binds). Under the
+policy only leakproof conditions (text equality, not `@@` or `&&`) can use an index, so the
+full-text and keyword tiers read trigger-maintained lookup tables with the same policy
+(migration 0002) instead of the GIN indexes on `fragments`.
 
 Migrations. `migrate(owner_dsn, app_role=..., dimensions=...)` applies the named SQL files in
 `migrations/postgres` in order as the schema owner, records them in
@@ -23,6 +26,7 @@ DB_CONN_TIMEOUT_MS and DB_QUERY_TIMEOUT (the statement timeout).
 from __future__ import annotations
 
 import logging
+import selectors
 import threading
 import time
 from contextlib import contextmanager
@@ -179,8 +183,63 @@ def search_vector(content: str, keywords: Sequence[str], topic: str) -> str:
     return " ".join(f"{_quote_lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items())
 
 
-def search_query(terms: Sequence[str]) -> str:
-    return " | ".join(_quote_lexeme(t) for t in terms)
+# The retrieval tiers read fragment_terms and fragment_keywords (migration 0002), not the GIN
+# indexes on fragments, which row-level security keeps the application role from using. Each
+# ranks from index entries alone, then visits fragments best first (a nested loop that stops at
+# the LIMIT) so the filter costs a few row look-ups, not one per match.
+
+
+def common_df(total: int) -> int:
+    """The document frequency from which a term is common: df <= total * share  <=>  df < this."""
+    return int(total * COMMON_TERM_SHARE) + 1
+
+
+def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, list[Any]]:
+    """Each term's document frequency, counted only up to `common` (an index-only scan that
+    stops at the LIMIT), so a term in half the store costs no more than a rare one."""
+    where, params = scope_sql(scope, "t")
+    return (
+        "SELECT q.term, (SELECT COUNT(*) FROM (SELECT 1 FROM agent_memory.fragment_terms t"
+        f" WHERE t.term = q.term AND {where} LIMIT %s) AS s) AS n FROM unnest(CAST(%s AS text[])) AS q(term)",
+        [*params, common, list(terms)],
+    )
+
+
+def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
+    """The full-text tier's statement: ts_rank('{0, 0, 0.3, 1}', search, <terms OR-ed>, 1), best
+    first, ties newest first. For an OR query that rank is the sum of the matched terms' stored
+    shares over the number of query terms. Weights {D, C, B, A}: content and keywords count 1,
+    the topic 0.3 (as bm25 on SQLite)."""
+    where, params = scope_sql(scope)
+    twhere, tparams = scope_sql(scope, "t")
+    fwhere, fparams = filter_sql(filt)
+    order = "m.rank DESC, m.seq DESC"
+    return (
+        "WITH m AS MATERIALIZED (SELECT t.seq, CAST(SUM(CAST(t.rank AS float8)) / %s AS real) AS rank"
+        f" FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {twhere} GROUP BY t.seq)"
+        f" SELECT f.id, m.rank FROM (SELECT m.seq, m.rank FROM m ORDER BY {order}) AS m"
+        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
+        f" ORDER BY {order} LIMIT %s",
+        [float(len(terms)), list(terms), *tparams, *params, *fparams, limit],
+    )
+
+
+def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
+    """The keyword tier's statement: fragments holding any of `keywords`, most matched first,
+    then by importance, newest first (fragment_keywords carries both)."""
+    where, params = scope_sql(scope)
+    kwhere, kparams = scope_sql(scope, "k")
+    fwhere, fparams = filter_sql(filt)
+    order = "m.matched DESC, m.importance DESC, m.created_at DESC, m.seq DESC"
+    return (
+        "WITH m AS MATERIALIZED (SELECT k.seq, COUNT(*) AS matched, MAX(k.importance) AS importance,"
+        " MAX(k.created_at) AS created_at FROM agent_memory.fragment_keywords k"
+        f" WHERE k.keyword = ANY(%s) AND {kwhere} GROUP BY k.seq)"
+        f" SELECT f.id, m.matched FROM (SELECT m.seq, m.matched, m.importance, m.created_at FROM m ORDER BY {order}) AS m"
+        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
+        f" ORDER BY {order} LIMIT %s",
+        [list(dict.fromkeys(keywords)), *kparams, *params, *fparams, limit],
+    )
 
 
 class PostgresStore:
@@ -211,6 +270,10 @@ class PostgresStore:
             max_size=max_connections,
             max_idle=idle_timeout_ms / 1000,
             timeout=conn_timeout_ms / 1000,
+            # A background reconnection backs off exponentially until it gives up (psycopg_pool's
+            # default: 5 minutes, so recovery could lag an outage by as long as it lasted). Giving
+            # up early leaves reconnecting to the next request, which tries at once.
+            reconnect_timeout=conn_timeout_ms / 1000,
             kwargs={
                 "options": f"-c statement_timeout={int(query_timeout_ms)} -c timezone=UTC",
                 "connect_timeout": max(1, conn_timeout_ms // 1000),
@@ -235,11 +298,46 @@ class PostgresStore:
     def _tx(self, agent: str) -> Iterator[Cursor]:
         """One transaction whose row-level security context is `agent`."""
         try:
-            with self._pool.connection() as conn, conn.cursor() as cur:
-                self._as(cur, agent)
-                yield cur
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            raise Unavailable(f"PostgreSQL unavailable: {exc}") from exc
+            conn = self._checkout()
+            try:
+                with conn, conn.cursor() as cur:  # commits, or rolls back on an exception
+                    self._as(cur, agent)
+                    yield cur
+            finally:
+                self._pool.putconn(conn)  # a broken connection is discarded and replaced
+        except PoolTimeout as exc:
+            raise Unavailable(f"the database is unavailable: no PostgreSQL connection within {self._pool.timeout:g}s") from exc
+        except psycopg.OperationalError as exc:
+            reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]  # libpq adds hint lines
+            raise Unavailable(f"the database is unavailable: {reason}") from exc
+
+    def _checkout(self) -> psycopg.Connection[dict[str, Any]]:
+        """A pooled connection the server has not closed. One it closed while idle means
+        PostgreSQL restarted: every connection from before is replaced at once (the pool's
+        drain), so a restart between requests fails none of them."""
+        conn = self._pool.getconn()
+        if not self._closed_by_server(conn):
+            return conn
+        log.warning("PostgreSQL closed the pooled connections (restarted?); reconnecting")
+        self._pool.putconn(conn)
+        self._pool.drain()
+        return self._pool.getconn()
+
+    @staticmethod
+    def _closed_by_server(conn: psycopg.Connection[Any]) -> bool:
+        """Whether the server has closed this idle connection. An idle connection has nothing
+        to read, so only a readable socket costs a round trip to find out."""
+        if conn.closed or conn.broken:
+            return True
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn.fileno(), selectors.EVENT_READ)
+            if not selector.select(0):
+                return False
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            return True
+        return False
 
     @staticmethod
     def _as(cur: Cursor, agent: str) -> None:
@@ -261,6 +359,8 @@ class PostgresStore:
         self._closed = True
         try:
             self.flush_access()
+        except Unavailable as exc:  # shutting down during an outage: only access counts are lost
+            log.warning("access statistics not saved: %s", exc)
         finally:
             self._pool.close()
 
@@ -538,53 +638,46 @@ class PostgresStore:
     # ------------------------------------------------------------ retrieval tiers
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        """Fragments holding any of `keywords`: most matched first, then by importance, newest."""
         if not keywords:
             return []
-        where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt)
-        wanted = list(dict.fromkeys(keywords))
         with self._tx(scope.agent_id) as cur:
-            cur.execute(
-                "SELECT f.id, (SELECT COUNT(DISTINCT k) FROM unnest(f.keywords) AS k WHERE k = ANY(%s)) AS matched"
-                f" FROM agent_memory.fragments f WHERE f.keywords && %s AND {where} AND {fwhere}"
-                " ORDER BY matched DESC, f.importance DESC, f.created_at DESC LIMIT %s",
-                [wanted, wanted, *params, *fparams, limit],
-            )
+            cur.execute(*keyword_sql(scope, keywords, filt, limit))
             return [Hit(r["id"], float(r["matched"])) for r in cur.fetchall()]
 
-    def _selective_terms(self, cur: Cursor, terms: Sequence[str]) -> list[str]:
-        """Drop near-universal terms in a large store, as the SQLite backend does."""
+    def _selective_terms(self, cur: Cursor, scope: AgentScope, terms: list[str]) -> list[str]:
+        """Drop near-universal terms in a large store, as the SQLite backend does: in more than
+        COMMON_TERM_SHARE of the fragments, a term is dropped when rarer ones remain. Exact
+        counts of common terms are taken only when none does, to keep the two rarest."""
         cur.execute("SELECT COALESCE(MAX(seq), 0) AS n FROM agent_memory.fragments")
         row = cur.fetchone()
         total = int(row["n"]) if row else 0
         if total < COMMON_TERM_MIN_DOCS:
-            return list(terms)
-        df: dict[str, int] = {}
-        for term in terms:
-            cur.execute("SELECT COUNT(*) AS n FROM agent_memory.fragments WHERE search @@ CAST(%s AS tsquery)", (_quote_lexeme(term),))
-            found = cur.fetchone()
-            if found and found["n"]:
-                df[term] = int(found["n"])
+            return terms
+        common = common_df(total)
+        cur.execute(*df_sql(scope, terms, common))
+        df = {r["term"]: int(r["n"]) for r in cur.fetchall() if r["n"]}
         present = [t for t in terms if t in df]
-        kept = [t for t in present if df[t] <= total * COMMON_TERM_SHARE]
-        return kept or sorted(present, key=lambda t: df[t])[:2]
+        kept = [t for t in present if df[t] < common]
+        if kept or not present:
+            return kept
+        where, params = scope_sql(scope, "t")
+        cur.execute(
+            f"SELECT t.term, COUNT(*) AS n FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {where} GROUP BY t.term",
+            [present, *params],
+        )
+        df.update((r["term"], int(r["n"])) for r in cur.fetchall())
+        return sorted(present, key=lambda t: df[t])[:2]
 
     def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        """The query's selective terms OR-ed, ranked by ts_rank (see text_sql)."""
         if not terms:
             return []
-        where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt)
         with self._tx(scope.agent_id) as cur:
-            terms = self._selective_terms(cur, terms)
-            if not terms:
+            wanted = self._selective_terms(cur, scope, list(dict.fromkeys(terms)))
+            if not wanted:
                 return []
-            cur.execute(
-                # Weights {D, C, B, A}: content and keywords count 1, the topic 0.3 (as bm25 on SQLite).
-                "SELECT f.id, ts_rank('{0, 0, 0.3, 1}', f.search, q.q, 1) AS rank"
-                " FROM agent_memory.fragments f, (SELECT CAST(%s AS tsquery) AS q) q"
-                f" WHERE f.search @@ q.q AND {where} AND {fwhere} ORDER BY rank DESC, f.seq DESC LIMIT %s",
-                [search_query(terms), *params, *fparams, limit],
-            )
+            cur.execute(*text_sql(scope, wanted, filt, limit))
             return [Hit(r["id"], float(r["rank"])) for r in cur.fetchall()]
 
     def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
