@@ -263,6 +263,8 @@ class PostgresStore:
         self._pending_access: dict[str, tuple[int, datetime]] = {}
         self._access_lock = threading.Lock()
         self._last_flush = time.monotonic()
+        self._flush_due = threading.Event()
+        self._flusher: threading.Thread | None = None
         self._closed = False
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
             dsn,
@@ -357,6 +359,9 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
+        self._flush_due.set()
+        if self._flusher is not None:
+            self._flusher.join(10.0)
         try:
             self.flush_access()
         except Unavailable as exc:  # shutting down during an outage: only access counts are lost
@@ -711,7 +716,29 @@ class PostgresStore:
                 self._pending_access[fid] = (count + 1, at)
             due = len(self._pending_access) >= ACCESS_FLUSH_SIZE or time.monotonic() - self._last_flush > ACCESS_FLUSH_SECONDS
         if due:
-            self.flush_access()
+            self._start_flusher()
+            self._flush_due.set()
+
+    def _start_flusher(self) -> None:
+        # Writing the counts rewrites each fragment's row (and, when the new version lands on
+        # another page, its index entries, the HNSW graph's included): a batch can take a
+        # noticeable time, so it runs beside the recall that made it due, not inside it.
+        with self._access_lock:
+            if self._flusher is not None or self._closed:
+                return
+            self._flusher = threading.Thread(target=self._flush_loop, name="memento-access-flush", daemon=True)
+        self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        while not self._closed:
+            self._flush_due.wait(ACCESS_FLUSH_SECONDS)
+            self._flush_due.clear()
+            if self._closed:
+                return
+            try:
+                self.flush_access()
+            except Exception as exc:  # noqa: BLE001 - statistics only: log and keep going
+                log.warning("access statistics not saved: %s", exc)
 
     def flush_access(self) -> None:
         with self._access_lock:
