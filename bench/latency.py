@@ -196,7 +196,8 @@ def explain_vector_query(app, embedder, question: str) -> list[str]:
     """EXPLAIN ANALYZE of recall's vector query, with the store's own session settings."""
     text, params = _vector_sql(app, embedder.embed_query(question))
     with app.store._tx(AGENT) as cur:
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        cur.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                    " set_config('enable_sort', 'off', true)",  # as vector_search does for an unfiltered search
                     (str(app.store.ef_search),))
         cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + text, params)
         return [r["QUERY PLAN"] for r in cur.fetchall()]

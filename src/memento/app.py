@@ -34,13 +34,23 @@ class App:
     embedder: Embedder | None
     keyword_index: RedisKeywordIndex | None = None
     bus: RedisBus | None = None  # messages between replicas (Redis pub/sub), when Redis is enabled
+    _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _closed: bool = field(default=False, repr=False)
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Run `closer` when the app closes (before the store), e.g. to release a connection."""
+        self._closers.append(closer)
 
     def close(self) -> None:
         """Flush buffered statistics, save vector indexes, close the database. Idempotent."""
         if self._closed:
             return
         self._closed = True
+        for closer in reversed(self._closers):
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - closing must reach the store whatever a face left
+                log.warning("a close hook failed", exc_info=True)
         if self.bus is not None:
             self.bus.close()
         if self.keyword_index is not None:

@@ -563,7 +563,14 @@ class OAuthVerifier:
 
 def oauth_server(app: App) -> OAuthServer:
     """The app's OAuth server (one per App, with its token store)."""
-    return per_app(app, "oauth", lambda: build_server(app.settings))
+    def build() -> OAuthServer:
+        server = build_server(app.settings)
+        closer = getattr(getattr(server.store, "client", None), "close", None)
+        if callable(closer):
+            app.on_close(closer)  # the Redis store's connection
+        return server
+
+    return per_app(app, "oauth", build)
 
 
 def build_server(settings: Settings) -> OAuthServer:

@@ -745,7 +745,9 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
         from memento.mcp.cluster import CHANNEL, Guarded, RedisEventStore, RedisSessionDirectory
         from memento.storage.redis import connect
 
-        shared = Guarded(connect(app.settings), "MCP sessions and SSE events")
+        client = connect(app.settings)
+        app.on_close(client.close)
+        shared = Guarded(client, "MCP sessions and SSE events")
         store = RedisEventStore(shared, ttl_s)
         directory = RedisSessionDirectory(shared, app.bus, ttl_s)
     mcp = McpHttp(

@@ -181,7 +181,9 @@ class TasksFeature:
             from memento.mcp.cluster import TASKS_CHANNEL, RedisTaskBoard
             from memento.storage.redis import connect
 
-            self.board = RedisTaskBoard(connect(hub.app.settings), bus)
+            client = connect(hub.app.settings)
+            hub.app.on_close(client.close)
+            self.board = RedisTaskBoard(client, bus)
             bus.on(TASKS_CHANNEL, self._on_replica_message)
 
     def started(self) -> None:
