@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -35,12 +33,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memento.auth.keys import AuthConfigError, describe
-from memento.auth.principal import ANONYMOUS, Principal
+from memento.auth.keys import describe
+from memento.auth.principal import Principal
 from memento.auth.registry import token_verifiers
-from memento.errors import Unavailable
 from memento.mcp import http_extras, jsonrpc, versions
 from memento.mcp.cluster import LocalDirectory, SessionDirectory, apply_snapshot, snapshot
+from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure, owns, rpc_error
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.registry import default_features
@@ -58,16 +56,11 @@ DEFAULT_VERSION_HEADER = "2025-03-26"  # what a request without MCP-Protocol-Ver
 MAX_BODY_BYTES = 4 * 1024 * 1024
 KEEPALIVE_S = 15.0
 RETRY_MS = 1000
-LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 STANDALONE = "standalone"  # the stream id of a session's GET stream
 STREAMED_METHODS = frozenset({"tools/call"})
 """Requests answered as a (primed, resumable) SSE stream from 2025-11-25 even when they send
 nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
 they send related messages; `initialize` is always JSON."""
-QUERY_CREDENTIALS = frozenset(
-    {"access_token", "accesstoken", "accesskey", "access_key", "token", "key", "api_key", "apikey"}
-)
-"""Query parameters that would carry a credential: refused, valid or not (URLs get logged)."""
 _END = object()
 
 
@@ -76,10 +69,6 @@ class _Cut:
 
     def __init__(self, retry_ms: int | None) -> None:
         self.retry_ms = retry_ms
-
-
-def _rpc_error(status: int, code: int, message: str, request_id: Any = None) -> JSONResponse:
-    return JSONResponse(jsonrpc.error_response(request_id, code, message), status_code=status)
 
 
 def _media_ranges(request: Request) -> dict[str, float] | None:
@@ -126,36 +115,6 @@ def _priming_event(event_id: str) -> bytes:
     return b"id: " + event_id.encode() + b"\nretry: " + str(RETRY_MS).encode() + b"\ndata: \n\n"
 
 
-def _owner(principal: Principal) -> tuple[str, str, str | None, bool]:
-    return (principal.kind, principal.subject, principal.agent_id, principal.read_only)
-
-
-def owns(session: Session, principal: Principal) -> bool:
-    """Whether `principal` is the credential that opened `session` (only it may use it)."""
-    return _owner(session.principal) == _owner(principal)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the server reachable from this machine only."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_name(host_header: str) -> str:
-    """The host part of a Host header value: `[::1]:8080` -> `::1`, `a:1` -> `a`."""
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    if host.count(":") == 1:
-        return host.partition(":")[0]
-    return host
-
-
 class _Stream:
     """One SSE stream of a session: a POST's answer, or the standalone GET stream.
 
@@ -177,17 +136,13 @@ class McpHttp:
         self,
         server: McpServer,
         *,
-        allowed_origins: list[str],
+        gate: HttpGate,
         session_ttl_s: float,
-        allowed_hosts: list[str] | None = None,
         event_store: EventStore | None = None,
         directory: SessionDirectory | None = None,
     ) -> None:
         self.server = server
-        self.allowed_origins = frozenset(allowed_origins)
-        self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts or ()) | {
-            (urlsplit(origin).hostname or "").lower() for origin in allowed_origins
-        }
+        self.gate = gate
         self.session_ttl_s = session_ttl_s
         self.store: EventStore = event_store if event_store is not None else MemoryEventStore()
         self.directory: SessionDirectory = directory if directory is not None else LocalDirectory()
@@ -385,10 +340,10 @@ class McpHttp:
     # ------------------------------------------------------------------ endpoint
 
     async def endpoint(self, request: Request) -> Response:
-        refused = self.guard(request)
+        refused = self.gate.guard(request)
         if refused is not None:
             return refused
-        principal = self.authenticate(request)
+        principal = self.gate.authenticate(request)
         if isinstance(principal, Response):
             return principal
         await self._expire_idle()
@@ -399,88 +354,6 @@ class McpHttp:
         if request.method == "DELETE":
             return await self._delete(request, principal)
         return Response(status_code=405, headers={"Allow": "GET, POST, DELETE"})
-
-    def authenticate(self, request: Request) -> Principal | Response:
-        """Who sends `request`: the principal of its bearer token, ANONYMOUS when no credential
-        is configured; else 401 (no or bad token), 400 (a credential in the query string) or 503
-        (the token's store, e.g. Redis for OAuth tokens, cannot be reached)."""
-        named = sorted(k for k in request.query_params if k.lower() in QUERY_CREDENTIALS)
-        if named:
-            return _rpc_error(
-                400,
-                INVALID_REQUEST,
-                "Bad Request: credentials are not accepted in the query string ("
-                + ", ".join(named)
-                + "); send them as Authorization: Bearer <token>",
-            )
-        app = self.server.app
-        verifiers = token_verifiers(app)
-        if not verifiers:
-            return ANONYMOUS
-        header = request.headers.get("authorization", "").strip()
-        if not header:
-            return self.unauthorized(
-                request, None, "Unauthorized: send Authorization: Bearer <token>"
-            )
-        scheme, _, token = header.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return self.unauthorized(
-                request, "invalid_request", "Unauthorized: use Authorization: Bearer <token>"
-            )
-        resource = http_extras.resource_url(app, request)
-        for verifier in verifiers:
-            try:
-                found = verifier.verify(token, resource=resource)
-            except Unavailable as exc:  # e.g. the OAuth token store (Redis) is down: not a bad token
-                log.info("cannot verify a bearer token from %s: %s", _client(request), exc)
-                return _rpc_error(
-                    503, INVALID_REQUEST, "Service Unavailable: cannot verify the token now; retry"
-                )
-            if found is not None:
-                return found
-        log.info("refused a request with an unknown bearer token from %s", _client(request))
-        return self.unauthorized(request, "invalid_token", "Unauthorized: invalid or expired token")
-
-    def unauthorized(self, request: Request, error: str | None, message: str) -> Response:
-        """401 with the `WWW-Authenticate` challenge (http_extras.www_authenticate)."""
-        response = _rpc_error(401, INVALID_REQUEST, message)
-        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(
-            self.server.app, request, error
-        )
-        return response
-
-    def forbidden(self, request: Request, message: str) -> Response:
-        """403 for a valid credential that may not do this (an HTTP-level capability check)."""
-        response = _rpc_error(403, INVALID_REQUEST, message)
-        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(
-            self.server.app, request, "insufficient_scope"
-        )
-        return response
-
-    def guard(self, request: Request) -> Response | None:
-        """403 for a foreign Origin or Host (DNS rebinding), for every endpoint."""
-        if not self._origin_allowed(request.headers.get("origin")):
-            return _rpc_error(403, INVALID_REQUEST, "Forbidden: origin not allowed")
-        if not self._host_allowed(request.headers.get("host")):
-            return _rpc_error(403, INVALID_REQUEST, "Forbidden: host not allowed")
-        return None
-
-    def _origin_allowed(self, origin: str | None) -> bool:
-        # Browsers send Origin; refusing foreign ones blocks DNS rebinding against a local server.
-        if origin is None:
-            return True
-        if self.allowed_origins:
-            return origin in self.allowed_origins or "*" in self.allowed_origins
-        return (urlsplit(origin).hostname or "") in LOCAL_HOSTS
-
-    def _host_allowed(self, host: str | None) -> bool:
-        if host is None:
-            return True  # HTTP/1.0 without Host cannot be a rebinding browser
-        if "*" in self.allowed_hosts or "*" in self.allowed_origins:
-            return True
-        name = _host_name(host)
-        return name in LOCAL_HOSTS or name in self.allowed_hosts
 
     async def _expire_idle(self) -> None:
         # An open GET stream refreshes its session on every keepalive, so it never expires here.
@@ -497,7 +370,7 @@ class McpHttp:
     def _session(self, request: Request, principal: Principal) -> Session | Response:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
-            return _rpc_error(
+            return rpc_error(
                 400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
             )
         session = self.server.session_table.get(session_id)
@@ -508,11 +381,11 @@ class McpHttp:
             log.warning("refused %s the session of another credential", describe(principal))
             session = None
         if session is None:
-            return _rpc_error(404, INVALID_REQUEST, "Session not found")
+            return rpc_error(404, INVALID_REQUEST, "Session not found")
         session = self.server.get_session(session_id) or session  # refreshes last_seen
         version = request.headers.get(VERSION_HEADER, DEFAULT_VERSION_HEADER)
         if not versions.is_supported(version):
-            return _rpc_error(400, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
+            return rpc_error(400, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
         return session
 
     def _adopt(self, session_id: str) -> Session | None:
@@ -529,16 +402,16 @@ class McpHttp:
     async def _post(self, request: Request, principal: Principal) -> Response:
         json_q, sse_q = _accepts(request)
         if json_q <= 0 or sse_q <= 0:
-            return _rpc_error(
+            return rpc_error(
                 406,
                 INVALID_REQUEST,
                 "Not Acceptable: accept both application/json and text/event-stream",
             )
         if not request.headers.get("content-type", "").lower().startswith("application/json"):
-            return _rpc_error(415, INVALID_REQUEST, "Unsupported Media Type: send application/json")
+            return rpc_error(415, INVALID_REQUEST, "Unsupported Media Type: send application/json")
         body = await request.body()
         if len(body) > MAX_BODY_BYTES:
-            return _rpc_error(413, INVALID_REQUEST, "Request too large")
+            return rpc_error(413, INVALID_REQUEST, "Request too large")
         try:
             value = jsonrpc.decode(body)
         except JsonRpcError as exc:
@@ -575,7 +448,7 @@ class McpHttp:
         if principal.kind == "oauth" and principal.read_only and self._writes(message):
             # OAuth clients can step up: 403 insufficient_scope names the scope to ask for. An
             # access key cannot, so its writes get the service's `forbidden` tool error instead.
-            return self.forbidden(request, "Forbidden: this token lacks the memory:write scope")
+            return self.gate.forbidden(request, "Forbidden: this token lacks the memory:write scope")
         streamed = sse_q == json_q and self._streams(session, message)
         return await self._answer(session, value, prefer_sse=sse_q > json_q or streamed)
 
@@ -666,14 +539,14 @@ class McpHttp:
 
     async def _get(self, request: Request, principal: Principal) -> Response:
         if _accepts(request)[1] <= 0:
-            return _rpc_error(
+            return rpc_error(
                 406, INVALID_REQUEST, "Not Acceptable: GET /mcp serves text/event-stream"
             )
         found = self._session(request, principal)
         if isinstance(found, Response):
             return found
         if self._closing:
-            return _rpc_error(503, INVALID_REQUEST, "Server is shutting down")
+            return rpc_error(503, INVALID_REQUEST, "Server is shutting down")
         session = found
         last_event_id = request.headers.get(LAST_EVENT_HEADER)
         stream_id = None
@@ -690,7 +563,7 @@ class McpHttp:
             return self._sse_response(stream, queue, backlog, session=session)
         stream = self._standalone(session)
         if stream_id is None and stream.subscriber is not None:
-            return _rpc_error(409, INVALID_REQUEST, "Conflict: this session's GET stream is open")
+            return rpc_error(409, INVALID_REQUEST, "Conflict: this session's GET stream is open")
         if not session.delivers or last_event_id:
             self.directory.claim(session)  # its notifications flow here from now on
         backlog = self.store.after(
@@ -713,22 +586,8 @@ class McpHttp:
         return Response(status_code=204)
 
 
-def _client(request: Request) -> str:
-    return request.client.host if request.client is not None else "unknown"
-
-
 async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
-
-
-def allowed_hosts(settings: Any) -> list[str]:
-    """Host names accepted besides localhost: ALLOWED_HOSTS (comma-separated, `*` for any)
-    when the settings define it, and the bound address unless it is a wildcard."""
-    hosts = [h.strip() for h in str(getattr(settings, "allowed_hosts", "") or "").split(",")]
-    bound = str(getattr(settings, "host", "") or "")
-    if bound and bound not in ("0.0.0.0", "::"):
-        hosts.append(bound)
-    return [h for h in hosts if h]
 
 
 def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette:
@@ -752,9 +611,8 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
         directory = RedisSessionDirectory(shared, app.bus, ttl_s)
     mcp = McpHttp(
         McpServer(app, features=default_features(app.settings) if features is None else features),
-        allowed_origins=app.settings.origins,
+        gate=HttpGate(app, allowed_origins=app.settings.origins, allowed_hosts=allowed_hosts(app.settings)),
         session_ttl_s=ttl_s,
-        allowed_hosts=allowed_hosts(app.settings),
         event_store=store,
         directory=directory,
     )
@@ -801,27 +659,6 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._mcp.begin_shutdown()
         super().handle_exit(sig, frame)
-
-
-def check_exposure(app: App, host: str, *, allow_unauthenticated: bool = False) -> bool:
-    """Fail closed: refuse (AuthConfigError) to serve a non-loopback address with no credential
-    configured, unless the operator opted out explicitly. True when authentication is on."""
-    authenticated = bool(token_verifiers(app))  # also validates the keys
-    if authenticated or is_loopback(host):
-        return authenticated
-    if allow_unauthenticated or app.settings.allow_unauthenticated:
-        log.warning(
-            "serving %s WITHOUT authentication (explicit opt-out): anyone who can reach it "
-            "can read and change every agent's memory",
-            host,
-        )
-        return False
-    raise AuthConfigError(
-        f"refusing to serve MCP on {host} without authentication: anyone who can reach it "
-        "could read and change every agent's memory. Set MEMENTO_ACCESS_KEY or MEMENTO_KEYS "
-        "(or configure OAuth), or bind to 127.0.0.1; to run open anyway, set "
-        "MEMENTO_ALLOW_UNAUTHENTICATED=1 or pass --insecure-no-auth"
-    )
 
 
 def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = False) -> None:

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 
-from memento.mcp.http import owns
+from memento.mcp.http_gate import owns
 
 if TYPE_CHECKING:
     from memento.mcp.http import McpHttp
@@ -58,10 +58,10 @@ class LegacySse:
             queue.put_nowait(_END)
 
     async def connect(self, request: Request) -> Response:
-        refused = self.http.guard(request)
+        refused = self.http.gate.guard(request)
         if refused is not None:
             return refused
-        principal = self.http.authenticate(request)
+        principal = self.http.gate.authenticate(request)
         if isinstance(principal, Response):
             return principal
         if self.http._closing:
@@ -100,10 +100,10 @@ class LegacySse:
         )
 
     async def message(self, request: Request) -> Response:
-        refused = self.http.guard(request)
+        refused = self.http.gate.guard(request)
         if refused is not None:
             return refused
-        principal = self.http.authenticate(request)
+        principal = self.http.gate.authenticate(request)
         if isinstance(principal, Response):
             return principal
         session_id = request.query_params.get("sessionId") or request.query_params.get(
