@@ -116,11 +116,8 @@ def ann_recall(app, embedder, questions, k: int = 10, n: int = 50) -> float:
     """Share of HNSW top-k results as close as the exact top-k (numpy over every stored vector)."""
     import numpy as np
 
-    keys, blocks = [], []
-    for batch_keys, batch in app.store._load_vectors(AGENT):
-        keys.append(batch_keys)
-        blocks.append(batch)
-    all_keys, matrix = np.concatenate(keys), np.concatenate(blocks)
+    blocks = [batch for _, batch in app.store._load_vectors(AGENT)]
+    matrix = np.concatenate(blocks)
     found = 0
     for q in questions[:n]:
         vec = embedder.embed_query(q)
@@ -181,7 +178,7 @@ def _vector_sql(app, vec):  # type: ignore[no-untyped-def]
     """The statement PostgresStore.vector_search runs (for EXPLAIN)."""
     import numpy as np
 
-    from memento.storage.postgres import filter_sql, scope_sql
+    from memento.storage.postgres_sql import filter_sql, scope_sql
 
     where, params = scope_sql(AgentScope(AGENT))
     fwhere, fparams = filter_sql(SearchFilter())
@@ -226,7 +223,7 @@ def explain_search_queries(app, question: str) -> dict[str, list[str]]:
     and of the keyword tier's statement (the question's extracted keywords), as recall runs them."""
     from memento.analysis import extract_keywords, query_terms
     from memento.service import CANDIDATE_POOL
-    from memento.storage.postgres import common_df, df_sql, keyword_sql, text_sql
+    from memento.storage.postgres_sql import common_df, df_sql, keyword_sql, text_sql
 
     scope, filt = AgentScope(AGENT), SearchFilter()
     terms = query_terms(question)

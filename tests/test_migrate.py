@@ -157,7 +157,7 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
     assert first.dimensions == 256 and first.embedding_model == "hash:v1:256"
     assert {t: r.copied for t, r in first.tables.items()} == {t: len(before[t]) for t in BULK_TABLES}
     assert "fragments" in stream.getvalue() and f"{len(before['fragments'])}/{len(before['fragments'])}" in stream.getvalue()
-    from memento.storage.postgres import migrate as migrate_schema
+    from memento.storage.postgres_schema import migrate as migrate_schema
 
     migrate_schema(pg.owner_dsn, app_role=APP_ROLE)  # what the application's start-up does: grant its role DML
     assert dump(pg.app_dsn) == before  # the application role, as `system`, sees every agent's rows

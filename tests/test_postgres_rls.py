@@ -36,7 +36,7 @@ def visible(conn: Any, agent: str | None, where: str = "TRUE") -> set[str]:
 @pytest.fixture
 def app_conn(postgres_server: PostgresServer) -> Iterator[Any]:
     """A connection as the application role, with one fragment each for A, B and default."""
-    from memento.storage.postgres import migrate
+    from memento.storage.postgres_schema import migrate
 
     migrate(postgres_server.owner_dsn, app_role=APP_ROLE)
     postgres_server.reset()

@@ -79,7 +79,7 @@ def test_an_unreachable_server_is_unavailable(postgres_server: PostgresServer) -
 
 
 def test_migrations_are_recorded_and_never_rerun(pg_app: App, pg_settings: Settings) -> None:
-    from memento.storage.postgres import migrate
+    from memento.storage.postgres_schema import migrate
 
     names = pg_app.store.migrations()
     assert names[0] == "0001_initial.sql" and "vector_dimensions_256" in names

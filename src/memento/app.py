@@ -90,7 +90,8 @@ def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[SQLiteSt
     if settings.backend == "postgres":
         from psycopg.conninfo import conninfo_to_dict
 
-        from .storage.postgres import PostgresStore, migrate
+        from .storage.postgres import PostgresStore
+        from .storage.postgres_schema import migrate
         from .storage.postgres_maintenance import PostgresMaintenance
 
         dsn = settings.postgres_dsn

@@ -158,7 +158,8 @@ def _open_target(end: Endpoint, model: str | None, dimensions: int | None) -> Bu
     if end.backend == "sqlite":
         assert end.path is not None
         return SQLiteStore(end.path, embedding_model=model, dimensions=dimensions)
-    from .storage.postgres import PostgresStore, migrate as migrate_schema
+    from .storage.postgres import PostgresStore
+    from .storage.postgres_schema import migrate as migrate_schema
 
     _check_reachable(end, "target")
     _refuse_other_dimensions(end.dsn or "", dimensions)

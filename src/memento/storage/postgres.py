@@ -10,14 +10,7 @@ policy only leakproof conditions (text equality, not `@@` or `&&`) can use an in
 full-text and keyword tiers read trigger-maintained lookup tables with the same policy
 (migration 0002) instead of the GIN indexes on `fragments`.
 
-Migrations. `migrate(owner_dsn, app_role=..., dimensions=...)` applies the named SQL files in
-`migrations/postgres` in order as the schema owner, records them in
-`agent_memory.schema_migrations` and grants the application role its DML rights. `build_app`
-calls it at start-up with DATABASE_MIGRATION_URL, or with the application's own connection when
-that is empty (a single-role deployment; FORCE ROW LEVEL SECURITY still binds the owner). With
-nothing pending it changes nothing, so a non-owner application role can run it too. The
-embedding column's `vector(N)` follows the embedder: the templated `vector_dimensions`
-migration runs (and is recorded as `vector_dimensions_<N>`) whenever N differs from the column.
+Migrations: postgres_schema.py; the statements of the retrieval tiers: postgres_sql.py.
 
 Connections come from a psycopg_pool pool sized by DB_MAX_CONNECTIONS, with DB_IDLE_TIMEOUT_MS,
 DB_CONN_TIMEOUT_MS and DB_QUERY_TIMEOUT (the statement timeout).
@@ -31,7 +24,6 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
-from importlib import resources
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -41,11 +33,10 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..analysis import index_terms
 from ..errors import Conflict, InvalidArgument, NotFound, Unavailable
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .protocol import BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
-from .sqlfilter import filter_sql as shared_filter_sql
+from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, scope_sql, search_vector, text_sql
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +44,8 @@ Cursor = psycopg.Cursor[dict[str, Any]]
 
 ACCESS_FLUSH_SECONDS = 5.0
 ACCESS_FLUSH_SIZE = 512
-COMMON_TERM_SHARE = 0.02
 COMMON_TERM_MIN_DOCS = 2_000
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
-MIGRATION_LOCK = 0x6D656D656E746F  # pg_advisory_xact_lock key: "memento"
 SYSTEM = "system"
 
 _COLUMNS = (
@@ -66,77 +55,6 @@ _COLUMNS = (
     " (f.embedding IS NOT NULL) AS has_embedding"
 )
 _SEARCH = "CAST(%s AS tsvector)"
-
-
-# ---------------------------------------------------------------- migrations
-
-
-def _migration_files() -> list[tuple[str, str]]:
-    folder = resources.files("memento.storage.migrations").joinpath("postgres")
-    return sorted(
-        (e.name, e.read_text(encoding="utf-8")) for e in folder.iterdir() if e.name.endswith(".sql")
-    )
-
-
-def _vector_template() -> str:
-    folder = resources.files("memento.storage.migrations").joinpath("postgres")
-    return folder.joinpath("vector_dimensions.sql.in").read_text(encoding="utf-8")
-
-
-def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = None) -> list[str]:
-    """Apply pending migrations as the role of `dsn`; grant `app_role` DML. Returns what ran."""
-    ran: list[str] = []
-    with psycopg.connect(dsn) as conn:
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        row = conn.execute(
-            "SELECT to_regnamespace('agent_memory') IS NOT NULL, to_regclass('agent_memory.schema_migrations') IS NOT NULL"
-        ).fetchone()
-        assert row is not None
-        if not row[0]:
-            conn.execute("CREATE SCHEMA agent_memory")
-        if not row[1]:
-            conn.execute(
-                "CREATE TABLE agent_memory.schema_migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT NOW())"
-            )
-        applied = {r[0] for r in conn.execute("SELECT name FROM agent_memory.schema_migrations")}
-        for name, text in _migration_files():
-            if name not in applied:
-                conn.execute(text.encode())
-                conn.execute("INSERT INTO agent_memory.schema_migrations (name) VALUES (%s)", (name,))
-                ran.append(name)
-        if dimensions is not None and _column_dimensions(conn) != dimensions:
-            name = f"vector_dimensions_{int(dimensions)}"
-            conn.execute(_vector_template().replace("{dimensions}", str(int(dimensions))).encode())
-            conn.execute(
-                "INSERT INTO agent_memory.schema_migrations (name) VALUES (%s)"
-                " ON CONFLICT (name) DO UPDATE SET applied_at = NOW()",
-                (name,),
-            )
-            ran.append(name)
-        current = conn.execute("SELECT current_user").fetchone()
-        if app_role and current is not None and app_role != current[0]:
-            _grant(conn, app_role)
-    for name in ran:
-        log.info("applied migration %s", name)
-    return ran
-
-
-def _column_dimensions(conn: psycopg.Connection[Any]) -> int | None:
-    row = conn.execute(
-        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'agent_memory.fragments'::regclass AND attname = 'embedding'"
-    ).fetchone()
-    return int(row[0]) if row and row[0] > 0 else None
-
-
-def _grant(conn: psycopg.Connection[Any], role: str) -> None:
-    who = sql.Identifier(role)
-    for statement in (
-        "GRANT USAGE ON SCHEMA agent_memory TO {}",
-        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA agent_memory TO {}",
-        "REVOKE INSERT, UPDATE, DELETE ON agent_memory.schema_migrations FROM {}",
-        "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA agent_memory TO {}",
-    ):
-        conn.execute(sql.SQL(statement).format(who))
 
 
 # ---------------------------------------------------------------- SQL pieces
@@ -151,94 +69,6 @@ def _row_to_fragment(r: dict[str, Any]) -> Fragment:
         accessed_at=r["accessed_at"], estimated_tokens=r["estimated_tokens"],
         utility_score=r["utility_score"], verified_at=r["verified_at"], is_anchor=r["is_anchor"],
         session_id=r["session_id"], has_embedding=r["has_embedding"], seq=r["seq"],
-    )
-
-
-def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
-    """The visibility predicate, written out as well as enforced by the RLS policy."""
-    agents = scope.visible_agents()
-    if agents is None:
-        return "TRUE", []
-    return f"{alias}.agent_id = ANY(%s)", [list(agents)]
-
-
-def filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
-    return shared_filter_sql(filt, alias, "%s", any_of=True)
-
-
-def _quote_lexeme(term: str) -> str:
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def search_vector(content: str, keywords: Sequence[str], topic: str) -> str:
-    """The tsvector literal of a fragment: analyser terms of content and keywords (weight A)
-    and of the topic (weight B). Written as a literal so PostgreSQL's locale-dependent parser
-    never re-tokenises the shared analyser's output."""
-    positions: dict[str, list[str]] = {}
-    body = index_terms(content + " " + " ".join(keywords))
-    for pos, term in enumerate(body, start=1):
-        positions.setdefault(term, []).append(f"{min(pos, 16383)}A")
-    for pos, term in enumerate(index_terms(topic), start=len(body) + 1):
-        positions.setdefault(term, []).append(f"{min(pos, 16383)}B")
-    return " ".join(f"{_quote_lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items())
-
-
-# The retrieval tiers read fragment_terms and fragment_keywords (migration 0002), not the GIN
-# indexes on fragments, which row-level security keeps the application role from using. Each
-# ranks from index entries alone, then visits fragments best first (a nested loop that stops at
-# the LIMIT) so the filter costs a few row look-ups, not one per match.
-
-
-def common_df(total: int) -> int:
-    """The document frequency from which a term is common: df <= total * share  <=>  df < this."""
-    return int(total * COMMON_TERM_SHARE) + 1
-
-
-def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, list[Any]]:
-    """Each term's document frequency, counted only up to `common` (an index-only scan that
-    stops at the LIMIT), so a term in half the store costs no more than a rare one."""
-    where, params = scope_sql(scope, "t")
-    return (
-        "SELECT q.term, (SELECT COUNT(*) FROM (SELECT 1 FROM agent_memory.fragment_terms t"
-        f" WHERE t.term = q.term AND {where} LIMIT %s) AS s) AS n FROM unnest(CAST(%s AS text[])) AS q(term)",
-        [*params, common, list(terms)],
-    )
-
-
-def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
-    """The full-text tier's statement: ts_rank('{0, 0, 0.3, 1}', search, <terms OR-ed>, 1), best
-    first, ties newest first. For an OR query that rank is the sum of the matched terms' stored
-    shares over the number of query terms. Weights {D, C, B, A}: content and keywords count 1,
-    the topic 0.3 (as bm25 on SQLite)."""
-    where, params = scope_sql(scope)
-    twhere, tparams = scope_sql(scope, "t")
-    fwhere, fparams = filter_sql(filt)
-    order = "m.rank DESC, m.seq DESC"
-    return (
-        "WITH m AS MATERIALIZED (SELECT t.seq, CAST(SUM(CAST(t.rank AS float8)) / %s AS real) AS rank"
-        f" FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {twhere} GROUP BY t.seq)"
-        f" SELECT f.id, m.rank FROM (SELECT m.seq, m.rank FROM m ORDER BY {order}) AS m"
-        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
-        f" ORDER BY {order} LIMIT %s",
-        [float(len(terms)), list(terms), *tparams, *params, *fparams, limit],
-    )
-
-
-def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
-    """The keyword tier's statement: fragments holding any of `keywords`, most matched first,
-    then by importance, newest first (fragment_keywords carries both)."""
-    where, params = scope_sql(scope)
-    kwhere, kparams = scope_sql(scope, "k")
-    fwhere, fparams = filter_sql(filt)
-    order = "m.matched DESC, m.importance DESC, m.created_at DESC, m.seq DESC"
-    return (
-        "WITH m AS MATERIALIZED (SELECT k.seq, COUNT(*) AS matched, MAX(k.importance) AS importance,"
-        " MAX(k.created_at) AS created_at FROM agent_memory.fragment_keywords k"
-        f" WHERE k.keyword = ANY(%s) AND {kwhere} GROUP BY k.seq)"
-        f" SELECT f.id, m.matched FROM (SELECT m.seq, m.matched, m.importance, m.created_at FROM m ORDER BY {order}) AS m"
-        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
-        f" ORDER BY {order} LIMIT %s",
-        [list(dict.fromkeys(keywords)), *kparams, *params, *fparams, limit],
     )
 
 

@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Sequence
 
 from ..models import AgentScope, TTLTier
-from .postgres import SYSTEM, PostgresStore, scope_sql
+from .postgres import SYSTEM, PostgresStore
+from .postgres_sql import scope_sql
 
 _LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
 

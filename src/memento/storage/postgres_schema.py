@@ -1,0 +1,92 @@
+"""The PostgreSQL schema `agent_memory`: named migrations and the application role's rights.
+
+Migrations. `migrate(owner_dsn, app_role=..., dimensions=...)` applies the named SQL files in
+`migrations/postgres` in order as the schema owner, records them in
+`agent_memory.schema_migrations` and grants the application role its DML rights. `build_app`
+calls it at start-up with DATABASE_MIGRATION_URL, or with the application's own connection when
+that is empty (a single-role deployment; FORCE ROW LEVEL SECURITY still binds the owner). With
+nothing pending it changes nothing, so a non-owner application role can run it too. The
+embedding column's `vector(N)` follows the embedder: the templated `vector_dimensions`
+migration runs (and is recorded as `vector_dimensions_<N>`) whenever N differs from the column.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+log = logging.getLogger(__name__)
+
+MIGRATION_LOCK = 0x6D656D656E746F  # pg_advisory_xact_lock key: "memento"
+
+
+def _migration_files() -> list[tuple[str, str]]:
+    folder = resources.files("memento.storage.migrations").joinpath("postgres")
+    return sorted(
+        (e.name, e.read_text(encoding="utf-8")) for e in folder.iterdir() if e.name.endswith(".sql")
+    )
+
+
+def _vector_template() -> str:
+    folder = resources.files("memento.storage.migrations").joinpath("postgres")
+    return folder.joinpath("vector_dimensions.sql.in").read_text(encoding="utf-8")
+
+
+def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = None) -> list[str]:
+    """Apply pending migrations as the role of `dsn`; grant `app_role` DML. Returns what ran."""
+    ran: list[str] = []
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        row = conn.execute(
+            "SELECT to_regnamespace('agent_memory') IS NOT NULL, to_regclass('agent_memory.schema_migrations') IS NOT NULL"
+        ).fetchone()
+        assert row is not None
+        if not row[0]:
+            conn.execute("CREATE SCHEMA agent_memory")
+        if not row[1]:
+            conn.execute(
+                "CREATE TABLE agent_memory.schema_migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT NOW())"
+            )
+        applied = {r[0] for r in conn.execute("SELECT name FROM agent_memory.schema_migrations")}
+        for name, text in _migration_files():
+            if name not in applied:
+                conn.execute(text.encode())
+                conn.execute("INSERT INTO agent_memory.schema_migrations (name) VALUES (%s)", (name,))
+                ran.append(name)
+        if dimensions is not None and _column_dimensions(conn) != dimensions:
+            name = f"vector_dimensions_{int(dimensions)}"
+            conn.execute(_vector_template().replace("{dimensions}", str(int(dimensions))).encode())
+            conn.execute(
+                "INSERT INTO agent_memory.schema_migrations (name) VALUES (%s)"
+                " ON CONFLICT (name) DO UPDATE SET applied_at = NOW()",
+                (name,),
+            )
+            ran.append(name)
+        current = conn.execute("SELECT current_user").fetchone()
+        if app_role and current is not None and app_role != current[0]:
+            _grant(conn, app_role)
+    for name in ran:
+        log.info("applied migration %s", name)
+    return ran
+
+
+def _column_dimensions(conn: psycopg.Connection[Any]) -> int | None:
+    row = conn.execute(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'agent_memory.fragments'::regclass AND attname = 'embedding'"
+    ).fetchone()
+    return int(row[0]) if row and row[0] > 0 else None
+
+
+def _grant(conn: psycopg.Connection[Any], role: str) -> None:
+    who = sql.Identifier(role)
+    for statement in (
+        "GRANT USAGE ON SCHEMA agent_memory TO {}",
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA agent_memory TO {}",
+        "REVOKE INSERT, UPDATE, DELETE ON agent_memory.schema_migrations FROM {}",
+        "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA agent_memory TO {}",
+    ):
+        conn.execute(sql.SQL(statement).format(who))

@@ -1,0 +1,101 @@
+"""The statements of the PostgreSQL store's retrieval tiers and the pieces they share.
+
+The retrieval tiers read fragment_terms and fragment_keywords (migration 0002), not the GIN
+indexes on fragments, which row-level security keeps the application role from using. Each
+ranks from index entries alone, then visits fragments best first (a nested loop that stops at
+the LIMIT) so the filter costs a few row look-ups, not one per match. The bench prints their
+plans (bench/latency.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..analysis import index_terms
+from ..models import AgentScope
+from .protocol import SearchFilter
+from .sqlfilter import filter_sql as shared_filter_sql
+
+COMMON_TERM_SHARE = 0.02
+
+
+def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
+    """The visibility predicate, written out as well as enforced by the RLS policy."""
+    agents = scope.visible_agents()
+    if agents is None:
+        return "TRUE", []
+    return f"{alias}.agent_id = ANY(%s)", [list(agents)]
+
+
+def filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
+    return shared_filter_sql(filt, alias, "%s", any_of=True)
+
+
+def quote_lexeme(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def search_vector(content: str, keywords: Sequence[str], topic: str) -> str:
+    """The tsvector literal of a fragment: analyser terms of content and keywords (weight A)
+    and of the topic (weight B). Written as a literal so PostgreSQL's locale-dependent parser
+    never re-tokenises the shared analyser's output."""
+    positions: dict[str, list[str]] = {}
+    body = index_terms(content + " " + " ".join(keywords))
+    for pos, term in enumerate(body, start=1):
+        positions.setdefault(term, []).append(f"{min(pos, 16383)}A")
+    for pos, term in enumerate(index_terms(topic), start=len(body) + 1):
+        positions.setdefault(term, []).append(f"{min(pos, 16383)}B")
+    return " ".join(f"{quote_lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items())
+
+
+def common_df(total: int) -> int:
+    """The document frequency from which a term is common: df <= total * share  <=>  df < this."""
+    return int(total * COMMON_TERM_SHARE) + 1
+
+
+def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, list[Any]]:
+    """Each term's document frequency, counted only up to `common` (an index-only scan that
+    stops at the LIMIT), so a term in half the store costs no more than a rare one."""
+    where, params = scope_sql(scope, "t")
+    return (
+        "SELECT q.term, (SELECT COUNT(*) FROM (SELECT 1 FROM agent_memory.fragment_terms t"
+        f" WHERE t.term = q.term AND {where} LIMIT %s) AS s) AS n FROM unnest(CAST(%s AS text[])) AS q(term)",
+        [*params, common, list(terms)],
+    )
+
+
+def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
+    """The full-text tier's statement: ts_rank('{0, 0, 0.3, 1}', search, <terms OR-ed>, 1), best
+    first, ties newest first. For an OR query that rank is the sum of the matched terms' stored
+    shares over the number of query terms. Weights {D, C, B, A}: content and keywords count 1,
+    the topic 0.3 (as bm25 on SQLite)."""
+    where, params = scope_sql(scope)
+    twhere, tparams = scope_sql(scope, "t")
+    fwhere, fparams = filter_sql(filt)
+    order = "m.rank DESC, m.seq DESC"
+    return (
+        "WITH m AS MATERIALIZED (SELECT t.seq, CAST(SUM(CAST(t.rank AS float8)) / %s AS real) AS rank"
+        f" FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {twhere} GROUP BY t.seq)"
+        f" SELECT f.id, m.rank FROM (SELECT m.seq, m.rank FROM m ORDER BY {order}) AS m"
+        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
+        f" ORDER BY {order} LIMIT %s",
+        [float(len(terms)), list(terms), *tparams, *params, *fparams, limit],
+    )
+
+
+def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
+    """The keyword tier's statement: fragments holding any of `keywords`, most matched first,
+    then by importance, newest first (fragment_keywords carries both)."""
+    where, params = scope_sql(scope)
+    kwhere, kparams = scope_sql(scope, "k")
+    fwhere, fparams = filter_sql(filt)
+    order = "m.matched DESC, m.importance DESC, m.created_at DESC, m.seq DESC"
+    return (
+        "WITH m AS MATERIALIZED (SELECT k.seq, COUNT(*) AS matched, MAX(k.importance) AS importance,"
+        " MAX(k.created_at) AS created_at FROM agent_memory.fragment_keywords k"
+        f" WHERE k.keyword = ANY(%s) AND {kwhere} GROUP BY k.seq)"
+        f" SELECT f.id, m.matched FROM (SELECT m.seq, m.matched, m.importance, m.created_at FROM m ORDER BY {order}) AS m"
+        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
+        f" ORDER BY {order} LIMIT %s",
+        [list(dict.fromkeys(keywords)), *kparams, *params, *fparams, limit],
+    )
