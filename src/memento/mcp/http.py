@@ -604,7 +604,8 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
         from memento.mcp.cluster import CHANNEL, Guarded, RedisEventStore, RedisSessionDirectory
         from memento.storage.redis import connect
 
-        client = connect(app.settings)
+        # Called on the event loop, so a sick Redis must answer (or fail) fast.
+        client = connect(app.settings, timeout_s=0.5, connect_timeout_s=0.25)
         app.on_close(client.close)
         shared = Guarded(client, "MCP sessions and SSE events")
         store = RedisEventStore(shared, ttl_s)

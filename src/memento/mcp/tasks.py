@@ -181,7 +181,7 @@ class TasksFeature:
             from memento.mcp.cluster import TASKS_CHANNEL, RedisTaskBoard
             from memento.storage.redis import connect
 
-            client = connect(hub.app.settings)
+            client = connect(hub.app.settings, timeout_s=0.5, connect_timeout_s=0.25)  # used on the event loop
             hub.app.on_close(client.close)
             self.board = RedisTaskBoard(client, bus)
             bus.on(TASKS_CHANNEL, self._on_replica_message)

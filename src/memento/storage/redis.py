@@ -45,15 +45,17 @@ def key(agent: str, keyword: str) -> str:
     return f"{PREFIX}{agent}:{keyword}"
 
 
-def connect(settings: Settings) -> Any:
-    """A redis-py client from the REDIS_* settings (through Sentinel when enabled). Lazy: no I/O."""
+def connect(settings: Settings, *, timeout_s: float = 2.0, connect_timeout_s: float = 1.0) -> Any:
+    """A redis-py client from the REDIS_* settings (through Sentinel when enabled). Lazy: no I/O.
+
+    Callers on the event loop pass shorter timeouts: a call there stalls every request."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
     options: dict[str, Any] = {
         "db": settings.redis_db, "password": settings.redis_password or None, "decode_responses": True,
-        "socket_timeout": 2.0, "socket_connect_timeout": 1.0, "retry": Retry(NoBackoff(), 0),
+        "socket_timeout": timeout_s, "socket_connect_timeout": connect_timeout_s, "retry": Retry(NoBackoff(), 0),
     }
     if settings.redis_sentinel_enabled:
         from redis.sentinel import Sentinel
