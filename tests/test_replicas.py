@@ -330,3 +330,28 @@ def test_a_replica_shutting_down_leaves_its_sessions_to_the_others(replicas: tup
         assert [f["content"] for f in context["workingMemory"]] == ["Halfway through the migration plan."]
     finally:
         client.close()
+
+
+def test_a_fresh_stream_on_another_replica_does_not_replay_what_was_delivered(
+    replicas: tuple[HttpServer, HttpServer],
+) -> None:
+    a, b = replicas
+    client, writer = Client(), Client()
+    try:
+        client.initialize(a)
+        client.call(a, "resources/subscribe", {"uri": "memory://topics/builds"})
+        on_a = Listener(client, a)
+        writer.initialize(a)
+        writer.tool(a, "remember", {"content": "Build 7 is green.", "topic": "builds", "type": "fact"})
+        on_a.next("notifications/resources/updated", "memory://topics/builds")
+        on_a.stop()
+        # A new stream on B without Last-Event-ID: only what happens from now on.
+        on_b = Listener(client, b)
+        writer.tool(a, "remember", {"content": "Build 8 is red.", "topic": "builds", "type": "error"})
+        on_b.next("notifications/resources/updated", "memory://topics/builds")
+        on_b.next("notifications/resources/list_changed")
+        assert on_b.events.empty()  # nothing from before the stream opened came along
+        on_b.stop()
+    finally:
+        client.close()
+        writer.close()

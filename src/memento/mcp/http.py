@@ -564,11 +564,17 @@ class McpHttp:
         stream = self._standalone(session)
         if stream_id is None and stream.subscriber is not None:
             return rpc_error(409, INVALID_REQUEST, "Conflict: this session's GET stream is open")
-        if not session.delivers or last_event_id:
+        moved_here = not session.delivers  # another replica held its notification stream
+        if moved_here or last_event_id:
             self.directory.claim(session)  # its notifications flow here from now on
-        backlog = self.store.after(
-            session.id, STANDALONE, last_event_id if stream_id is not None else stream.delivered
-        )
+        if stream_id is None and moved_here and stream.delivered is None:
+            # What the other replica delivered is unknown here: without a Last-Event-ID the
+            # client gets what comes from now on, not the session's whole history again.
+            backlog = []
+        else:
+            backlog = self.store.after(
+                session.id, STANDALONE, last_event_id if stream_id is not None else stream.delivered
+            )
         queue = self._attach(stream)
         if versions.sse_priming(session.protocol_version):
             self._publish(stream, None)  # after the backlog, so event ids stay in order
