@@ -355,3 +355,30 @@ def test_a_fresh_stream_on_another_replica_does_not_replay_what_was_delivered(
     finally:
         client.close()
         writer.close()
+
+
+def test_a_tool_call_stream_resumes_on_the_other_replica_while_the_call_still_runs(
+    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
+) -> None:
+    # SEP-1699: the server closes the POST stream mid-call; the client resumes it with
+    # Last-Event-ID, here on the replica that is not running the call.
+    env = replica_env(postgres_server, redis_server, MEMENTO_CONFORMANCE_FIXTURES="1")
+    a = start_http_server(env, tmp_path / "a.log")
+    b = start_http_server(env, tmp_path / "b.log")
+    client = Client()
+    try:
+        client.initialize(a)
+        reply = client.request(a, "tools/call", {"name": "test_reconnection", "arguments": {}})
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        ids = [line[3:].strip() for line in reply.text.splitlines() if line.startswith("id:")]
+        assert ids and "result" not in reply.text  # only the priming event: the call runs on
+        headers = {**client.headers(), "Last-Event-ID": ids[-1]}
+        with client.http.stream("GET", b.mcp, headers=headers) as resumed:
+            assert resumed.status_code == 200
+            messages = [json.loads(line[5:]) for line in resumed.iter_lines() if line.startswith("data:") and line[5:].strip()]
+        assert [m.get("id") for m in messages if "result" in m] == [1]
+        assert "Reconnection test completed" in messages[-1]["result"]["content"][0]["text"]
+    finally:
+        client.close()
+        b.stop()
+        a.stop()

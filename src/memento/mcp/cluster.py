@@ -123,6 +123,7 @@ class SessionDirectory(Protocol):
     """Where the HTTP transport records its sessions so other replicas can continue them."""
 
     replica_id: str
+    shared: bool  # whether other replicas may serve the same sessions
 
     def register(self, session: Session) -> None:
         """A session was initialised here (this replica is its home)."""
@@ -158,6 +159,7 @@ class LocalDirectory:
     """One replica: sessions live only in this process."""
 
     replica_id = "local"
+    shared = False
 
     def register(self, session: Session) -> None:
         pass
@@ -195,6 +197,7 @@ class RedisSessionDirectory:
         self.redis = client if isinstance(client, Guarded) else Guarded(client, "MCP sessions")
         self.bus = bus
         self.replica_id = bus.replica_id
+        self.shared = True
         self.ttl_s = max(1, int(ttl_s))
         self.touch_every_s = min(touch_every_s, self.ttl_s / 4)
         self._saved: dict[str, str] = {}  # session id -> the state last written

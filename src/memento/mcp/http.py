@@ -62,6 +62,13 @@ STREAMED_METHODS = frozenset({"tools/call"})
 nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
 they send related messages; `initialize` is always JSON."""
 _END = object()
+FOLLOW_S = 30.0  # how long a replica relays a POST stream another replica is still answering
+FOLLOW_POLL_S = 0.1
+
+
+def _answers(message: dict[str, Any] | None) -> bool:
+    """Whether an event is the response that ends a POST stream."""
+    return message is not None and "method" not in message and ("result" in message or "error" in message)
 
 
 class _Cut:
@@ -559,7 +566,12 @@ class McpHttp:
             stream = live if live is not None else _Stream(session.id, stream_id)
             queue = self._attach(stream)
             if live is None:
-                queue.put_nowait(_END)
+                if self.directory.shared and not any(_answers(e.message) for e in backlog):
+                    # Perhaps still running on another replica: follow the shared store.
+                    after = backlog[-1].id if backlog else str(last_event_id)
+                    self._spawn(self._follow(stream, queue, stream_id, after))
+                else:
+                    queue.put_nowait(_END)
             return self._sse_response(stream, queue, backlog, session=session)
         stream = self._standalone(session)
         if stream_id is None and stream.subscriber is not None:
@@ -581,6 +593,27 @@ class McpHttp:
         return self._sse_response(
             stream, queue, backlog, preamble=b": stream open\n\n", session=session
         )
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _follow(self, stream: _Stream, queue: asyncio.Queue[Any], stream_id: str, after: str) -> None:
+        """Relay what another replica adds to a POST stream until its response (or a time limit:
+        then the client is told to reconnect, with the id it has, and resumes again)."""
+        deadline = asyncio.get_running_loop().time() + FOLLOW_S
+        while stream.subscriber is queue and not self._closing:
+            for event in self.store.after(stream.session_id, stream_id, after):
+                queue.put_nowait((event.id, event.message))
+                after = event.id
+                if _answers(event.message):
+                    queue.put_nowait(_END)
+                    return
+            if asyncio.get_running_loop().time() > deadline:
+                queue.put_nowait(_Cut(RETRY_MS))
+                return
+            await asyncio.sleep(FOLLOW_POLL_S)
 
     async def _delete(self, request: Request, principal: Principal) -> Response:
         found = self._session(request, principal)
