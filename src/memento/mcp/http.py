@@ -38,11 +38,12 @@ from memento.auth.principal import Principal
 from memento.auth.registry import token_verifiers
 from memento.mcp import http_extras, jsonrpc, versions
 from memento.mcp.cluster import LocalDirectory, SessionDirectory, apply_snapshot, snapshot
-from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure, owns, rpc_error
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
+from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure, owns, rpc_error
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
+from memento.mcp.sse_streams import END, RETRY_MS, STANDALONE, Cut, Stream, Streams
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -54,14 +55,10 @@ VERSION_HEADER = "mcp-protocol-version"
 LAST_EVENT_HEADER = "last-event-id"
 DEFAULT_VERSION_HEADER = "2025-03-26"  # what a request without MCP-Protocol-Version means
 MAX_BODY_BYTES = 4 * 1024 * 1024
-KEEPALIVE_S = 15.0
-RETRY_MS = 1000
-STANDALONE = "standalone"  # the stream id of a session's GET stream
 STREAMED_METHODS = frozenset({"tools/call"})
 """Requests answered as a (primed, resumable) SSE stream from 2025-11-25 even when they send
 nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
 they send related messages; `initialize` is always JSON."""
-_END = object()
 FOLLOW_S = 30.0  # how long a replica relays a POST stream another replica is still answering
 FOLLOW_POLL_S = 0.1
 
@@ -69,13 +66,6 @@ FOLLOW_POLL_S = 0.1
 def _answers(message: dict[str, Any] | None) -> bool:
     """Whether an event is the response that ends a POST stream."""
     return message is not None and "method" not in message and ("result" in message or "error" in message)
-
-
-class _Cut:
-    """Queue item: end this connection now, the stream lives on (`close_stream`)."""
-
-    def __init__(self, retry_ms: int | None) -> None:
-        self.retry_ms = retry_ms
 
 
 def _media_ranges(request: Request) -> dict[str, float] | None:
@@ -113,29 +103,6 @@ def _accepts(request: Request) -> tuple[float, float]:
     return _quality(ranges, "application/json"), _quality(ranges, "text/event-stream")
 
 
-def _sse_event(message: dict[str, Any] | list[dict[str, Any]], event_id: str | None = None) -> bytes:
-    head = b"" if event_id is None else b"id: " + event_id.encode() + b"\n"
-    return head + b"event: message\ndata: " + jsonrpc.encode(message).encode("utf-8") + b"\n\n"
-
-
-def _priming_event(event_id: str) -> bytes:
-    return b"id: " + event_id.encode() + b"\nretry: " + str(RETRY_MS).encode() + b"\ndata: \n\n"
-
-
-class _Stream:
-    """One SSE stream of a session: a POST's answer, or the standalone GET stream.
-
-    Its events are stored first, then handed to the connection attached to it, if any.
-    """
-
-    def __init__(self, session_id: str, stream_id: str) -> None:
-        self.session_id = session_id
-        self.id = stream_id
-        self.subscriber: asyncio.Queue[Any] | None = None
-        self.finished = False
-        self.delivered: str | None = None  # last event id written to some connection
-
-
 class McpHttp:
     """The `/mcp` endpoint: session routing, HTTP framing and SSE delivery around `McpServer`."""
 
@@ -153,7 +120,7 @@ class McpHttp:
         self.session_ttl_s = session_ttl_s
         self.store: EventStore = event_store if event_store is not None else MemoryEventStore()
         self.directory: SessionDirectory = directory if directory is not None else LocalDirectory()
-        self._live: dict[tuple[str, str], _Stream] = {}
+        self.streams = Streams(self.store)
         self._stream_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
@@ -175,55 +142,18 @@ class McpHttp:
         # Only the standby GET streams: a streamed tool-call answer ends by itself when its call
         # finishes, so in-flight results still reach their clients during a graceful shutdown.
         self._closing = True
-        for (_, stream_id), stream in self._live.items():
-            if stream_id == STANDALONE and stream.subscriber is not None:
-                stream.subscriber.put_nowait(_END)
+        self.streams.end_standby()
         if self.legacy is not None:
             self.legacy.close_all()
 
-    def _end_streams(self, session_id: str, *, keep_events: bool = False) -> None:
-        """End the session's streams here; its stored events go too unless other replicas may
-        still replay them (`keep_events`)."""
-        for key in [key for key in self._live if key[0] == session_id]:
-            stream = self._live.pop(key)
-            stream.finished = True
-            if stream.subscriber is not None:
-                stream.subscriber.put_nowait(_END)
-        if not keep_events:
-            self.store.drop_session(session_id)
-
     # ------------------------------------------------------------------ delivery
-
-    def _open_stream(self, session: Session, stream_id: str) -> _Stream:
-        stream = _Stream(session.id, stream_id)
-        self._live[(session.id, stream_id)] = stream
-        return stream
-
-    def _publish(self, stream: _Stream, message: dict[str, Any] | None) -> str:
-        """Store one event, then hand it to the attached connection (no await: no reordering)."""
-        event_id = self.store.append(stream.session_id, stream.id, message)
-        if stream.subscriber is not None:
-            stream.subscriber.put_nowait((event_id, message))
-        return event_id
-
-    def _finish(self, stream: _Stream) -> None:
-        stream.finished = True
-        self._live.pop((stream.session_id, stream.id), None)
-        if stream.subscriber is not None:
-            stream.subscriber.put_nowait(_END)
-
-    def _standalone(self, session: Session) -> _Stream:
-        stream = self._live.get((session.id, STANDALONE))
-        if stream is None:
-            stream = self._open_stream(session, STANDALONE)
-        return stream
 
     def _standalone_sender(self, session: Session) -> Callable[[dict[str, Any]], Awaitable[None]]:
         async def send(message: dict[str, Any]) -> None:
             if self.server.session_table.get(session.id) is not session:
                 return
             if session.delivers or not self.directory.forward(session.id, "send", message):
-                self._publish(self._standalone(session), message)
+                self.streams.publish(self.streams.standalone(session.id), message)
 
         return send
 
@@ -247,9 +177,9 @@ class McpHttp:
         message = payload.get("message")
         if op == "claimed":  # the client's notification stream moved to another replica
             session.delivers = payload.get("home") == self.directory.replica_id
-            stream = self._live.get((session.id, STANDALONE))
+            stream = self.streams.live.get((session.id, STANDALONE))
             if not session.delivers and stream is not None and stream.subscriber is not None:
-                stream.subscriber.put_nowait(_END)
+                stream.subscriber.put_nowait(END)
         elif op == "changed":
             fresh = self.directory.load(session.id)
             if fresh is not None:
@@ -258,7 +188,7 @@ class McpHttp:
         elif op == "closed":  # ended through another replica (which expunged working memory)
             self._evict(session.id)
         elif op == "send" and session.delivers and isinstance(message, dict):
-            self._publish(self._standalone(session), message)
+            self.streams.publish(self.streams.standalone(session.id), message)
         elif op == "response" and isinstance(message, dict):
             try:
                 parsed = jsonrpc.parse_message(message)
@@ -269,7 +199,7 @@ class McpHttp:
 
     def _evict(self, session_id: str) -> None:
         """Drop this replica's copy of a session (it lives on, or ended, elsewhere)."""
-        self._end_streams(session_id, keep_events=True)
+        self.streams.end_session(session_id, keep_events=True)
         forget = getattr(self.store, "forget_local", None)
         if forget is not None:
             forget(session_id)
@@ -286,63 +216,26 @@ class McpHttp:
             else:
                 await self.server.close_session(sid)
 
-    def _attach(self, stream: _Stream) -> asyncio.Queue[Any]:
-        """Make a new connection the stream's receiver; a previous one is ended."""
-        if stream.subscriber is not None:
-            stream.subscriber.put_nowait(_END)
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        stream.subscriber = queue
-        return queue
-
     def _sse_response(
         self,
-        stream: _Stream,
+        stream: Stream,
         queue: asyncio.Queue[Any],
         backlog: list[StoredEvent],
         *,
-        preamble: bytes = b"",
         session: Session,
+        preamble: bytes = b"",
         headers: dict[str, str] | None = None,
     ) -> StreamingResponse:
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                if preamble:
-                    yield preamble
-                for event in backlog:
-                    yield self._frame(stream, event.id, event.message)
-                while True:
-                    item: Any = None
-                    with anyio.move_on_after(KEEPALIVE_S):
-                        item = await queue.get()
-                    if item is _END:
-                        return
-                    if isinstance(item, _Cut):
-                        if item.retry_ms is not None:
-                            yield b"retry: " + str(item.retry_ms).encode() + b"\n\n"
-                        return
-                    if item is None:
-                        if self._closing or self.server.get_session(session.id) is None:
-                            return
-                        self.directory.sync(session)  # an open stream keeps the session alive everywhere
-                        yield b": keepalive\n\n"  # also how a vanished client is noticed
-                        continue
-                    event_id, message = item
-                    yield self._frame(stream, event_id, message)
-            finally:
-                if stream.subscriber is queue:
-                    stream.subscriber = None
+        def keepalive() -> bool:
+            if self._closing or self.server.get_session(session.id) is None:  # refreshes it here
+                return False
+            self.directory.sync(session)  # an open stream keeps the session alive everywhere
+            return True
 
-        return StreamingResponse(
-            events(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "Mcp-Session-Id": session.id, **(headers or {})},
+        return self.streams.response(
+            stream, queue, backlog, keepalive=keepalive, preamble=preamble,
+            headers={"Mcp-Session-Id": session.id, **(headers or {})},
         )
-
-    def _frame(self, stream: _Stream, event_id: str, message: dict[str, Any] | None) -> bytes:
-        stream.delivered = event_id
-        if message is None:
-            return _priming_event(event_id)
-        return _sse_event(message, event_id)
 
     # ------------------------------------------------------------------ endpoint
 
@@ -369,7 +262,7 @@ class McpHttp:
                 self._evict(sid)
                 continue
             await self.server.close_session(sid)
-            self._end_streams(sid)
+            self.streams.end_session(sid)
             self.directory.remove(sid)
             if self.legacy is not None:
                 self.legacy.end(sid)
@@ -473,15 +366,15 @@ class McpHttp:
 
     async def _answer(self, session: Session, value: Any, *, prefer_sse: bool) -> Response:
         """Run one request; JSON when it ends quietly, else an SSE stream of everything it sends."""
-        stream = self._open_stream(session, f"post-{next(self._stream_ids)}")
-        queue = self._attach(stream)
+        stream = self.streams.open(session.id, f"post-{next(self._stream_ids)}")
+        queue = self.streams.attach(stream)
         resumable = versions.sse_priming(session.protocol_version)
         if resumable:
-            self._publish(stream, None)
+            self.streams.publish(stream, None)
         related = asyncio.Event()
 
         async def sink(message: dict[str, Any]) -> None:
-            self._publish(stream, message)
+            self.streams.publish(stream, message)
             related.set()
 
         async def close(retry_ms: int | None) -> bool:
@@ -489,7 +382,7 @@ class McpHttp:
             if not resumable or stream.finished:
                 return False
             if stream.subscriber is not None:
-                stream.subscriber.put_nowait(_Cut(retry_ms))
+                stream.subscriber.put_nowait(Cut(retry_ms))
                 stream.subscriber = None  # from now on events wait in the store
             related.set()  # a request still waiting to be answered as JSON becomes a stream
             return True
@@ -511,7 +404,7 @@ class McpHttp:
             if task.done() and not related.is_set():
                 # Quiet request: a plain JSON body; the stream never existed for the client.
                 stream.subscriber = None
-                self._live.pop((session.id, stream.id), None)
+                self.streams.live.pop((session.id, stream.id), None)
                 self.store.drop_stream(session.id, stream.id)
                 reply = task.result()
                 if reply is None:
@@ -521,8 +414,8 @@ class McpHttp:
         def done(finished: asyncio.Task[Any]) -> None:
             reply = None if finished.cancelled() or finished.exception() else finished.result()
             if isinstance(reply, dict):
-                self._publish(stream, reply)
-            self._finish(stream)
+                self.streams.publish(stream, reply)
+            self.streams.finish(stream)
 
         task.add_done_callback(done)
         return self._sse_response(stream, queue, [], session=session)
@@ -562,18 +455,18 @@ class McpHttp:
         if stream_id is not None and stream_id != STANDALONE:
             # Resume a POST's stream: what it sent after that id, then (if still running) the rest.
             backlog = self.store.after(session.id, stream_id, last_event_id)
-            live = self._live.get((session.id, stream_id))
-            stream = live if live is not None else _Stream(session.id, stream_id)
-            queue = self._attach(stream)
+            live = self.streams.live.get((session.id, stream_id))
+            stream = live if live is not None else Stream(session.id, stream_id)
+            queue = self.streams.attach(stream)
             if live is None:
                 if self.directory.shared and not any(_answers(e.message) for e in backlog):
                     # Perhaps still running on another replica: follow the shared store.
                     after = backlog[-1].id if backlog else str(last_event_id)
                     self._spawn(self._follow(stream, queue, stream_id, after))
                 else:
-                    queue.put_nowait(_END)
+                    queue.put_nowait(END)
             return self._sse_response(stream, queue, backlog, session=session)
-        stream = self._standalone(session)
+        stream = self.streams.standalone(session.id)
         if stream_id is None and stream.subscriber is not None:
             return rpc_error(409, INVALID_REQUEST, "Conflict: this session's GET stream is open")
         moved_here = not session.delivers  # another replica held its notification stream
@@ -587,9 +480,9 @@ class McpHttp:
             backlog = self.store.after(
                 session.id, STANDALONE, last_event_id if stream_id is not None else stream.delivered
             )
-        queue = self._attach(stream)
+        queue = self.streams.attach(stream)
         if versions.sse_priming(session.protocol_version):
-            self._publish(stream, None)  # after the backlog, so event ids stay in order
+            self.streams.publish(stream, None)  # after the backlog, so event ids stay in order
         return self._sse_response(
             stream, queue, backlog, preamble=b": stream open\n\n", session=session
         )
@@ -599,7 +492,7 @@ class McpHttp:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _follow(self, stream: _Stream, queue: asyncio.Queue[Any], stream_id: str, after: str) -> None:
+    async def _follow(self, stream: Stream, queue: asyncio.Queue[Any], stream_id: str, after: str) -> None:
         """Relay what another replica adds to a POST stream until its response (or a time limit:
         then the client is told to reconnect, with the id it has, and resumes again)."""
         deadline = asyncio.get_running_loop().time() + FOLLOW_S
@@ -608,10 +501,10 @@ class McpHttp:
                 queue.put_nowait((event.id, event.message))
                 after = event.id
                 if _answers(event.message):
-                    queue.put_nowait(_END)
+                    queue.put_nowait(END)
                     return
             if asyncio.get_running_loop().time() > deadline:
-                queue.put_nowait(_Cut(RETRY_MS))
+                queue.put_nowait(Cut(RETRY_MS))
                 return
             await asyncio.sleep(FOLLOW_POLL_S)
 
@@ -619,7 +512,7 @@ class McpHttp:
         found = self._session(request, principal)
         if isinstance(found, Response):
             return found
-        self._end_streams(found.id)
+        self.streams.end_session(found.id)
         await self.server.close_session(found.id)
         self.directory.remove(found.id)
         return Response(status_code=204)
