@@ -226,6 +226,18 @@ async def test_registration(http: httpx.AsyncClient) -> None:
     assert default["token_endpoint_auth_method"] == "client_secret_basic" and default["client_secret"]
 
 
+async def test_oauth_endpoints_refuse_a_foreign_origin_or_host(http: httpx.AsyncClient) -> None:
+    # The same DNS-rebinding gate as /mcp: a page on another site cannot drive registration,
+    # consent or token requests through the user's browser.
+    for method, path in (("GET", "/.well-known/oauth-authorization-server"), ("POST", "/register"),
+                         ("GET", "/authorize"), ("POST", "/token"), ("POST", "/revoke")):
+        foreign = await http.request(method, path, headers={"Origin": "https://evil.example"})
+        assert foreign.status_code == 403, (method, path, foreign.status_code)
+        rebound = await http.request(method, path, headers={"Host": "evil.example"})
+        assert rebound.status_code == 403, (method, path, rebound.status_code)
+    assert (await http.get("/.well-known/oauth-authorization-server")).status_code == 200
+
+
 @pytest.mark.parametrize("uris, error", [
     (["http://example.com/cb"], "invalid_redirect_uri"),
     (["https://example.com/cb#frag"], "invalid_redirect_uri"),

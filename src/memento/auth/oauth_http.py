@@ -144,7 +144,8 @@ class OAuthEndpoints:
     def _guard(self, request: Request, *, browser_form: bool = False) -> Response | None:
         """The MCP endpoint's Origin/Host check. A form posted from our own page carries our
         own Origin, which is accepted even where ALLOWED_ORIGINS does not list it."""
-        guard = getattr(self.mcp, "guard", None)
+        gate = getattr(self.mcp, "gate", None)  # the transport's HttpGate (mcp/http_gate.py)
+        guard = getattr(gate, "guard", None)
         if guard is None:
             return None
         if browser_form and request.headers.get("origin") == endpoints(self.app, request).base:
