@@ -124,7 +124,9 @@ class RedisBus:
                     message = pubsub.get_message(timeout=0.5)
                     if message is not None:
                         self._dispatch(message)
-            except (redis.RedisError, OSError, ValueError) as exc:
+            except (redis.RedisError, OSError, ValueError, AttributeError) as exc:
+                # close() shuts the connection under a blocked read to wake this thread;
+                # redis-py then fails inside its parser with AttributeError (its socket is gone).
                 if self._stop.is_set():
                     break
                 if self._subscribed.is_set():
