@@ -225,3 +225,14 @@ async def test_a_task_started_on_one_replica_is_polled_awaited_and_cancelled_thr
     assert "already cancelled" in err.value.message
     listed = (await call(there, on_b, "tasks/list"))["tasks"]
     assert [(t["taskId"], t["status"]) for t in listed] == [(task_id, "completed"), (second, "cancelled")]
+
+
+def test_closing_the_bus_while_its_listener_is_blocked_in_a_read_raises_nothing(client: Any) -> None:
+    # close() shuts the pubsub connection under the listener's blocked read; any exception that
+    # escapes the bus thread fails this test (pytest turns unhandled thread exceptions into errors).
+    for _ in range(30):
+        bus = RedisBus(client)
+        bus.start()
+        assert bus.wait_subscribed()
+        bus.close()
+        assert bus._thread is not None and not bus._thread.is_alive()
