@@ -146,6 +146,17 @@ async def test_a_restarted_server_catches_up_on_writes_it_never_saw(env: dict[st
         assert_index_complete(await stats(restarted), 4)
 
 
+async def test_a_backfill_by_the_cli_is_found_by_a_running_server(env: dict[str, str]) -> None:
+    async with server(env) as client, server({**env, "EMBEDDING_PROVIDER": "none"}) as keyword_only:
+        await remember(client, "the load balancer drains connections slowly")
+        assert (await recall(client, "load balancer drains"))
+        pending = await remember(keyword_only, "certificates renew thirty days before expiry")  # no vector yet
+        consolidated = json.loads(await cli(env, "consolidate", "--agent", AGENT))
+        assert consolidated["embeddings_backfilled"] == 1, consolidated
+        assert found_by_meaning(await recall(client, "certificates renew thirty days before expiry"), pending)
+        assert_index_complete(await stats(client), 2)
+
+
 async def test_reindex_with_another_model_elsewhere_empties_a_running_servers_index(env: dict[str, str]) -> None:
     async with server(env) as client:
         kept = await remember(client, "the build cache is pruned weekly")
