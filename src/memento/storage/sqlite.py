@@ -25,7 +25,8 @@ from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTL
 from ..analysis import index_terms
 from .protocol import BULK_COLUMNS, BULK_KEYS, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
 from .sqlfilter import filter_sql
-from .vectors import VectorIndex
+from .sqlite_vectors import SQLiteVectorSource, clock as vector_clock
+from .vectors import Span, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +126,9 @@ class SQLiteStore:
         if embedding_model and dimensions:
             self.vectors = VectorIndex(
                 dimensions,
+                embedding_model,
                 path.with_name(path.name + ".vectors"),
-                self._load_vectors,
-                self._generation,
+                SQLiteVectorSource(self._reader, self._connect, embedding_model, dimensions),
                 ann_threshold=ann_threshold,
                 ef_search=ef_search,
             )
@@ -168,20 +169,21 @@ class SQLiteStore:
             conn.execute("COMMIT")
 
     def _migrate(self) -> None:
-        conn = self._writer
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-        )
-        applied = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+        """Apply the named migrations not yet recorded, each in one transaction. The record is
+        read inside that transaction, so processes starting together on one file apply each once."""
         folder = resources.files("memento.storage.migrations").joinpath("sqlite")
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-            if not entry.name.endswith(".sql") or entry.name in applied:
+            if not entry.name.endswith(".sql"):
                 continue
-            sql = entry.read_text(encoding="utf-8")
-            conn.executescript(
-                "BEGIN IMMEDIATE;\n" + sql + "\nINSERT INTO schema_migrations VALUES ("
-                + f"'{entry.name}', '{ts(datetime.now(UTC))}');\nCOMMIT;"
-            )
+            with self._tx() as conn:
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+                )
+                if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (entry.name,)).fetchone():
+                    continue
+                for statement in _statements(entry.read_text(encoding="utf-8")):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (entry.name, ts(datetime.now(UTC))))
             log.info("applied migration %s", entry.name)
 
     def ping(self, timeout_s: float = 2.0) -> None:
@@ -232,42 +234,20 @@ class SQLiteStore:
 
     # ------------------------------------------------------------ vectors
 
-    def _generation(self, agent: str) -> int:
-        row = self._reader().execute(
-            "SELECT generation FROM vector_generations WHERE agent_id = ?", (agent,)
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    @staticmethod
-    def _bump(conn: sqlite3.Connection, agent: str) -> int:
-        row = conn.execute(
-            "INSERT INTO vector_generations VALUES (?, 1) ON CONFLICT(agent_id) "
-            "DO UPDATE SET generation = generation + 1 RETURNING generation",
-            (agent,),
-        ).fetchone()
-        return int(row[0])
-
     def _load_vectors(self, agent: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        conn = self._connect()
-        try:
-            cursor = conn.execute(
-                "SELECT seq, vector FROM fragment_embeddings WHERE agent_id = ? AND model = ? ORDER BY seq",
-                (agent, self.embedding_model),
-            )
-            while batch := cursor.fetchmany(4096):
-                keys = np.array([r[0] for r in batch], dtype=np.uint64)
-                vectors = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32)
-                yield keys, vectors.reshape(len(batch), -1)
-        finally:
-            conn.close()
+        """Every stored vector of the agent for the current model (benchmarks compare with it)."""
+        assert self.vectors is not None
+        return self.vectors.source.load(agent)
 
-    def _store_vector(self, conn: sqlite3.Connection, seq: int, agent: str, vector: np.ndarray) -> int:
+    def _store_vector(self, conn: sqlite3.Connection, seq: int, agent: str, vector: np.ndarray) -> Span:
+        """Write a vector; returns the clock span of the write, for this process's index."""
         vec = np.ascontiguousarray(vector, dtype=np.float32)
+        before = vector_clock(conn)
         conn.execute(
             "INSERT OR REPLACE INTO fragment_embeddings (seq, agent_id, model, dim, vector) VALUES (?, ?, ?, ?, ?)",
             (seq, agent, self.embedding_model, int(vec.shape[0]), vec.tobytes()),
         )
-        return self._bump(conn, agent)
+        return before, vector_clock(conn)
 
     # ------------------------------------------------------------ fragments
 
@@ -317,7 +297,7 @@ class SQLiteStore:
 
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         d = new.draft
-        generation = None
+        span = None
         with self._tx() as conn:
             existing = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
             if existing is not None:
@@ -345,10 +325,10 @@ class SQLiteStore:
                     (d.id, target.id, created),
                 )
             if new.embedding is not None and self.embedding_model:
-                generation = self._store_vector(conn, seq, new.agent_id, new.embedding)
+                span = self._store_vector(conn, seq, new.agent_id, new.embedding)
             row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (seq,)).fetchone()
-        if generation is not None and self.vectors is not None and new.embedding is not None:
-            self.vectors.add(new.agent_id, seq, new.embedding, generation)
+        if span is not None and self.vectors is not None and new.embedding is not None:
+            self.vectors.add(new.agent_id, seq, new.embedding, span)
         return _row_to_fragment(row), True
 
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
@@ -388,18 +368,19 @@ class SQLiteStore:
             if (content, keywords, topic) != (old.content, old.keywords, old.topic):
                 self._unindex_text(conn, old.seq)
                 self._index_text(conn, old.seq, content, keywords, topic)
-            generation = None
+            span = None
             if changes.embedding is not None and self.embedding_model:
-                generation = self._store_vector(conn, old.seq, old.agent_id, changes.embedding)
+                span = self._store_vector(conn, old.seq, old.agent_id, changes.embedding)
             elif changes.clear_embedding:
+                before = vector_clock(conn)
                 conn.execute("DELETE FROM fragment_embeddings WHERE seq = ?", (old.seq,))
-                generation = self._bump(conn, old.agent_id)
+                span = before, vector_clock(conn)
             row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (old.seq,)).fetchone()
-        if self.vectors is not None and generation is not None:
+        if self.vectors is not None and span is not None:
             if changes.embedding is not None:
-                self.vectors.add(old.agent_id, old.seq, changes.embedding, generation)
+                self.vectors.add(old.agent_id, old.seq, changes.embedding, span)
             else:
-                self.vectors.remove(old.agent_id, [old.seq], generation)
+                self.vectors.remove(old.agent_id, [old.seq], span)
         return _row_to_fragment(row)
 
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
@@ -426,11 +407,11 @@ class SQLiteStore:
 
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
         removed: dict[str, list[int]] = {}
-        generations: dict[str, int] = {}
         with self._tx() as conn:
             found = self._visible(conn, scope, list(ids))
             if not found:
                 return []
+            before = vector_clock(conn)
             gone = [f.id for f in found]
             marks = ",".join("?" * len(gone))
             for f in found:
@@ -442,12 +423,11 @@ class SQLiteStore:
                 f" WHERE j.value IN ({marks}))",
                 [*gone, *gone],
             )
-            conn.execute(f"DELETE FROM fragments WHERE id IN ({marks})", gone)
-            for agent in removed:
-                generations[agent] = self._bump(conn, agent)
+            conn.execute(f"DELETE FROM fragments WHERE id IN ({marks})", gone)  # vectors go by cascade
+            span = before, vector_clock(conn)
         if self.vectors is not None:
             for agent, seqs in removed.items():
-                self.vectors.remove(agent, seqs, generations[agent])
+                self.vectors.remove(agent, seqs, span)
         return gone
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
@@ -629,7 +609,7 @@ class SQLiteStore:
             return []
         agents = scope.visible_agents()
         if agents is None:
-            agents = tuple(r[0] for r in self._reader().execute("SELECT DISTINCT agent_id FROM vector_generations"))
+            agents = tuple(r[0] for r in self._reader().execute("SELECT DISTINCT agent_id FROM vector_changes"))
         narrowed = filt.topic is not None or filt.type is not None or bool(filt.types) or filt.only_session
         candidates: list[tuple[int, float]] = []
         for agent in agents:
@@ -698,9 +678,9 @@ class SQLiteStore:
             row = conn.execute("SELECT seq, agent_id FROM fragments WHERE id = ?", (fragment_id,)).fetchone()
             if row is None:
                 return  # deleted meanwhile
-            generation = self._store_vector(conn, row[0], row[1], vector)
+            span = self._store_vector(conn, row[0], row[1], vector)
         if self.vectors is not None:
-            self.vectors.add(row[1], row[0], vector, generation)
+            self.vectors.add(row[1], row[0], vector, span)
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = _scope_sql(scope)
@@ -712,13 +692,10 @@ class SQLiteStore:
         return [(r[0], r[1], r[2]) for r in rows]
 
     def clear_embeddings(self) -> int:
-        """Drop every stored vector (before a full re-embedding)."""
+        """Drop every stored vector (before a full re-embedding); every index, in every process,
+        notices through the change log and rebuilds."""
         with self._tx() as conn:
             count = conn.execute("DELETE FROM fragment_embeddings").rowcount
-            for (agent,) in conn.execute("SELECT agent_id FROM vector_generations").fetchall():
-                self._bump(conn, agent)
-        if self.vectors is not None:
-            self.vectors.invalidate()
         return int(count)
 
     # ------------------------------------------------------------ feedback, statistics
@@ -754,10 +731,7 @@ class SQLiteStore:
         working = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NOT NULL", params).fetchone()[0]
         tiers = dict(conn.execute(f"SELECT ttl_tier, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY ttl_tier", params).fetchall())
         types = dict(conn.execute(f"SELECT type, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY type", params).fetchall())
-        embedded = conn.execute(
-            f"SELECT COUNT(*) FROM fragments f JOIN fragment_embeddings e ON e.seq = f.seq AND e.model = ? WHERE {where} AND f.session_id IS NULL",
-            [self.embedding_model, *params],
-        ).fetchone()[0]
+        embedded, indexed = self._embedded_and_indexed(scope)
         utility = conn.execute(f"SELECT AVG(utility_score), AVG(importance) FROM fragments f WHERE {where} AND f.session_id IS NULL", params).fetchone()
         anchors = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.is_anchor = 1", params).fetchone()[0]
         links = conn.execute(
@@ -771,10 +745,30 @@ class SQLiteStore:
             "anchors": anchors,
             "links": links,
             "embedded": embedded,
-            "embedding_coverage": round(embedded / total, 4) if total else 1.0,
+            "indexed": indexed,
+            # What recall can find by meaning: vectors in this process's index, not only rows on disk.
+            "embedding_coverage": round(indexed / total, 4) if total else 1.0,
+            "index_coverage": round(indexed / embedded, 4) if embedded else 1.0,
             "mean_utility_score": round(utility[0], 4) if utility[0] is not None else None,
             "mean_importance": round(utility[1], 4) if utility[1] is not None else None,
         }
+
+    def _embedded_and_indexed(self, scope: AgentScope) -> tuple[int, int]:
+        """Fragments (working memory apart) with a vector of the current model, and how many of
+        those this process's vector index holds once caught up with the database."""
+        where, params = _scope_sql(scope, use_index=True)
+        rows = self._reader().execute(
+            "SELECT f.agent_id, f.seq FROM fragments f JOIN fragment_embeddings e ON e.seq = f.seq AND e.model = ?"
+            f" WHERE {where} AND f.session_id IS NULL",
+            [self.embedding_model, *params],
+        ).fetchall()
+        if self.vectors is None:
+            return len(rows), 0
+        by_agent: dict[str, list[int]] = {}
+        for agent, seq in rows:
+            by_agent.setdefault(agent, []).append(seq)
+        held = sum(self.vectors.held(agent, np.array(seqs, dtype=np.uint64)) for agent, seqs in by_agent.items())
+        return len(rows), held
 
     # ------------------------------------------------------------ bulk copy (BulkStore)
 
@@ -809,14 +803,10 @@ class SQLiteStore:
         were inserted. Fragments get their full-text and keyword entries and their vectors."""
         _bulk_table(table)
         inserted = 0
-        touched: set[str] = set()
-        with self._tx() as conn:
+        with self._tx() as conn:  # vector indexes catch up through the change log
             for row in rows:
                 if table == "fragments":
-                    added = self._import_fragment(conn, row)
-                    if added:
-                        touched.add(str(row["agent_id"]))
-                    inserted += added
+                    inserted += self._import_fragment(conn, row)
                     continue
                 values = _import_values(table, row)
                 columns = ", ".join(values)  # the fixed BULK_COLUMNS names, never the row's own keys
@@ -825,11 +815,6 @@ class SQLiteStore:
                     list(values.values()),
                 )
                 inserted += max(cursor.rowcount, 0)
-            for agent in sorted(touched):
-                self._bump(conn, agent)
-        if self.vectors is not None:
-            for agent in touched:
-                self.vectors.invalidate(agent)
         return inserted
 
     def _import_fragment(self, conn: sqlite3.Connection, row: dict[str, object]) -> int:
@@ -862,6 +847,19 @@ class SQLiteStore:
 
     def finish_import(self) -> None:
         """Nothing to do: AUTOINCREMENT counters follow explicit ids, indexes are kept per batch."""
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration script, trigger bodies kept whole."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip():
+                yield pending
+            pending = ""
+    if pending.strip() and not all(l.strip().startswith("--") or not l.strip() for l in pending.splitlines()):
+        raise ValueError("a migration ends with an incomplete statement")
 
 
 def _bulk_table(table: str) -> str:

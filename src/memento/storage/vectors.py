@@ -1,8 +1,12 @@
 """Per-agent vector indexes: exact search for small stores, an HNSW graph (usearch) for large ones.
 
-Vectors are canonical in the database; an index is derived. It is saved beside the database on
-close together with the agent's vector generation and reloaded only when that generation still
-matches, so a crash costs a rebuild, never a wrong answer.
+Vectors are canonical in the database; an index is derived, and other processes (a second
+server, the CLI, `memento reindex`) write the same database. The database numbers every vector
+write on a rising clock and logs which fragment it touched (SQLite migration 0003). An index
+carries a stamp: every change numbered up to it is reflected. Before it answers, an index whose
+stamp is behind the clock loads only the fragments changed since, or rebuilds when most of it
+changed. Saved beside the database with its stamp, it is reloaded and caught up the same way, so
+neither a crash nor another writer ever costs a wrong answer.
 """
 
 from __future__ import annotations
@@ -10,43 +14,72 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import secrets
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Protocol
 
 import numpy as np
 from usearch.index import Index
 
 log = logging.getLogger(__name__)
 
-VectorLoader = Callable[[str], Iterator[tuple[np.ndarray, np.ndarray]]]  # agent -> (keys, vectors) batches
-GenerationReader = Callable[[str], int]
+CATCH_UP_MIN = 1024  # below this many changed fragments, catching up always beats a rebuild
+
+Span = tuple[int, int]  # the clock just before and just after one committed write
+
+
+class VectorSource(Protocol):
+    """What an index reads from the database."""
+
+    def identity(self) -> str:
+        """Names the database, so a saved index is never loaded into another one."""
+        ...
+
+    def clock(self) -> int:
+        """The number of the latest committed vector change."""
+        ...
+
+    def load(self, agent: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """All of an agent's vectors of the index's model, as (keys, vectors) batches."""
+        ...
+
+    def count_changes(self, agent: str, after: int, limit: int) -> int:
+        """How many of the agent's fragments changed after `after` (counting stops at `limit`)."""
+        ...
+
+    def changes(self, agent: str, after: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Batches of (changed keys, those of them with a vector now, their vectors)."""
+        ...
 
 
 @dataclass
 class _AgentIndex:
     index: Index
-    generation: int
+    stamp: int  # every change numbered up to this is reflected
+    saved: int | None  # the stamp of the copy on disk, when it came from or went there
     lock: threading.RLock
 
 
 class VectorIndex:
-    """Holds one usearch index per agent, built lazily from the database."""
+    """Holds one usearch index per agent, built lazily from the database and kept current with it."""
 
     def __init__(
         self,
         dimensions: int,
+        model: str,
         directory: Path | None,
-        load: VectorLoader,
-        generation: GenerationReader,
+        source: VectorSource,
         ann_threshold: int = 5000,
         ef_search: int = 512,
     ) -> None:
         self.dimensions = dimensions
+        self.model = model
         self.directory = directory
-        self._load = load
-        self._generation = generation
+        self.source = source
         self.ann_threshold = ann_threshold
         self.ef_search = ef_search
         self._agents: dict[str, _AgentIndex] = {}
@@ -63,11 +96,8 @@ class VectorIndex:
             expansion_search=self.ef_search,
         )
 
-    def _paths(self, agent: str) -> tuple[Path, Path] | None:
-        if self.directory is None:
-            return None
-        name = hashlib.sha256(agent.encode()).hexdigest()[:20]
-        return self.directory / f"{name}.usearch", self.directory / f"{name}.json"
+    def _prefix(self, agent: str) -> str:
+        return hashlib.sha256(agent.encode()).hexdigest()[:20]
 
     def _get(self, agent: str) -> _AgentIndex:
         with self._lock:
@@ -78,51 +108,88 @@ class VectorIndex:
             return entry
 
     def _open(self, agent: str) -> _AgentIndex:
-        generation = self._generation(agent)
-        paths = self._paths(agent)
-        if paths and paths[0].exists() and paths[1].exists():
-            try:
-                meta = json.loads(paths[1].read_text())
-                if meta.get("generation") == generation and meta.get("dim") == self.dimensions:
-                    index = self._new_index()
-                    index.load(str(paths[0]))
-                    return _AgentIndex(index, generation, threading.RLock())
-            except (OSError, ValueError, RuntimeError) as exc:
-                log.warning("vector index for an agent unreadable, rebuilding: %s", exc)
-        return _AgentIndex(self._build(agent), generation, threading.RLock())
+        clock = self.source.clock()
+        entry = self._load_saved(agent, clock)
+        if entry is None:
+            return _AgentIndex(self._build(agent), clock, None, threading.RLock())
+        self._catch_up(agent, entry)
+        return entry
+
+    def _load_saved(self, agent: str, clock: int) -> _AgentIndex | None:
+        if self.directory is None:
+            return None
+        meta_path = self.directory / f"{self._prefix(agent)}.json"
+        try:
+            meta = json.loads(meta_path.read_text())
+            stamp, name = meta.get("change"), meta.get("file")
+            expected = (self.source.identity(), self.model, self.dimensions)
+            if (meta.get("instance"), meta.get("model"), meta.get("dim")) != expected:
+                return None
+            if not isinstance(stamp, int) or stamp > clock:
+                return None  # the database went back in time (restored from a copy): rebuild
+            if not isinstance(name, str) or not name.startswith(self._prefix(agent)) or Path(name).name != name:
+                return None
+            index = self._new_index()
+            index.load(str(self.directory / name))
+            return _AgentIndex(index, stamp, stamp, threading.RLock())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, RuntimeError) as exc:
+            log.warning("vector index for an agent unreadable, rebuilding: %s", exc)
+            return None
 
     def _build(self, agent: str) -> Index:
         index = self._new_index()
         total = 0
-        for keys, vectors in self._load(agent):
+        for keys, vectors in self.source.load(agent):
             index.add(keys, vectors, threads=2)
             total += len(keys)
         if total > 10_000:
             log.info("built vector index: %d vectors", total)
         return index
 
-    def add(self, agent: str, key: int, vector: np.ndarray, generation: int) -> None:
-        """Apply a committed vector write; `generation` is the database's after that write."""
-        entry = self._get(agent)
-        with entry.lock:
-            if key in entry.index:
-                entry.index.remove(key)
-            entry.index.add(key, vector.astype(np.float32))
-            entry.generation = generation
+    def _catch_up(self, agent: str, entry: _AgentIndex) -> None:
+        """Apply what other writers changed since the entry's stamp (entry lock held)."""
+        clock = self.source.clock()
+        if clock == entry.stamp:
+            return
+        budget = max(CATCH_UP_MIN, len(entry.index) // 2)
+        if clock > entry.stamp and self.source.count_changes(agent, entry.stamp, budget + 1) <= budget:
+            for changed, keys, vectors in self.source.changes(agent, entry.stamp):
+                entry.index.remove(changed)
+                if len(keys):
+                    entry.index.add(keys, vectors)
+        else:  # most of the index changed (a reindex), or the database went back in time
+            entry.index = self._build(agent)
+        entry.stamp = clock
 
-    def remove(self, agent: str, keys: list[int], generation: int) -> None:
-        """Apply a committed deletion; `generation` is the database's after it."""
+    def _apply(self, agent: str, span: Span, keys: list[int], vector: np.ndarray | None) -> None:
         entry = self._get(agent)
+        before, after = span
         with entry.lock:
-            for key in keys:
-                if key in entry.index:
-                    entry.index.remove(key)
-            entry.generation = generation
+            if after <= entry.stamp:
+                return  # a catch-up already read this write (or a later one) from the database
+            entry.index.remove(np.array(keys, dtype=np.uint64))
+            if vector is not None:
+                entry.index.add(keys[0], vector.astype(np.float32))
+            if before == entry.stamp:
+                entry.stamp = after  # nothing in between was missed
+            # otherwise another write lies between the stamp and this one: the next catch-up
+            # reads both, and the stamp does not claim what the index never saw
+
+    def add(self, agent: str, key: int, vector: np.ndarray, span: Span) -> None:
+        """Apply a committed vector write of this process, made over the clock `span`."""
+        self._apply(agent, span, [key], vector)
+
+    def remove(self, agent: str, keys: list[int], span: Span) -> None:
+        """Apply a committed deletion of this process, made over the clock `span`."""
+        self._apply(agent, span, keys, None)
 
     def search(self, agent: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(key, cosine similarity) pairs, best first."""
+        """(key, cosine similarity) pairs, best first, after catching up with the database."""
         entry = self._get(agent)
         with entry.lock:
+            self._catch_up(agent, entry)
             size = len(entry.index)
             if size == 0:
                 return []
@@ -131,28 +198,60 @@ class VectorIndex:
             return [(int(key), 1.0 - float(dist)) for key, dist in zip(found.keys, found.distances)]
 
     def size(self, agent: str) -> int:
-        return len(self._get(agent).index)
+        """How many vectors the agent's index holds, after catching up."""
+        entry = self._get(agent)
+        with entry.lock:
+            self._catch_up(agent, entry)
+            return len(entry.index)
 
-    def invalidate(self, agent: str | None = None) -> None:
-        """Forget loaded indexes (all, or one agent's); they are rebuilt on next use."""
-        with self._lock:
-            if agent is None:
-                self._agents.clear()
-            else:
-                self._agents.pop(agent, None)
+    def held(self, agent: str, keys: np.ndarray) -> int:
+        """How many of `keys` the agent's index holds, after catching up."""
+        entry = self._get(agent)
+        with entry.lock:
+            self._catch_up(agent, entry)
+            if not len(keys) or not len(entry.index):
+                return 0
+            return int(np.count_nonzero(entry.index.contains(keys.astype(np.uint64))))
 
     def save(self) -> None:
-        """Persist every loaded index with the generation it reflects."""
+        """Persist every loaded index that changed, stamped with what it has really seen."""
         if self.directory is None:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         with self._lock:
             items = list(self._agents.items())
         for agent, entry in items:
-            paths = self._paths(agent)
-            assert paths is not None
             with entry.lock:
-                if entry.generation != self._generation(agent):
-                    continue  # something changed the database behind our back: let it rebuild
-                entry.index.save(str(paths[0]))
-                paths[1].write_text(json.dumps({"generation": entry.generation, "dim": self.dimensions}))
+                if entry.stamp == entry.saved:
+                    continue
+                try:
+                    self._write(agent, entry)
+                except (OSError, RuntimeError) as exc:  # derived data: the next start rebuilds
+                    log.warning("vector index for an agent not saved: %s", exc)
+
+    def _write(self, agent: str, entry: _AgentIndex) -> None:
+        """Index file first (a fresh name), then the metadata naming it, atomically; so two
+        processes saving at once never pair one's index with the other's stamp."""
+        assert self.directory is not None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        prefix, token = self._prefix(agent), secrets.token_hex(6)
+        name = f"{prefix}-{entry.stamp}-{token}.usearch"
+        entry.index.save(str(self.directory / name))
+        _fsync(self.directory / name)
+        meta = {"instance": self.source.identity(), "model": self.model, "dim": self.dimensions,
+                "change": entry.stamp, "file": name}
+        tmp = self.directory / f"{prefix}.{token}.tmp"
+        tmp.write_text(json.dumps(meta))
+        _fsync(tmp)
+        os.replace(tmp, self.directory / f"{prefix}.json")
+        entry.saved = entry.stamp
+        for old in self.directory.glob(f"{prefix}*"):
+            if old.suffix in (".usearch", ".tmp") and old.name != name:
+                old.unlink(missing_ok=True)  # a concurrent saver's file: it then rebuilds, never errs
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
