@@ -19,8 +19,8 @@ from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
 from .models import (
     AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
-    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
-    ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
+    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, PoolWrites, RecallInput, RelationType,
+    ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT, session_refusal,
 )
 from .retrieval.rank import Candidate, composite, fuse, prior, reason
 from .analysis import normalise_keyword, query_terms
@@ -81,20 +81,51 @@ class MemoryService:
 
     # ------------------------------------------------------------ helpers
 
-    @staticmethod
-    def _writable(agent_id: str | None, ctx: CallContext) -> AgentScope:
-        """The scope of a call that changes memory; a read-only credential is refused."""
+    def _writable(self, agent_id: str | None, ctx: CallContext, *, pool: bool = False) -> AgentScope:
+        """The scope of a call that changes memory; a read-only credential is refused, and so is
+        an agent credential writing into the shared pool unless `pool` and MEMENTO_SHARED_POOL
+        allow it (operations that write only the caller's own namespace leave `pool` off)."""
         if ctx.read_only:
             raise Forbidden("this credential is read-only")
-        return MemoryService._scope(agent_id, ctx)
+        scope = AgentScope(self._scope(agent_id, ctx).agent_id, self._pool_writes(ctx))
+        if scope.agent_id == DEFAULT_AGENT and scope.pool_writes is not PoolWrites.ALL:
+            if scope.pool_writes is PoolWrites.NONE:
+                raise Forbidden(scope.pool_refusal([]))
+            if not pool:
+                raise Forbidden("this operation writes only your own namespace, not the shared 'default' pool; nothing changed")
+        return scope
+
+    def _pool_writes(self, ctx: CallContext) -> PoolWrites:
+        """What the caller may change in the shared pool: admins everything, agent credentials
+        nothing (MEMENTO_SHARED_POOL=read) or its non-anchored fragments (=write)."""
+        if ctx.agent_id is None or AgentScope(ctx.agent_id).is_maintenance:
+            return PoolWrites.ALL
+        if ctx.read_only or self.settings.shared_pool == "read":
+            return PoolWrites.NONE
+        return PoolWrites.UNANCHORED
 
     @staticmethod
     def _scope(agent_id: str | None, ctx: CallContext) -> AgentScope:
-        """The namespace of a call: an agentId argument may narrow a credential, never widen it."""
-        if ctx.agent_id and agent_id and agent_id != ctx.agent_id:
+        """The namespace of a call: an agentId argument may narrow a credential (to its own
+        namespace or the shared pool it already sees), never widen it."""
+        if ctx.agent_id and agent_id and agent_id not in (ctx.agent_id, DEFAULT_AGENT):
             if not AgentScope(ctx.agent_id).is_maintenance:
                 raise Forbidden(f"this credential may not act as agent {agent_id!r}")
         return AgentScope(agent_id or ctx.agent_id or DEFAULT_AGENT)
+
+    def _own_session(self, scope: AgentScope, session_id: str | None) -> None:
+        """Refuse a session id whose working memory belongs to another namespace."""
+        if session_id is None or scope.is_maintenance:
+            return
+        if any(owner != scope.agent_id for owner in self.store.session_owners(session_id)):
+            raise Forbidden(session_refusal(session_id))
+
+    @staticmethod
+    def _changeable(scope: AgentScope, fragments: list[Fragment]) -> None:
+        """Refuse, changing nothing, when some of `fragments` are pool rows `scope` may not change."""
+        refused = [f.id for f in fragments if not scope.may_change(f)]
+        if refused:
+            raise Forbidden(scope.pool_refusal(refused))
 
     def _embed_passage(self, text: str) -> np.ndarray | None:
         """A passage vector, or None when the provider fails (the write goes on; 000 §9.3)."""
@@ -142,7 +173,8 @@ class MemoryService:
 
     def remember(self, inp: RememberInput, ctx: CallContext) -> dict[str, Any]:
         """Store a fragment; a duplicate returns the existing id with created=false."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)
+        self._own_session(scope, inp.sessionId)
         fragment, created = self._remember(
             scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
             importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
@@ -189,7 +221,7 @@ class MemoryService:
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
         """Delete by id or by topic; permanent-tier fragments need force. All or nothing."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)
         if (inp.id is None) == (inp.topic is None):
             raise InvalidArgument("give exactly one of 'id' or 'topic'")
         if inp.id is not None:
@@ -198,6 +230,7 @@ class MemoryService:
                 raise NotFound(f"fragment {inp.id!r} not found")
         else:
             targets = self.store.find_by_topic(scope, inp.topic or "")
+        self._changeable(scope, targets)  # force never overrides the pool rule
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
         if protected and not inp.force:
             raise Forbidden(
@@ -210,23 +243,32 @@ class MemoryService:
 
     def link(self, inp: LinkInput, ctx: CallContext) -> dict[str, Any]:
         """Create (or retype) a directed edge between two visible fragments."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)
+        ends = {f.id: f for f in self.store.get_many(scope, [inp.fromId, inp.toId])}
+        if inp.fromId in ends:
+            self._changeable(scope, [ends[inp.fromId]])  # the edge and linked_to belong to the source
+            pooled = ends[inp.fromId].agent_id == DEFAULT_AGENT
+            if pooled and inp.toId in ends and ends[inp.toId].agent_id != DEFAULT_AGENT and not scope.is_maintenance:
+                raise Forbidden("a shared-pool fragment may link only to shared-pool fragments; nothing changed")
         self.store.add_link(scope, inp.fromId, inp.toId, inp.relationType, self.clock())
         self._emit(ChangeEvent("linked", scope.agent_id, (inp.fromId, inp.toId)))
         return {"success": True, "fromId": inp.fromId, "toId": inp.toId, "relationType": inp.relationType.value}
 
     def amend(self, inp: AmendInput, ctx: CallContext) -> dict[str, Any]:
         """Change a fragment in place (version archived, id and links kept), or supersede it."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)
         found = self.store.get_many(scope, [inp.id])
         if not found:
             raise NotFound(f"fragment {inp.id!r} not found")
         old = found[0]
+        self._changeable(scope, [old])  # superseding lowers the original's importance: a change too
+        if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
+            raise Forbidden(scope.pool_refusal([old.id]))
         fields = {k: getattr(inp, k) for k in ("content", "topic", "keywords", "type", "importance", "isAnchor")}
         if all(v is None for v in fields.values()):
             raise InvalidArgument("nothing to amend: give at least one of content, topic, keywords, type, importance, isAnchor")
-        if inp.supersedes:
-            return self._supersede(scope, old, inp)
+        if inp.supersedes:  # the successor joins the original's namespace (a pool fact stays shared)
+            return self._supersede(AgentScope(old.agent_id, scope.pool_writes), old, inp)
         type_ = inp.type or old.type
         importance = inp.importance if inp.importance is not None else old.importance
         content = self.factory.clean_content(inp.content) if inp.content is not None else None
@@ -281,6 +323,7 @@ class MemoryService:
     def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None) -> dict[str, Any]:
         """recall with the query vector already computed (lets benchmarks time the store alone)."""
         scope = self._scope(inp.agentId, ctx)
+        self._own_session(scope, inp.sessionId)
         now = self.clock()
         filt = SearchFilter(topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id)
         pool = max(CANDIDATE_POOL, inp.limit * 3)
@@ -430,6 +473,7 @@ class MemoryService:
     def context(self, inp: ContextInput, ctx: CallContext) -> dict[str, Any]:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
+        self._own_session(scope, inp.sessionId)
         session = inp.sessionId or ctx.session_id
         working = self.store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
         working_budget = inp.tokenBudget // 2 if working else 0
@@ -484,9 +528,12 @@ class MemoryService:
         }
 
     # ------------------------------------------------------------ read-only views (MCP resources, completion)
+    # Views flush the buffered access statistics first: what they show then never depends on
+    # whether a batched flush happened to land between two reads.
 
     def get_fragment(self, fragment_id: str, ctx: CallContext) -> dict[str, Any]:
         """One visible fragment as JSON; records no access (a view, not a recall)."""
+        self.store.flush_access()
         found = self.store.get_many(self._scope(None, ctx), [fragment_id])
         if not found:
             raise NotFound(f"fragment {fragment_id!r} not found")
@@ -498,6 +545,7 @@ class MemoryService:
 
     def topic_fragments(self, topic: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
         """Permanent fragments of one topic, newest first."""
+        self.store.flush_access()
         rows = self.store.page(self._scope(None, ctx), SearchFilter(topic=topic), None, limit)
         return [f.to_dict() for f in rows]
 
@@ -505,6 +553,7 @@ class MemoryService:
         self, ctx: CallContext, before_seq: int | None, limit: int
     ) -> tuple[list[dict[str, Any]], int | None]:
         """Permanent fragments newest first; returns the page and the keyset of the next page."""
+        self.store.flush_access()
         rows = self.store.page(self._scope(None, ctx), SearchFilter(), before_seq, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
@@ -512,8 +561,11 @@ class MemoryService:
 
     def working_memory(self, session_id: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
         """A session's working memory (scope=session fragments), newest first."""
+        scope = self._scope(None, ctx)
+        self._own_session(scope, session_id)
+        self.store.flush_access()
         filt = SearchFilter(session_id=session_id, only_session=True)
-        return [f.to_dict() for f in self.store.page(self._scope(None, ctx), filt, None, limit)]
+        return [f.to_dict() for f in self.store.page(scope, filt, None, limit)]
 
     def fragment_ids(self, ctx: CallContext, prefix: str, limit: int = 100) -> list[str]:
         """Visible fragment ids starting with `prefix` (for argument completion)."""
@@ -532,6 +584,7 @@ class MemoryService:
 
     def reflect(self, inp: ReflectInput, ctx: CallContext) -> dict[str, Any]:
         """Turn a session summary into typed fragments, and task feedback into a row."""
+        self._own_session(self._scope(inp.agentId, ctx), inp.sessionId)
         scope = self._writable(inp.agentId, ctx)
         session = inp.sessionId or ctx.session_id
         source = f"reflect:{session}" if session else "reflect"
@@ -559,6 +612,7 @@ class MemoryService:
     def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> dict[str, Any]:
         """Record a utility assessment of a tool call."""
         scope = self._writable(None, ctx)
+        self._own_session(scope, inp.session_id)
         row = inp.model_dump()
         row["session_id"] = inp.session_id or ctx.session_id
         feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())
@@ -576,14 +630,16 @@ class MemoryService:
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
     ) -> dict[str, Any]:
         """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         result = self.consolidator.run(scope, progress)
         self._emit(ChangeEvent("consolidated", scope.agent_id))
         return result
 
-    def end_session(self, session_id: str) -> int:
-        """Expunge a finished session's working memory."""
-        removed = self.store.expunge_session(session_id)
+    def end_session(self, session_id: str, ctx: CallContext) -> int:
+        """Expunge a finished session's working memory: the caller's own, never another
+        namespace's rows that carry the same id."""
+        owner = self._scope(None, ctx).agent_id
+        removed = self.store.expunge_session(session_id, owner)
         if removed:
-            self._emit(ChangeEvent("session_ended", DEFAULT_AGENT, session_id=session_id))
+            self._emit(ChangeEvent("session_ended", owner, session_id=session_id))
         return removed

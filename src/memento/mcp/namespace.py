@@ -31,7 +31,11 @@ def service_context(session: SessionView) -> CallContext:
     return principal(session).call_context(session.id)
 
 
-def sees(session: SessionView, agent_id: str) -> bool:
-    """Whether `session` may see changes made in `agent_id`'s namespace."""
-    agents = namespace(session).visible_agents()
-    return agents is None or agent_id in agents
+def sees(session: SessionView, agent_id: str, *, working: bool = False) -> bool:
+    """Whether `session` may see changes made in `agent_id`'s namespace. Changes to working
+    memory (`working`) are seen only in their own namespace, never through the shared pool."""
+    scope = namespace(session)
+    agents = scope.visible_agents()
+    if agents is None:
+        return True
+    return agent_id == scope.agent_id if working else agent_id in agents

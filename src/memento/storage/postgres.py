@@ -33,10 +33,10 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import Conflict, InvalidArgument, NotFound, Unavailable
-from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
+from ..errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
+from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier, session_refusal
 from .protocol import BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
-from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, scope_sql, search_vector, text_sql
+from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, refuse_unwritable, scope_sql, search_vector, text_sql
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,7 @@ class PostgresStore:
         self.ef_search = max(1, min(ef_search, MAX_EF_SEARCH))
         self._pending_access: dict[str, tuple[int, datetime]] = {}
         self._access_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._last_flush = time.monotonic()
         self._flush_due = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -230,8 +231,36 @@ class PostgresStore:
             return None, None
         return np.ascontiguousarray(vector, dtype=np.float32), self.embedding_model
 
+    def _may_insert(self, cur: Cursor, scope: AgentScope, new: NewFragment) -> None:
+        """The pool rule and session ownership, checked in the inserting transaction."""
+        if new.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=new.draft.is_anchor, working=new.session_id is not None):
+            raise Forbidden(scope.pool_refusal([new.draft.id]))
+        if new.session_id is None:
+            return
+        # One claimant of a session id at a time (held to commit), then a look across every
+        # namespace as the system, back to the caller's context.
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 17))", (new.session_id,))
+        self._as(cur, SYSTEM)
+        cur.execute(
+            "SELECT 1 FROM agent_memory.fragments WHERE session_id = %s AND agent_id <> %s LIMIT 1",
+            (new.session_id, new.agent_id),
+        )
+        taken = cur.fetchone() is not None
+        self._as(cur, scope.agent_id)
+        if taken:
+            raise Forbidden(session_refusal(new.session_id))
+
+    def session_owners(self, session_id: str) -> list[str]:
+        """The namespaces whose working memory carries `session_id` (across every agent)."""
+        with self._tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT DISTINCT agent_id FROM agent_memory.fragments WHERE session_id = %s ORDER BY agent_id", (session_id,)
+            )
+            return [r["agent_id"] for r in cur.fetchall()]
+
     def _insert(self, cur: Cursor, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         d = new.draft
+        self._may_insert(cur, scope, new)
         existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
         if existing is not None:
             return existing, False
@@ -274,6 +303,9 @@ class PostgresStore:
 
     def _update(self, cur: Cursor, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
         old = self._require(cur, scope, fragment_id)
+        refuse_unwritable(scope, [old])
+        if changes.is_anchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
+            raise Forbidden(scope.pool_refusal([old.id]))
         cur.execute(
             "INSERT INTO agent_memory.fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
@@ -332,6 +364,7 @@ class PostgresStore:
         found = self._visible(cur, scope, list(ids))
         if not found:
             return []
+        refuse_unwritable(scope, found)
         gone = [f.id for f in found]
         cur.execute("DELETE FROM agent_memory.fragments f WHERE f.id = ANY(%s)", (gone,))
         # Other agents' fragments may point at the deleted ones: clean their arrays as the
@@ -415,9 +448,10 @@ class PostgresStore:
             row = cur.fetchone()
             return int(row["n"]) if row else 0
 
-    def expunge_session(self, session_id: str) -> int:
+    def expunge_session(self, session_id: str, agent_id: str) -> int:
+        """Delete the working memory `agent_id` keeps under `session_id` (never another's)."""
         with self._tx(SYSTEM) as cur:
-            cur.execute("SELECT id FROM agent_memory.fragments WHERE session_id = %s", (session_id,))
+            cur.execute("SELECT id FROM agent_memory.fragments WHERE session_id = %s AND agent_id = %s", (session_id, agent_id))
             ids = [r["id"] for r in cur.fetchall()]
             return len(self._delete(cur, AgentScope(SYSTEM), ids))
 
@@ -427,6 +461,7 @@ class PostgresStore:
         if from_id == to_id:
             raise InvalidArgument("a fragment cannot link to itself")
         source = self._require(cur, scope, from_id)
+        refuse_unwritable(scope, [source])
         self._require(cur, scope, to_id)
         cur.execute(
             "INSERT INTO agent_memory.fragment_links (from_id, to_id, relation_type, created_at) VALUES (%s, %s, %s, %s)"
@@ -579,19 +614,22 @@ class PostgresStore:
                 log.warning("access statistics not saved: %s", exc)
 
     def flush_access(self) -> None:
-        with self._access_lock:
-            pending, self._pending_access = self._pending_access, {}
-            self._last_flush = time.monotonic()
-        if not pending:
-            return
-        ids = list(pending)
-        with self._tx(SYSTEM) as cur:
-            cur.execute(
-                "UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
-                " accessed_at = GREATEST(f.accessed_at, v.at)"
-                " FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at) WHERE f.id = v.id",
-                (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
-            )
+        """Write the buffered access statistics. Returns once every access recorded before the
+        call is stored, even one the background flusher took (views then read settled counts)."""
+        with self._flush_lock:
+            with self._access_lock:
+                pending, self._pending_access = self._pending_access, {}
+                self._last_flush = time.monotonic()
+            if not pending:
+                return
+            ids = list(pending)
+            with self._tx(SYSTEM) as cur:
+                cur.execute(
+                    "UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
+                    " accessed_at = GREATEST(f.accessed_at, v.at)"
+                    " FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at) WHERE f.id = v.id",
+                    (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
+                )
 
     # ------------------------------------------------------------ embeddings
 
