@@ -383,21 +383,27 @@ async def test_an_agent_key_never_reads_the_operators_working_memory(server: Htt
 async def test_a_session_id_is_its_first_namespaces_and_its_end_takes_only_its_rows(server: HttpServer) -> None:
     scratch = {"topic": "heron", "type": "fact", "scope": "session"}
     async with connect(server, KEY_B) as b:
-        b_row = data(await b.call_tool("remember", {**scratch, "content": "B scratch: heron queue drained", "sessionId": "heron-task"}))["id"]
+        b_task = data(await b.call_tool("remember", {**scratch, "content": "B scratch: heron queue drained", "sessionId": "heron-task"}))["id"]
         async with connect(server, KEY_A) as a:
             a_session = await own_session_id(a)
+            # B names A's live MCP session before A wrote anything: B's rows, in B's namespace
+            squat = data(await b.call_tool("remember", {**scratch, "content": "B scratch under A's id", "sessionId": a_session}))["id"]
             a_row = data(await a.call_tool("remember", {**scratch, "content": "A scratch: egret build green"}))["id"]
-            # neither may write into, read or reflect on the other's session
+            assert await working_ids(a, a_session) == [a_row]  # A's own session stays A's
+            # from now on neither may write into, read or reflect on the other's session
+            assert_code(await b.call_tool("remember", {**scratch, "content": "B again under A's id", "sessionId": a_session}), "forbidden")
+            assert_code(await b.call_tool("context", {"sessionId": a_session}), "forbidden")
             assert_code(await a.call_tool("remember", {**scratch, "content": "A in B's session", "sessionId": "heron-task"}), "forbidden")
-            assert_code(await b.call_tool("remember", {**scratch, "content": "B in A's session", "sessionId": a_session}), "forbidden")
             for name, args in (("recall", {"text": "heron", "sessionId": "heron-task"}), ("context", {"sessionId": "heron-task"}),
                                ("reflect", {"summary": "A reflects on B's task", "sessionId": "heron-task"})):
                 assert_code(await a.call_tool(name, args), "forbidden")
-            assert await working_ids(a, a_session) == [a_row]
-        # A's MCP session has ended (DELETE): its working memory went, B's stayed
-        assert await working_ids(b, "heron-task") == [b_row]
-    async with connect(server, KEY_A) as a:
-        assert await working_ids(a, a_session) == []
+        # A's MCP session has ended (DELETE): A's working memory went, B's stayed, even under A's id
+        assert await working_ids(b, "heron-task") == [b_task]
+        kept = data(await b.call_tool("recall", {"text": "scratch under", "sessionId": a_session}))
+        assert squat in [f["id"] for f in kept["fragments"]]
+    async with connect(server, OPERATOR_KEY) as op:  # the maintenance scope sees every namespace
+        left = data(await op.call_tool("recall", {"text": "scratch egret heron", "sessionId": a_session, "agentId": "system"}))
+        assert {f["id"] for f in left["fragments"]} & {a_row, squat} == {squat}
 
 
 # ---------------------------------------------------------------- the shared pool's write rule

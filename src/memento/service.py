@@ -15,12 +15,13 @@ import numpy as np
 
 from .embeddings.protocol import Embedder
 from .errors import Forbidden, InvalidArgument, NotFound
+from .access import call_scope, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
 from .models import (
     AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
-    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, PoolWrites, RecallInput, RelationType,
-    ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT, session_refusal,
+    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
+    ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
 )
 from .retrieval.rank import Candidate, composite, fuse, prior, reason
 from .analysis import normalise_keyword, query_terms
@@ -82,50 +83,17 @@ class MemoryService:
     # ------------------------------------------------------------ helpers
 
     def _writable(self, agent_id: str | None, ctx: CallContext, *, pool: bool = False) -> AgentScope:
-        """The scope of a call that changes memory; a read-only credential is refused, and so is
-        an agent credential writing into the shared pool unless `pool` and MEMENTO_SHARED_POOL
-        allow it (operations that write only the caller's own namespace leave `pool` off)."""
-        if ctx.read_only:
-            raise Forbidden("this credential is read-only")
-        scope = AgentScope(self._scope(agent_id, ctx).agent_id, self._pool_writes(ctx))
-        if scope.agent_id == DEFAULT_AGENT and scope.pool_writes is not PoolWrites.ALL:
-            if scope.pool_writes is PoolWrites.NONE:
-                raise Forbidden(scope.pool_refusal([]))
-            if not pool:
-                raise Forbidden("this operation writes only your own namespace, not the shared 'default' pool; nothing changed")
-        return scope
-
-    def _pool_writes(self, ctx: CallContext) -> PoolWrites:
-        """What the caller may change in the shared pool: admins everything, agent credentials
-        nothing (MEMENTO_SHARED_POOL=read) or its non-anchored fragments (=write)."""
-        if ctx.agent_id is None or AgentScope(ctx.agent_id).is_maintenance:
-            return PoolWrites.ALL
-        if ctx.read_only or self.settings.shared_pool == "read":
-            return PoolWrites.NONE
-        return PoolWrites.UNANCHORED
+        """The scope of a call that changes memory (access.writable_scope); `pool`: the
+        operation may change the shared pool as far as MEMENTO_SHARED_POOL allows."""
+        return writable_scope(agent_id, ctx, self.settings.shared_pool, pool=pool)
 
     @staticmethod
     def _scope(agent_id: str | None, ctx: CallContext) -> AgentScope:
-        """The namespace of a call: an agentId argument may narrow a credential (to its own
-        namespace or the shared pool it already sees), never widen it."""
-        if ctx.agent_id and agent_id and agent_id not in (ctx.agent_id, DEFAULT_AGENT):
-            if not AgentScope(ctx.agent_id).is_maintenance:
-                raise Forbidden(f"this credential may not act as agent {agent_id!r}")
-        return AgentScope(agent_id or ctx.agent_id or DEFAULT_AGENT)
+        """The namespace of a call: an agentId argument may narrow a credential, never widen it."""
+        return call_scope(agent_id, ctx)
 
-    def _own_session(self, scope: AgentScope, session_id: str | None) -> None:
-        """Refuse a session id whose working memory belongs to another namespace."""
-        if session_id is None or scope.is_maintenance:
-            return
-        if any(owner != scope.agent_id for owner in self.store.session_owners(session_id)):
-            raise Forbidden(session_refusal(session_id))
-
-    @staticmethod
-    def _changeable(scope: AgentScope, fragments: list[Fragment]) -> None:
-        """Refuse, changing nothing, when some of `fragments` are pool rows `scope` may not change."""
-        refused = [f.id for f in fragments if not scope.may_change(f)]
-        if refused:
-            raise Forbidden(scope.pool_refusal(refused))
+    def _own_session(self, scope: AgentScope, session_id: str | None, ctx: CallContext) -> None:
+        refuse_foreign_session(self.store, scope, session_id, ctx)
 
     def _embed_passage(self, text: str) -> np.ndarray | None:
         """A passage vector, or None when the provider fails (the write goes on; 000 §9.3)."""
@@ -174,7 +142,7 @@ class MemoryService:
     def remember(self, inp: RememberInput, ctx: CallContext) -> dict[str, Any]:
         """Store a fragment; a duplicate returns the existing id with created=false."""
         scope = self._writable(inp.agentId, ctx, pool=True)
-        self._own_session(scope, inp.sessionId)
+        self._own_session(scope, inp.sessionId, ctx)
         fragment, created = self._remember(
             scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
             importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
@@ -215,8 +183,9 @@ class MemoryService:
         if not draft.content:
             raise InvalidArgument("content is empty after redaction")
         vector = self._embed_passage(draft.content)
+        own = session is not None and session == ctx.session_id
         return self.store.insert(
-            scope, NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()))
+            scope, NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
         )
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
@@ -230,7 +199,7 @@ class MemoryService:
                 raise NotFound(f"fragment {inp.id!r} not found")
         else:
             targets = self.store.find_by_topic(scope, inp.topic or "")
-        self._changeable(scope, targets)  # force never overrides the pool rule
+        refuse_unchangeable(scope, targets)  # force never overrides the pool rule
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
         if protected and not inp.force:
             raise Forbidden(
@@ -246,7 +215,7 @@ class MemoryService:
         scope = self._writable(inp.agentId, ctx, pool=True)
         ends = {f.id: f for f in self.store.get_many(scope, [inp.fromId, inp.toId])}
         if inp.fromId in ends:
-            self._changeable(scope, [ends[inp.fromId]])  # the edge and linked_to belong to the source
+            refuse_unchangeable(scope, [ends[inp.fromId]])  # the edge and linked_to belong to the source
             pooled = ends[inp.fromId].agent_id == DEFAULT_AGENT
             if pooled and inp.toId in ends and ends[inp.toId].agent_id != DEFAULT_AGENT and not scope.is_maintenance:
                 raise Forbidden("a shared-pool fragment may link only to shared-pool fragments; nothing changed")
@@ -261,7 +230,7 @@ class MemoryService:
         if not found:
             raise NotFound(f"fragment {inp.id!r} not found")
         old = found[0]
-        self._changeable(scope, [old])  # superseding lowers the original's importance: a change too
+        refuse_unchangeable(scope, [old])  # superseding lowers the original's importance: a change too
         if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
             raise Forbidden(scope.pool_refusal([old.id]))
         fields = {k: getattr(inp, k) for k in ("content", "topic", "keywords", "type", "importance", "isAnchor")}
@@ -323,7 +292,7 @@ class MemoryService:
     def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None) -> dict[str, Any]:
         """recall with the query vector already computed (lets benchmarks time the store alone)."""
         scope = self._scope(inp.agentId, ctx)
-        self._own_session(scope, inp.sessionId)
+        self._own_session(scope, inp.sessionId, ctx)
         now = self.clock()
         filt = SearchFilter(topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id)
         pool = max(CANDIDATE_POOL, inp.limit * 3)
@@ -473,7 +442,7 @@ class MemoryService:
     def context(self, inp: ContextInput, ctx: CallContext) -> dict[str, Any]:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
-        self._own_session(scope, inp.sessionId)
+        self._own_session(scope, inp.sessionId, ctx)
         session = inp.sessionId or ctx.session_id
         working = self.store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
         working_budget = inp.tokenBudget // 2 if working else 0
@@ -562,7 +531,7 @@ class MemoryService:
     def working_memory(self, session_id: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
         """A session's working memory (scope=session fragments), newest first."""
         scope = self._scope(None, ctx)
-        self._own_session(scope, session_id)
+        self._own_session(scope, session_id, ctx)
         self.store.flush_access()
         filt = SearchFilter(session_id=session_id, only_session=True)
         return [f.to_dict() for f in self.store.page(scope, filt, None, limit)]
@@ -584,7 +553,7 @@ class MemoryService:
 
     def reflect(self, inp: ReflectInput, ctx: CallContext) -> dict[str, Any]:
         """Turn a session summary into typed fragments, and task feedback into a row."""
-        self._own_session(self._scope(inp.agentId, ctx), inp.sessionId)
+        self._own_session(self._scope(inp.agentId, ctx), inp.sessionId, ctx)
         scope = self._writable(inp.agentId, ctx)
         session = inp.sessionId or ctx.session_id
         source = f"reflect:{session}" if session else "reflect"
@@ -612,7 +581,7 @@ class MemoryService:
     def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> dict[str, Any]:
         """Record a utility assessment of a tool call."""
         scope = self._writable(None, ctx)
-        self._own_session(scope, inp.session_id)
+        self._own_session(scope, inp.session_id, ctx)
         row = inp.model_dump()
         row["session_id"] = inp.session_id or ctx.session_id
         feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())

@@ -34,7 +34,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
-from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier, session_refusal
+from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, PoolWrites, RelationType, TTLTier, session_refusal
 from .protocol import BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
 from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, refuse_unwritable, scope_sql, search_vector, text_sql
 
@@ -128,13 +128,17 @@ class PostgresStore:
         conn.commit()
 
     @contextmanager
-    def _tx(self, agent: str) -> Iterator[Cursor]:
-        """One transaction whose row-level security context is `agent`."""
+    def _tx(self, agent: str, pool: PoolWrites = PoolWrites.ALL) -> Iterator[Cursor]:
+        """One transaction whose row-level security context is `agent`, allowed to change the
+        shared pool as far as `pool` says (the restrictive policies of migration 0003)."""
         try:
             conn = self._checkout()
             try:
                 with conn, conn.cursor() as cur:  # commits, or rolls back on an exception
-                    self._as(cur, agent)
+                    cur.execute(
+                        "SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)",
+                        (agent, pool.value),
+                    )
                     yield cur
             finally:
                 self._pool.putconn(conn)  # a broken connection is discarded and replaced
@@ -235,7 +239,7 @@ class PostgresStore:
         """The pool rule and session ownership, checked in the inserting transaction."""
         if new.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=new.draft.is_anchor, working=new.session_id is not None):
             raise Forbidden(scope.pool_refusal([new.draft.id]))
-        if new.session_id is None:
+        if new.session_id is None or new.own_session:
             return
         # One claimant of a session id at a time (held to commit), then a look across every
         # namespace as the system, back to the caller's context.
@@ -294,11 +298,11 @@ class PostgresStore:
         return self._require(cur, scope, d.id), True
 
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._insert(cur, scope, new)
 
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._visible(cur, scope, list(ids))
 
     def _update(self, cur: Cursor, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
@@ -344,11 +348,11 @@ class PostgresStore:
         return self._require(cur, scope, old.id)
 
     def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._update(cur, scope, fragment_id, changes, amended_by, now)
 
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             old = self._require(cur, scope, old_id)
             fragment, created = self._insert(cur, scope, new)
             if fragment.id == old.id:
@@ -380,7 +384,7 @@ class PostgresStore:
         return gone
 
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._delete(cur, scope, ids)
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
@@ -394,7 +398,7 @@ class PostgresStore:
     def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()) -> list[Fragment]:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
                 [*params, *fparams, *extra_params, limit],
@@ -410,7 +414,7 @@ class PostgresStore:
     def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
         """Topics of permanent fragments starting with `prefix`, with their fragment counts."""
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.topic, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL"
                 " AND starts_with(f.topic, %s) GROUP BY f.topic ORDER BY f.topic COLLATE \"C\" LIMIT %s",
@@ -421,7 +425,7 @@ class PostgresStore:
     def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
         """Visible fragment ids (permanent or working memory) starting with `prefix`."""
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id FROM agent_memory.fragments f WHERE {where} AND starts_with(f.id, %s)"
                 " ORDER BY f.id COLLATE \"C\" LIMIT %s",
@@ -433,7 +437,7 @@ class PostgresStore:
         if not ids:
             return {}
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id, f.importance, f.created_at, f.accessed_at FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
                 [list(ids), *params],
@@ -443,7 +447,7 @@ class PostgresStore:
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND {fwhere}", [*params, *fparams])
             row = cur.fetchone()
             return int(row["n"]) if row else 0
@@ -474,14 +478,14 @@ class PostgresStore:
         return changed
 
     def add_link(self, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._add_link(cur, scope, from_id, to_id, relation, now)
 
     def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
         if not ids or not relations or limit <= 0:
             return []
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
                 f" {_COLUMNS} FROM agent_memory.fragment_links l JOIN agent_memory.fragments f"
@@ -495,7 +499,7 @@ class PostgresStore:
         ]
 
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             self._require(cur, scope, fragment_id)
             cur.execute(
                 "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM agent_memory.fragment_versions"
@@ -511,7 +515,7 @@ class PostgresStore:
         """Fragments holding any of `keywords`: most matched first, then by importance, newest."""
         if not keywords:
             return []
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(*keyword_sql(scope, keywords, filt, limit))
             return [Hit(r["id"], float(r["matched"])) for r in cur.fetchall()]
 
@@ -543,7 +547,7 @@ class PostgresStore:
         """The query's selective terms OR-ed, ranked by ts_rank (see text_sql)."""
         if not terms:
             return []
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             wanted = self._selective_terms(cur, scope, list(dict.fromkeys(terms)))
             if not wanted:
                 return []
@@ -556,7 +560,7 @@ class PostgresStore:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt)
         query = np.ascontiguousarray(vector, dtype=np.float32)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             # Iterative scans (pgvector 0.8) keep walking the HNSW graph until enough rows pass
             # the filters; relaxed order is re-sorted below.
             # For an unfiltered search the planner prices the HNSW scan of a small store (~10k
@@ -645,7 +649,7 @@ class PostgresStore:
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT f.seq, f.id, f.content FROM agent_memory.fragments f"
                 " WHERE (f.embedding IS NULL OR f.embedding_model IS DISTINCT FROM %s) AND f.seq > %s"
@@ -700,7 +704,7 @@ class PostgresStore:
 
     def stats(self, scope: AgentScope) -> dict[str, object]:
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT COUNT(*) FILTER (WHERE f.session_id IS NULL) AS total,"
                 " COUNT(*) FILTER (WHERE f.session_id IS NOT NULL) AS working,"

@@ -31,6 +31,7 @@ class NewFragment:
     session_id: str | None = None
     embedding: np.ndarray | None = None
     linked_to: tuple[str, ...] = ()
+    own_session: bool = False  # session_id is the caller's own MCP session, owned by it from the start
 
 
 @dataclass(frozen=True)

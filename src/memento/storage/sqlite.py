@@ -380,7 +380,7 @@ class SQLiteStore:
         so two namespaces cannot both claim a new session id)."""
         if new.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=new.draft.is_anchor, working=new.session_id is not None):
             raise Forbidden(scope.pool_refusal([new.draft.id]))
-        if new.session_id is not None:
+        if new.session_id is not None and not new.own_session:
             other = conn.execute(
                 "SELECT 1 FROM fragments WHERE session_id = ? AND agent_id != ? LIMIT 1", (new.session_id, new.agent_id)
             ).fetchone()
