@@ -428,7 +428,6 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
         own = data(await a.call_tool("remember", {"topic": "a-notes", "type": "fact", "content": "Agent A tags with make tag"}))["id"]
         refused = [  # in both modes: anchors, anchoring, pool links to private rows, reflect into the pool
             ("forget", {"id": anchor, "force": True}),
-            ("forget", {"topic": POOL_TOPIC, "force": True}),
             ("amend", {"id": anchor, "content": "Production moved"}),
             ("amend", {"id": anchor, "content": "Production moved", "supersedes": True}),
             ("amend", {"id": anchor, "importance": 0.1}),
@@ -445,6 +444,7 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
                 ("amend", {"id": plain, "content": "Releases are not tagged", "supersedes": True}),
                 ("link", {"fromId": plain, "toId": anchor}),
                 ("forget", {"id": plain, "force": True}),
+                ("forget", {"topic": POOL_TOPIC, "force": True}),
             ]
         for name, args in refused:
             result = await a.call_tool(name, args)
@@ -469,3 +469,6 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
         successor = data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX", "supersedes": True}))
         assert successor["fragment"]["agent_id"] == "default"
         assert data(await a.call_tool("forget", {"id": added["id"], "force": True}))["count"] == 1
+        # by topic: the non-anchored pool fragments go, the anchor is kept (and reported)
+        forgot = data(await a.call_tool("forget", {"topic": POOL_TOPIC, "force": True}))
+        assert forgot["kept"] == [anchor] and stale in forgot["deleted"]

@@ -71,13 +71,13 @@ def test_agent_credentials_change_the_pool_only_as_the_rule_allows(pool: tuple[s
     mode, app = pool
     service = app.service
     plain = remember(service, ADMIN, "Deploys need two approvals")
-    anchor = remember(service, ADMIN, "Production is eu-west-1", isAnchor=True)
+    anchor = remember(service, ADMIN, "Production is eu-west-1", isAnchor=True, topic="regions")
     own = remember(service, AGENT, "Agent A builds with make", topic="agent-a-notes")
     writes = mode == "write"
 
     # anchored pool fragments: admin-only in both modes, whatever force says
     refused(lambda: service.forget(ForgetInput(id=anchor, force=True), AGENT), service)
-    refused(lambda: service.forget(ForgetInput(topic="conventions", force=True), AGENT), service)
+    refused(lambda: service.forget(ForgetInput(topic="regions", force=True), AGENT), service)
     refused(lambda: service.amend(AmendInput(id=anchor, content="Production moved"), AGENT), service)
     refused(lambda: service.amend(AmendInput(id=anchor, content="moved", supersedes=True), AGENT), service)
     refused(lambda: service.amend(AmendInput(id=anchor, importance=0.1), AGENT), service)
@@ -160,3 +160,17 @@ def test_agent_recall_of_the_pool_still_works(pool: tuple[str, App]) -> None:
     found = app.service.recall(RecallInput(keywords=["vpn"]), AGENT)
     assert [f["id"] for f in found["fragments"]] == [shared]
 
+
+
+def test_forget_by_topic_takes_the_callers_share_and_keeps_the_rest_of_the_pool(pool: tuple[str, App]) -> None:
+    mode, app = pool
+    service = app.service
+    plain = remember(service, ADMIN, "Deploys need two approvals", topic="deploys")
+    anchor = remember(service, ADMIN, "Deploys freeze on Fridays", topic="deploys", isAnchor=True)
+    own = remember(service, AGENT, "Agent A deploys with make deploy", topic="deploys")
+    result = service.forget(ForgetInput(topic="deploys", force=True), AGENT)
+    gone = {own, plain} if mode == "write" else {own}
+    assert set(result["deleted"]) == gone
+    assert set(result["kept"]) == {plain, anchor} - gone and "kept" in result["message"]
+    left = {f.id for f in service.store.get_many(AgentScope("system"), [plain, anchor, own])}
+    assert left == {plain, anchor, own} - gone

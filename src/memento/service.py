@@ -189,17 +189,23 @@ class MemoryService:
         )
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
-        """Delete by id or by topic; permanent-tier fragments need force. All or nothing."""
+        """Delete by id or by topic; permanent-tier fragments need force. All or nothing. By
+        topic, shared-pool fragments the caller may not change are kept (and reported)."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         if (inp.id is None) == (inp.topic is None):
             raise InvalidArgument("give exactly one of 'id' or 'topic'")
+        kept: list[str] = []
         if inp.id is not None:
             targets = self.store.get_many(scope, [inp.id])
             if not targets:
                 raise NotFound(f"fragment {inp.id!r} not found")
+            refuse_unchangeable(scope, targets)  # force never overrides the pool rule
         else:
-            targets = self.store.find_by_topic(scope, inp.topic or "")
-        refuse_unchangeable(scope, targets)  # force never overrides the pool rule
+            found = self.store.find_by_topic(scope, inp.topic or "")
+            targets = [f for f in found if scope.may_change(f)]
+            kept = [f.id for f in found if not scope.may_change(f)]
+            if kept and not targets:
+                raise Forbidden(scope.pool_refusal(kept))
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
         if protected and not inp.force:
             raise Forbidden(
@@ -208,7 +214,10 @@ class MemoryService:
         deleted = self.store.delete(scope, [f.id for f in targets])
         if deleted:
             self._emit(ChangeEvent("deleted", scope.agent_id, tuple(deleted), tuple({f.topic for f in targets})))
-        return {"success": True, "deleted": deleted, "count": len(deleted)}
+        result: dict[str, Any] = {"success": True, "deleted": deleted, "count": len(deleted)}
+        if kept:
+            result |= {"kept": kept, "message": scope.pool_refusal(kept).replace("nothing changed", "these were kept")}
+        return result
 
     def link(self, inp: LinkInput, ctx: CallContext) -> dict[str, Any]:
         """Create (or retype) a directed edge between two visible fragments."""
