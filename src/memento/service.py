@@ -15,7 +15,7 @@ import numpy as np
 
 from .embeddings.protocol import Embedder
 from .errors import Forbidden, InvalidArgument, NotFound
-from .access import call_scope, refuse_foreign_session, refuse_unchangeable, writable_scope
+from .access import call_scope, pool_writes, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
 from .models import (
@@ -550,11 +550,13 @@ class MemoryService:
         return self.store.ids_with_prefix(self._scope(None, ctx), prefix, limit)
 
     def preview_forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
-        """What `forget` would delete, without deleting: target ids and the protected ones."""
-        scope = self._scope(inp.agentId, ctx)
+        """What `forget` would delete, without deleting: target ids and the protected ones
+        (pool fragments the caller may not change are never targets)."""
+        scope = AgentScope(self._scope(inp.agentId, ctx).agent_id, pool_writes(ctx, self.settings.shared_pool))
         if (inp.id is None) == (inp.topic is None):
             raise InvalidArgument("give exactly one of 'id' or 'topic'")
-        targets = self.store.get_many(scope, [inp.id]) if inp.id is not None else self.store.find_by_topic(scope, inp.topic or "")
+        found = self.store.get_many(scope, [inp.id]) if inp.id is not None else self.store.find_by_topic(scope, inp.topic or "")
+        targets = [f for f in found if scope.may_change(f)]
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
         return {"ids": [f.id for f in targets], "protected": protected}
 
