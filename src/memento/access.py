@@ -43,7 +43,7 @@ def writable_scope(agent_id: str | None, ctx: CallContext, rule: Literal["read",
     if scope.agent_id == DEFAULT_AGENT and scope.pool_writes is not PoolWrites.ALL:
         if scope.pool_writes is PoolWrites.NONE:
             raise Forbidden(scope.pool_refusal([]))
-        if not pool:
+        if not pool and ctx.agent_id != DEFAULT_AGENT:  # a key bound to `default` writes its own
             raise Forbidden(OWN_NAMESPACE_ONLY)
     return scope
 
