@@ -3,8 +3,14 @@
 Agent B stores fragments; agent A (read-write key, then read-only key) tries every tool,
 resource, prompt and completion against them. Nothing of B's may appear in anything A gets
 back (no leak), and B's store, seen through B's own key, must be byte-for-byte what it was
-(no change). The read-only key must be refused by every writing tool. On SQLite and on
-PostgreSQL + Redis.
+(no change). The read-only key must be refused by every writing tool. The operator's working
+memory stays the operator's (recall, context, resources, completion); a session id belongs to
+the namespace that first used it, and a session's end takes only its owner's rows; agent keys
+change the shared pool only as MEMENTO_SHARED_POOL allows (`read` and `write`). On SQLite and
+on PostgreSQL + Redis.
+
+Snapshots compare resource reads, which flush buffered access statistics first (the service's
+views), so a batched flush landing between two snapshots cannot make them differ.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import json
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from mcp import Client
@@ -23,12 +31,14 @@ from mcp_types import PromptReference, ResourceTemplateReference
 
 from conftest import StoreEnv
 from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
+from memento.mcp.resources import working_memory_uri
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]
 
 KEY_A = "isolation-key-agent-a-0123456789"
 KEY_A_RO = "isolation-key-agent-a-readonly-01"
 KEY_B = "isolation-key-agent-b-0123456789"
+OPERATOR_KEY = "isolation-operator-key-0123456789"
 KEYS = [
     {"name": "agent-a", "key": KEY_A, "agent": "agent-a", "access": "read-write"},
     {"name": "agent-a-ro", "key": KEY_A_RO, "agent": "agent-a", "access": "read-only"},
@@ -58,9 +68,18 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str) -> Iterator[HttpServer]:
+def pool_mode(request: pytest.FixtureRequest) -> str:
+    """MEMENTO_SHARED_POOL of the server; `read` unless a test asks for another (indirect)."""
+    return str(getattr(request, "param", "read"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str, pool_mode: str) -> Iterator[HttpServer]:
     folder = tmp_path_factory.mktemp("isolation")
-    env = {**server_env(module_store_env(folder)), "MEMENTO_KEYS": json.dumps(KEYS)}
+    env = {
+        **server_env(module_store_env(folder)), "MEMENTO_KEYS": json.dumps(KEYS),
+        "MEMENTO_ACCESS_KEY": OPERATOR_KEY, "MEMENTO_SHARED_POOL": pool_mode,
+    }
     running = start_http_server(env, folder / "server.log")
     try:
         assert_backend(running, backend)
@@ -140,6 +159,27 @@ async def snapshot(client: Client) -> dict[str, Any]:
         read = await client.read_resource(uri, cache_mode="refresh")
         contents[uri] = [c.model_dump() for c in read.contents]
     return contents
+
+
+ACCESS_STATISTICS = ("access_count", "accessed_at")
+
+
+def split_access(snap: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
+    """A snapshot without access statistics, and those statistics by fragment id: reads (a
+    read-only key's recall included) legitimately update them, so they are asserted apart."""
+    stats: dict[str, tuple[Any, ...]] = {}
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "id" in value and "access_count" in value:
+            stats[value["id"]] = tuple(value[k] for k in ACCESS_STATISTICS)
+        return {k: strip(v) for k, v in value.items() if k not in ACCESS_STATISTICS}
+
+    rest = {uri: [{**c, "text": json.dumps(strip(json.loads(c["text"])))} for c in contents] for uri, contents in snap.items()}
+    return rest, stats
 
 
 def assert_code(result: Any, *codes: str) -> str:
@@ -271,7 +311,12 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             code = assert_code(result, "forbidden", "invalid_argument")
             if code == "invalid_argument":  # a malformed call must not be why it failed
                 pytest.fail(f"{name} {args}: {error_of(result)}")
-        assert await snapshot(ro_client) == a_before
+        # nothing changed but the access statistics of A's own fragments its recalls found
+        after, after_access = split_access(await snapshot(ro_client))
+        before_rest, before_access = split_access(a_before)
+        assert after == before_rest and after_access.keys() == before_access.keys()
+        assert all(after_access[i][0] >= n for i, (n, _) in before_access.items())
+        assert after_access[own][0] > before_access[own][0]
 
     # ---- B's store is exactly what it was
     async with connect(server, KEY_B) as b:
@@ -280,3 +325,150 @@ async def test_isolation_matrix(server: HttpServer) -> None:
         again = data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))
         assert sorted(f["id"] for f in again["fragments"] if not f.get("linked")) == sorted(b_ids[:2])
         assert "penguin" not in json.dumps(again)
+
+
+# ---------------------------------------------------------------- working memory and sessions
+
+async def own_session_id(client: Client) -> str:
+    """The client's MCP session id, as the server lists the session's working memory."""
+    listed = await client.list_resources(cache_mode="refresh")
+    for resource in listed.resources:
+        uri = str(resource.uri)
+        if uri.startswith("memory://sessions/"):
+            return unquote(uri.removeprefix("memory://sessions/").removesuffix("/working-memory"))
+    raise AssertionError("no working-memory resource listed")
+
+
+async def working_ids(client: Client, session: str) -> list[str]:
+    loaded = data(await client.call_tool("context", {"sessionId": session, "types": ["fact"]}))
+    return [f["id"] for f in loaded["workingMemory"]]
+
+
+async def test_an_agent_key_never_reads_the_operators_working_memory(server: HttpServer) -> None:
+    async with connect(server, OPERATOR_KEY) as op:
+        op_session = await own_session_id(op)
+        secret = data(await op.call_tool("remember", {
+            "content": "Operator scratch: the pelican ledger key is 4471", "topic": "pelican-ops",
+            "type": "fact", "keywords": ["pelicanledger"], "scope": "session",
+        }))["id"]
+        assert secret in [f["id"] for f in data(await op.call_tool("recall", {"keywords": ["pelicanledger"]}))["fragments"]]
+
+        async with connect(server, KEY_A) as a_client:
+            a = Probe(a_client, [secret, op_session, "pelican", "4471"])
+            for query in ({"keywords": ["pelicanledger"]}, {"text": "pelican ledger key"}, {"topic": "pelican-ops"}):
+                assert secret not in [f["id"] for f in data(await a.tool("recall", query))["fragments"]]
+            assert_code(await a.tool("recall", {"text": "pelican ledger", "sessionId": op_session}), "forbidden")
+            assert_code(await a.tool("context", {"sessionId": op_session}), "forbidden")
+            assert data(await a.tool("context", {"types": ["fact"]}))["workingMemory"] == []
+            assert data(await a.tool("memory_stats", {}))["working_memory"] == 0
+            planted = {"content": "planted in the operator's session", "topic": "t", "type": "fact",
+                       "scope": "session", "sessionId": op_session}
+            assert_code(await a.tool("remember", planted), "forbidden")
+            for uri in (working_memory_uri(op_session), f"memory://fragments/{secret}"):
+                got = await a.call(f"read {uri}", [uri], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh"))
+                assert isinstance(got, MCPError)
+            template = ResourceTemplateReference(type="ref/resource", uri="memory://sessions/{sessionId}/working-memory")
+            for prefix in ("", op_session[:3]):
+                done = await a.call(f"complete sessionId {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
+                    template, {"name": "sessionId", "value": p}))
+                assert op_session not in done.completion.values
+            done = await a.call("complete id ''", [], lambda: a_client.complete(
+                ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"), {"name": "id", "value": ""}))
+            assert secret not in done.completion.values
+
+        # nothing of it changed, and it is still the operator's
+        assert await working_ids(op, op_session) == [secret]
+
+
+async def test_a_session_id_is_its_first_namespaces_and_its_end_takes_only_its_rows(server: HttpServer) -> None:
+    scratch = {"topic": "heron", "type": "fact", "scope": "session"}
+    async with connect(server, KEY_B) as b:
+        b_task = data(await b.call_tool("remember", {**scratch, "content": "B scratch: heron queue drained", "sessionId": "heron-task"}))["id"]
+        async with connect(server, KEY_A) as a:
+            a_session = await own_session_id(a)
+            # B names A's live MCP session before A wrote anything: B's rows, in B's namespace
+            squat = data(await b.call_tool("remember", {**scratch, "content": "B scratch under A's id", "sessionId": a_session}))["id"]
+            a_row = data(await a.call_tool("remember", {**scratch, "content": "A scratch: egret build green"}))["id"]
+            assert await working_ids(a, a_session) == [a_row]  # A's own session stays A's
+            # from now on neither may write into, read or reflect on the other's session
+            assert_code(await b.call_tool("remember", {**scratch, "content": "B again under A's id", "sessionId": a_session}), "forbidden")
+            assert_code(await b.call_tool("context", {"sessionId": a_session}), "forbidden")
+            assert_code(await a.call_tool("remember", {**scratch, "content": "A in B's session", "sessionId": "heron-task"}), "forbidden")
+            for name, args in (("recall", {"text": "heron", "sessionId": "heron-task"}), ("context", {"sessionId": "heron-task"}),
+                               ("reflect", {"summary": "A reflects on B's task", "sessionId": "heron-task"})):
+                assert_code(await a.call_tool(name, args), "forbidden")
+        # A's MCP session has ended (DELETE): A's working memory went, B's stayed, even under A's id
+        assert await working_ids(b, "heron-task") == [b_task]
+        kept = data(await b.call_tool("recall", {"text": "scratch under", "sessionId": a_session}))
+        assert squat in [f["id"] for f in kept["fragments"]]
+    async with connect(server, OPERATOR_KEY) as op:  # the maintenance scope sees every namespace
+        left = data(await op.call_tool("recall", {"text": "scratch egret heron", "sessionId": a_session, "agentId": "system"}))
+        assert {f["id"] for f in left["fragments"]} & {a_row, squat} == {squat}
+
+
+# ---------------------------------------------------------------- the shared pool's write rule
+
+POOL_TOPIC = "pool-conventions"
+
+
+@pytest.mark.parametrize("pool_mode", ["read", "write"], indirect=True, scope="module")
+async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server: HttpServer, pool_mode: str) -> None:
+    writes = pool_mode == "write"
+    fact = {"topic": POOL_TOPIC, "type": "fact"}
+    async with connect(server, OPERATOR_KEY) as op:
+        plain = data(await op.call_tool("remember", {**fact, "content": "Releases are tagged vMAJOR.MINOR"}))["id"]
+        anchor = data(await op.call_tool("remember", {**fact, "content": "Production lives in eu-west-1", "isAnchor": True}))["id"]
+        stale = data(await op.call_tool("remember", {
+            "topic": POOL_TOPIC, "type": "episode", "content": "The 2019 outage post-mortem",
+            "createdAt": (datetime.now(UTC) - timedelta(days=40)).isoformat(),
+        }))["id"]
+        pool_before = await snapshot(op)
+
+    async with connect(server, KEY_A) as a:
+        own = data(await a.call_tool("remember", {"topic": "a-notes", "type": "fact", "content": "Agent A tags with make tag"}))["id"]
+        refused = [  # in both modes: anchors, anchoring, pool links to private rows, reflect into the pool
+            ("forget", {"id": anchor, "force": True}),
+            ("amend", {"id": anchor, "content": "Production moved"}),
+            ("amend", {"id": anchor, "content": "Production moved", "supersedes": True}),
+            ("amend", {"id": anchor, "importance": 0.1}),
+            ("amend", {"id": plain, "isAnchor": True}),
+            ("link", {"fromId": anchor, "toId": plain}),
+            ("link", {"fromId": plain, "toId": own}),
+            ("remember", {**fact, "content": "An anchor planted by A", "isAnchor": True, "agentId": "default"}),
+            ("reflect", {"summary": "A reflects into the pool", "agentId": "default"}),
+        ]
+        if not writes:
+            refused += [
+                ("remember", {**fact, "content": "Planted by A", "agentId": "default"}),
+                ("amend", {"id": plain, "content": "Releases are not tagged"}),
+                ("amend", {"id": plain, "content": "Releases are not tagged", "supersedes": True}),
+                ("link", {"fromId": plain, "toId": anchor}),
+                ("forget", {"id": plain, "force": True}),
+                ("forget", {"topic": POOL_TOPIC, "force": True}),
+            ]
+        for name, args in refused:
+            result = await a.call_tool(name, args)
+            assert error_of(result)[0] == "forbidden", (name, args, result)
+        data(await a.call_tool("link", {"fromId": own, "toId": plain}))  # changes only A's own fragment
+        data(await a.call_tool("memory_consolidate", {}))
+
+    async with connect(server, OPERATOR_KEY) as op:
+        tier = json.loads((await op.read_resource(f"memory://fragments/{stale}")).contents[0].text)["ttl_tier"]
+        if not writes:
+            assert await snapshot(op) == pool_before  # not one byte of the pool changed
+            assert tier == "warm"
+            return
+        assert tier == "cold"  # write: A's consolidation may age the pool's non-anchored rows
+        assert (await snapshot(op))[f"memory://fragments/{anchor}"] == pool_before[f"memory://fragments/{anchor}"]
+
+    async with connect(server, KEY_A) as a:  # write: the rest is A's to do
+        added = data(await a.call_tool("remember", {**fact, "content": "Shared by agent A", "agentId": "default"}))
+        assert added["fragment"]["agent_id"] == "default"
+        assert data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX.Y"}))["fragment"]["agent_id"] == "default"
+        data(await a.call_tool("link", {"fromId": plain, "toId": anchor}))
+        successor = data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX", "supersedes": True}))
+        assert successor["fragment"]["agent_id"] == "default"
+        assert data(await a.call_tool("forget", {"id": added["id"], "force": True}))["count"] == 1
+        # by topic: the non-anchored pool fragments go, the anchor is kept (and reported)
+        forgot = data(await a.call_tool("forget", {"topic": POOL_TOPIC, "force": True}))
+        assert forgot["kept"] == [anchor] and stale in forgot["deleted"]

@@ -169,7 +169,7 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
     service = pg_app.service
     ids: dict[str, list[str]] = {}
     for agent in ("agent-a", "agent-b", "default"):
-        ctx = CallContext(agent_id=agent)
+        ctx = CallContext(agent_id=None if agent == "default" else agent)  # the operator writes the shared pool
         ids[agent] = [
             service.remember(RememberInput(content=f"staging database {agent} note {i} 회의가 길었다", topic="db" if i % 2 else "ops",
                                            type="fact", keywords=["port", f"k{i % 3}"] if i % 2 else None), ctx)["id"]
@@ -182,7 +182,7 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
     service.amend(AmendInput(id=mine[2], importance=0.11), ctx)
     service.amend(AmendInput(id=mine[3], topic="renamed"), ctx)
     service.amend(AmendInput(id=mine[4], content="superseding text", supersedes=True), ctx)
-    service.amend(AmendInput(id=ids["default"][0], content="shared words amended", keywords=["shared"]), ctx)
+    service.amend(AmendInput(id=ids["default"][0], content="shared words amended", keywords=["shared"]), CallContext())
     service.forget(ForgetInput(id=mine[5], force=True), ctx)
     service.forget(ForgetInput(topic="ops", force=True), CallContext(agent_id="agent-b"))
     PostgresMaintenance(pg_app.store).decay_importance(AgentScope("agent-a"), 0.9, 100, 2.0, datetime.now(UTC) + timedelta(days=1))

@@ -225,7 +225,7 @@ def test_context_returns_core_memory_and_session_working_memory(service: MemoryS
     # working memory is visible to its own session's recall only, and gone when the session ends
     assert work in recall_ids(service, ctx, text="editing app.py")
     assert work not in recall_ids(service, CallContext(session_id="s-other"), text="editing app.py")
-    assert service.end_session("s-ctx") == 1
+    assert service.end_session("s-ctx", ctx) == 1
     assert service.context(ContextInput(), ctx)["workingMemory"] == []
 
 

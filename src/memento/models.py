@@ -52,11 +52,25 @@ DEFAULT_AGENT = "default"
 MAINTENANCE_AGENTS = frozenset({"system", "admin"})
 
 
+class PoolWrites(StrEnum):
+    """What a scope may change in the shared `default` pool (MEMENTO_SHARED_POOL)."""
+
+    NONE = "none"  # read only: an agent credential under `read`
+    UNANCHORED = "unanchored"  # non-anchored permanent fragments: an agent credential under `write`
+    ALL = "all"  # everything: admin principals
+
+
 @dataclass(frozen=True)
 class AgentScope:
-    """Whose fragments an operation may see; writes go to `agent_id`."""
+    """Whose fragments an operation may see; writes go to `agent_id`.
+
+    Session-scoped rows (working memory) are visible only in their own namespace (or to the
+    maintenance scope), never through the shared pool. `pool_writes` limits what the scope may
+    change among the pool's fragments; stores check it again under every UPDATE and DELETE.
+    """
 
     agent_id: str = DEFAULT_AGENT
+    pool_writes: PoolWrites = PoolWrites.ALL
 
     @property
     def is_maintenance(self) -> bool:
@@ -69,6 +83,32 @@ class AgentScope:
         if self.agent_id == DEFAULT_AGENT:
             return (DEFAULT_AGENT,)
         return (self.agent_id, DEFAULT_AGENT)
+
+    def may_change(self, fragment: Fragment) -> bool:
+        """Whether this scope may amend, link from or delete `fragment` (one it can see)."""
+        if fragment.agent_id != DEFAULT_AGENT:
+            return True
+        return self.may_write_pool(anchored=fragment.is_anchor, working=fragment.session_id is not None)
+
+    def may_write_pool(self, *, anchored: bool, working: bool = False) -> bool:
+        """Whether this scope may add or change a pool fragment that is (or becomes) so."""
+        if self.is_maintenance or self.pool_writes is PoolWrites.ALL:
+            return True
+        return self.pool_writes is PoolWrites.UNANCHORED and not anchored and not working
+
+    def pool_refusal(self, ids: list[str]) -> str:
+        """The Forbidden message for pool fragments this scope may not change."""
+        listed = ", ".join(ids[:5])
+        if self.pool_writes is PoolWrites.NONE:
+            rule = "MEMENTO_SHARED_POOL=read: agent credentials only read the shared 'default' pool"
+        else:
+            rule = "anchored fragments of the shared 'default' pool are changed by admin credentials only"
+        return f"{rule} ({len(ids)} fragment(s): {listed}); nothing changed" if ids else f"{rule}; nothing changed"
+
+
+def session_refusal(session_id: str) -> str:
+    """The Forbidden message for a session id that belongs to another namespace."""
+    return f"session {session_id!r} belongs to another namespace; use your own session id (nothing changed)"
 
 
 @dataclass

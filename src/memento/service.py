@@ -15,6 +15,7 @@ import numpy as np
 
 from .embeddings.protocol import Embedder
 from .errors import Forbidden, InvalidArgument, NotFound
+from .access import call_scope, pool_writes, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
 from .models import (
@@ -81,20 +82,18 @@ class MemoryService:
 
     # ------------------------------------------------------------ helpers
 
-    @staticmethod
-    def _writable(agent_id: str | None, ctx: CallContext) -> AgentScope:
-        """The scope of a call that changes memory; a read-only credential is refused."""
-        if ctx.read_only:
-            raise Forbidden("this credential is read-only")
-        return MemoryService._scope(agent_id, ctx)
+    def _writable(self, agent_id: str | None, ctx: CallContext, *, pool: bool = False) -> AgentScope:
+        """The scope of a call that changes memory (access.writable_scope); `pool`: the
+        operation may change the shared pool as far as MEMENTO_SHARED_POOL allows."""
+        return writable_scope(agent_id, ctx, self.settings.shared_pool, pool=pool)
 
     @staticmethod
     def _scope(agent_id: str | None, ctx: CallContext) -> AgentScope:
         """The namespace of a call: an agentId argument may narrow a credential, never widen it."""
-        if ctx.agent_id and agent_id and agent_id != ctx.agent_id:
-            if not AgentScope(ctx.agent_id).is_maintenance:
-                raise Forbidden(f"this credential may not act as agent {agent_id!r}")
-        return AgentScope(agent_id or ctx.agent_id or DEFAULT_AGENT)
+        return call_scope(agent_id, ctx)
+
+    def _own_session(self, scope: AgentScope, session_id: str | None, ctx: CallContext) -> None:
+        refuse_foreign_session(self.store, scope, session_id, ctx)
 
     def _embed_passage(self, text: str) -> np.ndarray | None:
         """A passage vector, or None when the provider fails (the write goes on; 000 §9.3)."""
@@ -142,7 +141,8 @@ class MemoryService:
 
     def remember(self, inp: RememberInput, ctx: CallContext) -> dict[str, Any]:
         """Store a fragment; a duplicate returns the existing id with created=false."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)
+        self._own_session(scope, inp.sessionId, ctx)
         fragment, created = self._remember(
             scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
             importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
@@ -183,21 +183,29 @@ class MemoryService:
         if not draft.content:
             raise InvalidArgument("content is empty after redaction")
         vector = self._embed_passage(draft.content)
+        own = session is not None and session == ctx.session_id
         return self.store.insert(
-            scope, NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()))
+            scope, NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
         )
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
-        """Delete by id or by topic; permanent-tier fragments need force. All or nothing."""
-        scope = self._writable(inp.agentId, ctx)
+        """Delete by id or by topic; permanent-tier fragments need force. All or nothing. By
+        topic, shared-pool fragments the caller may not change are kept (and reported)."""
+        scope = self._writable(inp.agentId, ctx, pool=True)
         if (inp.id is None) == (inp.topic is None):
             raise InvalidArgument("give exactly one of 'id' or 'topic'")
+        kept: list[str] = []
         if inp.id is not None:
             targets = self.store.get_many(scope, [inp.id])
             if not targets:
                 raise NotFound(f"fragment {inp.id!r} not found")
+            refuse_unchangeable(scope, targets)  # force never overrides the pool rule
         else:
-            targets = self.store.find_by_topic(scope, inp.topic or "")
+            found = self.store.find_by_topic(scope, inp.topic or "")
+            targets = [f for f in found if scope.may_change(f)]
+            kept = [f.id for f in found if not scope.may_change(f)]
+            if kept and not targets:
+                raise Forbidden(scope.pool_refusal(kept))
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
         if protected and not inp.force:
             raise Forbidden(
@@ -206,27 +214,39 @@ class MemoryService:
         deleted = self.store.delete(scope, [f.id for f in targets])
         if deleted:
             self._emit(ChangeEvent("deleted", scope.agent_id, tuple(deleted), tuple({f.topic for f in targets})))
-        return {"success": True, "deleted": deleted, "count": len(deleted)}
+        result: dict[str, Any] = {"success": True, "deleted": deleted, "count": len(deleted)}
+        if kept:
+            result |= {"kept": kept, "message": scope.pool_refusal(kept).replace("nothing changed", "these were kept")}
+        return result
 
     def link(self, inp: LinkInput, ctx: CallContext) -> dict[str, Any]:
         """Create (or retype) a directed edge between two visible fragments."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)
+        ends = {f.id: f for f in self.store.get_many(scope, [inp.fromId, inp.toId])}
+        if inp.fromId in ends:
+            refuse_unchangeable(scope, [ends[inp.fromId]])  # the edge and linked_to belong to the source
+            pooled = ends[inp.fromId].agent_id == DEFAULT_AGENT
+            if pooled and inp.toId in ends and ends[inp.toId].agent_id != DEFAULT_AGENT and not scope.is_maintenance:
+                raise Forbidden("a shared-pool fragment may link only to shared-pool fragments; nothing changed")
         self.store.add_link(scope, inp.fromId, inp.toId, inp.relationType, self.clock())
         self._emit(ChangeEvent("linked", scope.agent_id, (inp.fromId, inp.toId)))
         return {"success": True, "fromId": inp.fromId, "toId": inp.toId, "relationType": inp.relationType.value}
 
     def amend(self, inp: AmendInput, ctx: CallContext) -> dict[str, Any]:
         """Change a fragment in place (version archived, id and links kept), or supersede it."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)
         found = self.store.get_many(scope, [inp.id])
         if not found:
             raise NotFound(f"fragment {inp.id!r} not found")
         old = found[0]
+        refuse_unchangeable(scope, [old])  # superseding lowers the original's importance: a change too
+        if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
+            raise Forbidden(scope.pool_refusal([old.id]))
         fields = {k: getattr(inp, k) for k in ("content", "topic", "keywords", "type", "importance", "isAnchor")}
         if all(v is None for v in fields.values()):
             raise InvalidArgument("nothing to amend: give at least one of content, topic, keywords, type, importance, isAnchor")
-        if inp.supersedes:
-            return self._supersede(scope, old, inp)
+        if inp.supersedes:  # the successor joins the original's namespace (a pool fact stays shared)
+            return self._supersede(AgentScope(old.agent_id, scope.pool_writes), old, inp)
         type_ = inp.type or old.type
         importance = inp.importance if inp.importance is not None else old.importance
         content = self.factory.clean_content(inp.content) if inp.content is not None else None
@@ -281,6 +301,7 @@ class MemoryService:
     def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None) -> dict[str, Any]:
         """recall with the query vector already computed (lets benchmarks time the store alone)."""
         scope = self._scope(inp.agentId, ctx)
+        self._own_session(scope, inp.sessionId, ctx)
         now = self.clock()
         filt = SearchFilter(topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id)
         pool = max(CANDIDATE_POOL, inp.limit * 3)
@@ -430,6 +451,7 @@ class MemoryService:
     def context(self, inp: ContextInput, ctx: CallContext) -> dict[str, Any]:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
+        self._own_session(scope, inp.sessionId, ctx)
         session = inp.sessionId or ctx.session_id
         working = self.store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
         working_budget = inp.tokenBudget // 2 if working else 0
@@ -484,9 +506,12 @@ class MemoryService:
         }
 
     # ------------------------------------------------------------ read-only views (MCP resources, completion)
+    # Views flush the buffered access statistics first: what they show then never depends on
+    # whether a batched flush happened to land between two reads.
 
     def get_fragment(self, fragment_id: str, ctx: CallContext) -> dict[str, Any]:
         """One visible fragment as JSON; records no access (a view, not a recall)."""
+        self.store.flush_access()
         found = self.store.get_many(self._scope(None, ctx), [fragment_id])
         if not found:
             raise NotFound(f"fragment {fragment_id!r} not found")
@@ -498,6 +523,7 @@ class MemoryService:
 
     def topic_fragments(self, topic: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
         """Permanent fragments of one topic, newest first."""
+        self.store.flush_access()
         rows = self.store.page(self._scope(None, ctx), SearchFilter(topic=topic), None, limit)
         return [f.to_dict() for f in rows]
 
@@ -505,6 +531,7 @@ class MemoryService:
         self, ctx: CallContext, before_seq: int | None, limit: int
     ) -> tuple[list[dict[str, Any]], int | None]:
         """Permanent fragments newest first; returns the page and the keyset of the next page."""
+        self.store.flush_access()
         rows = self.store.page(self._scope(None, ctx), SearchFilter(), before_seq, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
@@ -512,19 +539,24 @@ class MemoryService:
 
     def working_memory(self, session_id: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
         """A session's working memory (scope=session fragments), newest first."""
+        scope = self._scope(None, ctx)
+        self._own_session(scope, session_id, ctx)
+        self.store.flush_access()
         filt = SearchFilter(session_id=session_id, only_session=True)
-        return [f.to_dict() for f in self.store.page(self._scope(None, ctx), filt, None, limit)]
+        return [f.to_dict() for f in self.store.page(scope, filt, None, limit)]
 
     def fragment_ids(self, ctx: CallContext, prefix: str, limit: int = 100) -> list[str]:
         """Visible fragment ids starting with `prefix` (for argument completion)."""
         return self.store.ids_with_prefix(self._scope(None, ctx), prefix, limit)
 
     def preview_forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
-        """What `forget` would delete, without deleting: target ids and the protected ones."""
-        scope = self._scope(inp.agentId, ctx)
+        """What `forget` would delete, without deleting: target ids and the protected ones
+        (pool fragments the caller may not change are never targets)."""
+        scope = AgentScope(self._scope(inp.agentId, ctx).agent_id, pool_writes(ctx, self.settings.shared_pool))
         if (inp.id is None) == (inp.topic is None):
             raise InvalidArgument("give exactly one of 'id' or 'topic'")
-        targets = self.store.get_many(scope, [inp.id]) if inp.id is not None else self.store.find_by_topic(scope, inp.topic or "")
+        found = self.store.get_many(scope, [inp.id]) if inp.id is not None else self.store.find_by_topic(scope, inp.topic or "")
+        targets = [f for f in found if scope.may_change(f)]
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
         return {"ids": [f.id for f in targets], "protected": protected}
 
@@ -532,6 +564,7 @@ class MemoryService:
 
     def reflect(self, inp: ReflectInput, ctx: CallContext) -> dict[str, Any]:
         """Turn a session summary into typed fragments, and task feedback into a row."""
+        self._own_session(self._scope(inp.agentId, ctx), inp.sessionId, ctx)
         scope = self._writable(inp.agentId, ctx)
         session = inp.sessionId or ctx.session_id
         source = f"reflect:{session}" if session else "reflect"
@@ -559,6 +592,7 @@ class MemoryService:
     def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> dict[str, Any]:
         """Record a utility assessment of a tool call."""
         scope = self._writable(None, ctx)
+        self._own_session(scope, inp.session_id, ctx)
         row = inp.model_dump()
         row["session_id"] = inp.session_id or ctx.session_id
         feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())
@@ -576,14 +610,16 @@ class MemoryService:
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
     ) -> dict[str, Any]:
         """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
-        scope = self._writable(inp.agentId, ctx)
+        scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         result = self.consolidator.run(scope, progress)
         self._emit(ChangeEvent("consolidated", scope.agent_id))
         return result
 
-    def end_session(self, session_id: str) -> int:
-        """Expunge a finished session's working memory."""
-        removed = self.store.expunge_session(session_id)
+    def end_session(self, session_id: str, ctx: CallContext) -> int:
+        """Expunge a finished session's working memory: the caller's own, never another
+        namespace's rows that carry the same id."""
+        owner = self._scope(None, ctx).agent_id
+        removed = self.store.expunge_session(session_id, owner)
         if removed:
-            self._emit(ChangeEvent("session_ended", DEFAULT_AGENT, session_id=session_id))
+            self._emit(ChangeEvent("session_ended", owner, session_id=session_id))
         return removed

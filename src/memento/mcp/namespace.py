@@ -4,8 +4,10 @@ A session belongs to the principal (credential) that opened it. An agent credent
 its agent's namespace — it sees its own fragments and the shared `default` pool (000 §3.6) —
 and an admin credential (the operator key, or no authentication on loopback/stdio) works in
 `default`, where an explicit `agentId` argument may take it to any namespace. A read-only
-credential is refused on every write by the service. Every feature (tools, resources,
-prompts, completion, tasks, notifications) follows what this module says.
+credential is refused on every write by the service. Working memory is the exception to
+sharing: changes to session rows are seen only in their own namespace, never through the pool.
+Every feature (tools, resources, prompts, completion, tasks, notifications) follows what this
+module says.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ def service_context(session: SessionView) -> CallContext:
     return principal(session).call_context(session.id)
 
 
-def sees(session: SessionView, agent_id: str) -> bool:
-    """Whether `session` may see changes made in `agent_id`'s namespace."""
-    agents = namespace(session).visible_agents()
-    return agents is None or agent_id in agents
+def sees(session: SessionView, agent_id: str, *, working: bool = False) -> bool:
+    """Whether `session` may see changes made in `agent_id`'s namespace. Changes to working
+    memory (`working`) are seen only in their own namespace, never through the shared pool."""
+    scope = namespace(session)
+    agents = scope.visible_agents()
+    if agents is None:
+        return True
+    return agent_id == scope.agent_id if working else agent_id in agents

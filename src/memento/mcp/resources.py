@@ -370,7 +370,7 @@ class ResourcesFeature:
             return
         affected = affected_uris(event)
         for session in self._hub.sessions():
-            if not session.delivers or session.protocol_version is None or not sees(session, event.agent_id):
+            if not session.delivers or session.protocol_version is None or not sees(session, event.agent_id, working=event.session_id is not None):
                 continue
             watched = set(_watched(session))
             for uri in sorted(watched if affected is None else watched & affected):

@@ -155,7 +155,8 @@ class McpServer:
         for ctx in list(session.in_flight.values()):
             ctx.cancel()
         try:
-            expunged = await anyio.to_thread.run_sync(self.app.service.end_session, session_id)
+            context = service_context(session)  # the owner's rows only (namespace.py)
+            expunged = await anyio.to_thread.run_sync(self.app.service.end_session, session_id, context)
         except Exception:  # boundary: closing must always succeed for the transport
             log.exception("ending session %s failed", session_id)
         else:

@@ -33,10 +33,10 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import Conflict, InvalidArgument, NotFound, Unavailable
-from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
+from ..errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
+from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, PoolWrites, RelationType, TTLTier, session_refusal
 from .protocol import BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
-from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, scope_sql, search_vector, text_sql
+from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, refuse_unwritable, scope_sql, search_vector, text_sql
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,7 @@ class PostgresStore:
         self.ef_search = max(1, min(ef_search, MAX_EF_SEARCH))
         self._pending_access: dict[str, tuple[int, datetime]] = {}
         self._access_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._last_flush = time.monotonic()
         self._flush_due = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -127,13 +128,17 @@ class PostgresStore:
         conn.commit()
 
     @contextmanager
-    def _tx(self, agent: str) -> Iterator[Cursor]:
-        """One transaction whose row-level security context is `agent`."""
+    def _tx(self, agent: str, pool: PoolWrites = PoolWrites.ALL) -> Iterator[Cursor]:
+        """One transaction whose row-level security context is `agent`, allowed to change the
+        shared pool as far as `pool` says (the restrictive policies of migration 0003)."""
         try:
             conn = self._checkout()
             try:
                 with conn, conn.cursor() as cur:  # commits, or rolls back on an exception
-                    self._as(cur, agent)
+                    cur.execute(
+                        "SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)",
+                        (agent, pool.value),
+                    )
                     yield cur
             finally:
                 self._pool.putconn(conn)  # a broken connection is discarded and replaced
@@ -230,8 +235,36 @@ class PostgresStore:
             return None, None
         return np.ascontiguousarray(vector, dtype=np.float32), self.embedding_model
 
+    def _may_insert(self, cur: Cursor, scope: AgentScope, new: NewFragment) -> None:
+        """The pool rule and session ownership, checked in the inserting transaction."""
+        if new.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=new.draft.is_anchor, working=new.session_id is not None):
+            raise Forbidden(scope.pool_refusal([new.draft.id]))
+        if new.session_id is None or new.own_session:
+            return
+        # One claimant of a session id at a time (held to commit), then a look across every
+        # namespace as the system, back to the caller's context.
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 17))", (new.session_id,))
+        self._as(cur, SYSTEM)
+        cur.execute(
+            "SELECT 1 FROM agent_memory.fragments WHERE session_id = %s AND agent_id <> %s LIMIT 1",
+            (new.session_id, new.agent_id),
+        )
+        taken = cur.fetchone() is not None
+        self._as(cur, scope.agent_id)
+        if taken:
+            raise Forbidden(session_refusal(new.session_id))
+
+    def session_owners(self, session_id: str) -> list[str]:
+        """The namespaces whose working memory carries `session_id` (across every agent)."""
+        with self._tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT DISTINCT agent_id FROM agent_memory.fragments WHERE session_id = %s ORDER BY agent_id", (session_id,)
+            )
+            return [r["agent_id"] for r in cur.fetchall()]
+
     def _insert(self, cur: Cursor, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         d = new.draft
+        self._may_insert(cur, scope, new)
         existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
         if existing is not None:
             return existing, False
@@ -265,15 +298,18 @@ class PostgresStore:
         return self._require(cur, scope, d.id), True
 
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._insert(cur, scope, new)
 
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._visible(cur, scope, list(ids))
 
     def _update(self, cur: Cursor, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
         old = self._require(cur, scope, fragment_id)
+        refuse_unwritable(scope, [old])
+        if changes.is_anchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
+            raise Forbidden(scope.pool_refusal([old.id]))
         cur.execute(
             "INSERT INTO agent_memory.fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
@@ -312,11 +348,11 @@ class PostgresStore:
         return self._require(cur, scope, old.id)
 
     def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._update(cur, scope, fragment_id, changes, amended_by, now)
 
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             old = self._require(cur, scope, old_id)
             fragment, created = self._insert(cur, scope, new)
             if fragment.id == old.id:
@@ -332,6 +368,7 @@ class PostgresStore:
         found = self._visible(cur, scope, list(ids))
         if not found:
             return []
+        refuse_unwritable(scope, found)
         gone = [f.id for f in found]
         cur.execute("DELETE FROM agent_memory.fragments f WHERE f.id = ANY(%s)", (gone,))
         # Other agents' fragments may point at the deleted ones: clean their arrays as the
@@ -347,7 +384,7 @@ class PostgresStore:
         return gone
 
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._delete(cur, scope, ids)
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
@@ -361,7 +398,7 @@ class PostgresStore:
     def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()) -> list[Fragment]:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
                 [*params, *fparams, *extra_params, limit],
@@ -377,7 +414,7 @@ class PostgresStore:
     def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
         """Topics of permanent fragments starting with `prefix`, with their fragment counts."""
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.topic, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL"
                 " AND starts_with(f.topic, %s) GROUP BY f.topic ORDER BY f.topic COLLATE \"C\" LIMIT %s",
@@ -388,7 +425,7 @@ class PostgresStore:
     def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
         """Visible fragment ids (permanent or working memory) starting with `prefix`."""
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id FROM agent_memory.fragments f WHERE {where} AND starts_with(f.id, %s)"
                 " ORDER BY f.id COLLATE \"C\" LIMIT %s",
@@ -400,7 +437,7 @@ class PostgresStore:
         if not ids:
             return {}
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id, f.importance, f.created_at, f.accessed_at FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
                 [list(ids), *params],
@@ -410,14 +447,15 @@ class PostgresStore:
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND {fwhere}", [*params, *fparams])
             row = cur.fetchone()
             return int(row["n"]) if row else 0
 
-    def expunge_session(self, session_id: str) -> int:
+    def expunge_session(self, session_id: str, agent_id: str) -> int:
+        """Delete the working memory `agent_id` keeps under `session_id` (never another's)."""
         with self._tx(SYSTEM) as cur:
-            cur.execute("SELECT id FROM agent_memory.fragments WHERE session_id = %s", (session_id,))
+            cur.execute("SELECT id FROM agent_memory.fragments WHERE session_id = %s AND agent_id = %s", (session_id, agent_id))
             ids = [r["id"] for r in cur.fetchall()]
             return len(self._delete(cur, AgentScope(SYSTEM), ids))
 
@@ -427,6 +465,7 @@ class PostgresStore:
         if from_id == to_id:
             raise InvalidArgument("a fragment cannot link to itself")
         source = self._require(cur, scope, from_id)
+        refuse_unwritable(scope, [source])
         self._require(cur, scope, to_id)
         cur.execute(
             "INSERT INTO agent_memory.fragment_links (from_id, to_id, relation_type, created_at) VALUES (%s, %s, %s, %s)"
@@ -439,14 +478,14 @@ class PostgresStore:
         return changed
 
     def add_link(self, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._add_link(cur, scope, from_id, to_id, relation, now)
 
     def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
         if not ids or not relations or limit <= 0:
             return []
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
                 f" {_COLUMNS} FROM agent_memory.fragment_links l JOIN agent_memory.fragments f"
@@ -460,7 +499,7 @@ class PostgresStore:
         ]
 
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             self._require(cur, scope, fragment_id)
             cur.execute(
                 "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM agent_memory.fragment_versions"
@@ -476,7 +515,7 @@ class PostgresStore:
         """Fragments holding any of `keywords`: most matched first, then by importance, newest."""
         if not keywords:
             return []
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(*keyword_sql(scope, keywords, filt, limit))
             return [Hit(r["id"], float(r["matched"])) for r in cur.fetchall()]
 
@@ -508,7 +547,7 @@ class PostgresStore:
         """The query's selective terms OR-ed, ranked by ts_rank (see text_sql)."""
         if not terms:
             return []
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             wanted = self._selective_terms(cur, scope, list(dict.fromkeys(terms)))
             if not wanted:
                 return []
@@ -521,7 +560,7 @@ class PostgresStore:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt)
         query = np.ascontiguousarray(vector, dtype=np.float32)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             # Iterative scans (pgvector 0.8) keep walking the HNSW graph until enough rows pass
             # the filters; relaxed order is re-sorted below.
             # For an unfiltered search the planner prices the HNSW scan of a small store (~10k
@@ -579,19 +618,22 @@ class PostgresStore:
                 log.warning("access statistics not saved: %s", exc)
 
     def flush_access(self) -> None:
-        with self._access_lock:
-            pending, self._pending_access = self._pending_access, {}
-            self._last_flush = time.monotonic()
-        if not pending:
-            return
-        ids = list(pending)
-        with self._tx(SYSTEM) as cur:
-            cur.execute(
-                "UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
-                " accessed_at = GREATEST(f.accessed_at, v.at)"
-                " FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at) WHERE f.id = v.id",
-                (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
-            )
+        """Write the buffered access statistics. Returns once every access recorded before the
+        call is stored, even one the background flusher took (views then read settled counts)."""
+        with self._flush_lock:
+            with self._access_lock:
+                pending, self._pending_access = self._pending_access, {}
+                self._last_flush = time.monotonic()
+            if not pending:
+                return
+            ids = list(pending)
+            with self._tx(SYSTEM) as cur:
+                cur.execute(
+                    "UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
+                    " accessed_at = GREATEST(f.accessed_at, v.at)"
+                    " FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at) WHERE f.id = v.id",
+                    (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
+                )
 
     # ------------------------------------------------------------ embeddings
 
@@ -607,7 +649,7 @@ class PostgresStore:
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT f.seq, f.id, f.content FROM agent_memory.fragments f"
                 " WHERE (f.embedding IS NULL OR f.embedding_model IS DISTINCT FROM %s) AND f.seq > %s"
@@ -662,7 +704,7 @@ class PostgresStore:
 
     def stats(self, scope: AgentScope) -> dict[str, object]:
         where, params = scope_sql(scope)
-        with self._tx(scope.agent_id) as cur:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT COUNT(*) FILTER (WHERE f.session_id IS NULL) AS total,"
                 " COUNT(*) FILTER (WHERE f.session_id IS NOT NULL) AS working,"

@@ -8,9 +8,16 @@ from typing import Sequence
 
 from ..models import AgentScope, TTLTier
 from .postgres import SYSTEM, PostgresStore
-from .postgres_sql import scope_sql
+from .postgres_sql import scope_sql, write_sql
 
 _LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
+
+
+def _changeable(scope: AgentScope) -> tuple[str, list[object]]:
+    """Rows `scope` sees and may change: a consolidation run by an agent leaves the pool's
+    rows alone unless MEMENTO_SHARED_POOL lets it change them."""
+    where, params = scope_sql(scope)
+    return f"{where} AND {write_sql(scope)}", list(params)
 
 
 class PostgresMaintenance:
@@ -20,8 +27,8 @@ class PostgresMaintenance:
         self.store = store
 
     def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
-        where, params = scope_sql(scope)
-        with self.store._tx(scope.agent_id) as cur:
+        where, params = _changeable(scope)
+        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"UPDATE agent_memory.fragments f SET ttl_tier = %s WHERE {_LIFECYCLE} AND f.ttl_tier = %s"
                 f" AND f.created_at < %s AND COALESCE(f.accessed_at, f.created_at) < %s AND {where}",
@@ -30,7 +37,7 @@ class PostgresMaintenance:
             return int(cur.rowcount)
 
     def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
-        where, params = scope_sql(scope)
+        where, params = _changeable(scope)
         clauses, extra = "", list[object]()
         if type_ is not None:
             clauses += " AND f.type = %s"
@@ -38,7 +45,7 @@ class PostgresMaintenance:
         if exclude_types:
             clauses += " AND NOT (f.type = ANY(%s))"
             extra.append(list(exclude_types))
-        with self.store._tx(scope.agent_id) as cur:
+        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
                 f" AND COALESCE(f.accessed_at, f.created_at) < %s{clauses} AND {where}",
@@ -48,8 +55,8 @@ class PostgresMaintenance:
             return len(self.store._delete(cur, scope, ids)) if ids else 0
 
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
-        where, params = scope_sql(scope)
-        with self.store._tx(scope.agent_id) as cur:
+        where, params = _changeable(scope)
+        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "UPDATE agent_memory.fragments f SET importance = ROUND((f.importance * %s)::numeric, 4)::float8"
                 f" WHERE {_LIFECYCLE} AND f.ttl_tier <> 'permanent' AND f.access_count <= %s AND f.utility_score < %s"
@@ -63,9 +70,9 @@ class PostgresMaintenance:
 
         The unique indexes already prevent duplicates within an agent; this stays for stores
         whose rows were loaded around them."""
-        where, params = scope_sql(scope)
+        where, params = _changeable(scope)
         merged = 0
-        with self.store._tx(scope.agent_id) as cur:
+        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.agent_id, f.content_hash FROM agent_memory.fragments f WHERE f.session_id IS NULL AND {where}"
                 " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
@@ -73,9 +80,9 @@ class PostgresMaintenance:
             )
             for group in cur.fetchall():
                 cur.execute(
-                    "SELECT id, access_count FROM agent_memory.fragments WHERE agent_id = %s AND content_hash = %s"
-                    " AND session_id IS NULL ORDER BY created_at, seq",
-                    (group["agent_id"], group["content_hash"]),
+                    "SELECT f.id, f.access_count FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s"
+                    f" AND f.session_id IS NULL AND {where} ORDER BY f.created_at, f.seq",
+                    (group["agent_id"], group["content_hash"], *params),
                 )
                 rows = cur.fetchall()
                 survivor, duplicates = rows[0]["id"], [r["id"] for r in rows[1:]]
@@ -95,7 +102,7 @@ class PostgresMaintenance:
 
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
         where, params = scope_sql(scope)
-        with self.store._tx(scope.agent_id) as cur:
+        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT l.from_id, l.to_id FROM agent_memory.fragment_links l JOIN agent_memory.fragments f ON f.id = l.from_id"
                 f" WHERE l.relation_type = 'contradicts' AND {where} ORDER BY l.id",
@@ -106,7 +113,7 @@ class PostgresMaintenance:
     def prune_orphan_links(self, scope: AgentScope) -> int:
         """Runs as the system so that targets in other namespaces count as alive; the scope
         predicate still limits which fragments' arrays are rewritten."""
-        where, params = scope_sql(scope)
+        where, params = _changeable(scope)
         with self.store._tx(SYSTEM) as cur:
             cur.execute(
                 "DELETE FROM agent_memory.fragment_links l WHERE NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.from_id)"
@@ -128,8 +135,8 @@ class PostgresMaintenance:
 
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
-        where, params = scope_sql(scope)
-        with self.store._tx(scope.agent_id) as cur:
+        where, params = _changeable(scope)
+        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT f.id, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at) AS last, f.utility_score"
                 f" FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND {where}",
@@ -154,8 +161,11 @@ class PostgresMaintenance:
 
     def expire_sessions(self, idle_before: datetime) -> int:
         with self.store._tx(SYSTEM) as cur:
+            # A session's rows go together, per owning namespace, when the newest of them is idle.
             cur.execute(
-                "SELECT id FROM agent_memory.fragments WHERE session_id IS NOT NULL AND COALESCE(accessed_at, created_at) < %s",
+                "SELECT f.id FROM agent_memory.fragments f JOIN (SELECT agent_id, session_id FROM agent_memory.fragments"
+                " WHERE session_id IS NOT NULL GROUP BY agent_id, session_id"
+                " HAVING MAX(COALESCE(accessed_at, created_at)) < %s) s ON f.agent_id = s.agent_id AND f.session_id = s.session_id",
                 (idle_before,),
             )
             ids = [r["id"] for r in cur.fetchall()]

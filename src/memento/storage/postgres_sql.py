@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..analysis import index_terms
-from ..models import AgentScope
+from ..errors import Forbidden
+from ..models import DEFAULT_AGENT, AgentScope, Fragment, PoolWrites
 from .protocol import SearchFilter
 from .sqlfilter import filter_sql as shared_filter_sql
 
@@ -20,11 +21,34 @@ COMMON_TERM_SHARE = 0.02
 
 
 def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
-    """The visibility predicate, written out as well as enforced by the RLS policy."""
+    """The visibility predicate, written out as well as enforced by the RLS policy. The term
+    and keyword tables (aliases t, k) carry no session column: their rows are matched to
+    fragments, which this predicate then filters."""
     agents = scope.visible_agents()
     if agents is None:
         return "TRUE", []
-    return f"{alias}.agent_id = ANY(%s)", [list(agents)]
+    sql = f"{alias}.agent_id = ANY(%s)"
+    if len(agents) == 1 or alias in ("t", "k"):
+        return sql, [list(agents)]
+    # Working memory is never shared: another namespace's session rows stay out of sight.
+    return f"{sql} AND ({alias}.session_id IS NULL OR {alias}.agent_id = %s)", [list(agents), scope.agent_id]
+
+
+def write_sql(scope: AgentScope, alias: str = "f") -> str:
+    """The rows of the shared pool `scope` may change, as a predicate (MEMENTO_SHARED_POOL)."""
+    if scope.is_maintenance or scope.pool_writes is PoolWrites.ALL:
+        return "TRUE"
+    pool = f"{alias}.agent_id = '{DEFAULT_AGENT}'"
+    if scope.pool_writes is PoolWrites.NONE:
+        return f"NOT ({pool})"
+    return f"NOT ({pool} AND ({alias}.is_anchor OR {alias}.session_id IS NOT NULL))"
+
+
+def refuse_unwritable(scope: AgentScope, found: Sequence[Fragment]) -> None:
+    """Refuse (changing nothing) when `found` holds pool fragments `scope` may not change."""
+    refused = [f.id for f in found if not scope.may_change(f)]
+    if refused:
+        raise Forbidden(scope.pool_refusal(refused))
 
 
 def filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:

@@ -20,8 +20,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
-from ..errors import Conflict, InvalidArgument, NotFound
-from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
+from ..errors import Conflict, Forbidden, InvalidArgument, NotFound
+from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, PoolWrites, RelationType, TTLTier, session_refusal
 from ..analysis import index_terms
 from .protocol import BULK_COLUMNS, BULK_KEYS, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
 from .sqlfilter import filter_sql
@@ -84,7 +84,28 @@ def _scope_sql(scope: AgentScope, alias: str = "f", *, use_index: bool = False) 
     if agents is None:
         return "1 = 1", []
     column = f"{alias}.agent_id" if use_index else f"+{alias}.agent_id"
-    return f"{column} IN ({','.join('?' * len(agents))})", list(agents)
+    sql = f"{column} IN ({','.join('?' * len(agents))})"
+    if len(agents) == 1:
+        return sql, list(agents)
+    # Working memory is never shared: another namespace's session rows stay out of sight.
+    return f"{sql} AND ({alias}.session_id IS NULL OR {alias}.agent_id = ?)", [*agents, scope.agent_id]
+
+
+def _write_sql(scope: AgentScope, alias: str = "f") -> str:
+    """The rows of the shared pool `scope` may change, as a predicate (MEMENTO_SHARED_POOL)."""
+    if scope.is_maintenance or scope.pool_writes is PoolWrites.ALL:
+        return "1 = 1"
+    pool = f"{alias}.agent_id = '{DEFAULT_AGENT}'"
+    if scope.pool_writes is PoolWrites.NONE:
+        return f"NOT ({pool})"
+    return f"NOT ({pool} AND ({alias}.is_anchor = 1 OR {alias}.session_id IS NOT NULL))"
+
+
+def _writable(scope: AgentScope, found: Sequence[Fragment]) -> None:
+    """Refuse (changing nothing) when `found` holds pool fragments `scope` may not change."""
+    refused = [f.id for f in found if not scope.may_change(f)]
+    if refused:
+        raise Forbidden(scope.pool_refusal(refused))
 
 
 def _filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
@@ -120,6 +141,7 @@ class SQLiteStore:
         self._migrate()
         self._pending_access: dict[str, tuple[int, str]] = {}
         self._access_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._last_flush = time.monotonic()
         self._closed = False
         self.vectors: VectorIndex | None = None
@@ -299,6 +321,7 @@ class SQLiteStore:
         d = new.draft
         span = None
         with self._tx() as conn:
+            self._may_insert(conn, scope, new)
             existing = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
             if existing is not None:
                 return _row_to_fragment(existing), False
@@ -331,12 +354,33 @@ class SQLiteStore:
             self.vectors.add(new.agent_id, seq, new.embedding, span)
         return _row_to_fragment(row), True
 
+    @staticmethod
+    def _may_insert(conn: sqlite3.Connection, scope: AgentScope, new: NewFragment) -> None:
+        """The pool rule and session ownership, checked in the inserting transaction (one writer,
+        so two namespaces cannot both claim a new session id)."""
+        if new.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=new.draft.is_anchor, working=new.session_id is not None):
+            raise Forbidden(scope.pool_refusal([new.draft.id]))
+        if new.session_id is not None and not new.own_session:
+            other = conn.execute(
+                "SELECT 1 FROM fragments WHERE session_id = ? AND agent_id != ? LIMIT 1", (new.session_id, new.agent_id)
+            ).fetchone()
+            if other is not None:
+                raise Forbidden(session_refusal(new.session_id))
+
+    def session_owners(self, session_id: str) -> list[str]:
+        """The namespaces whose working memory carries `session_id` (across every agent)."""
+        rows = self._reader().execute(
+            "SELECT DISTINCT agent_id FROM fragments WHERE session_id = ? ORDER BY agent_id", (session_id,)
+        ).fetchall()
+        return [r[0] for r in rows]
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return self._visible(self._reader(), scope, list(ids))
 
     def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
         with self._tx() as conn:
             old = self._require(conn, scope, fragment_id)
+            _writable(scope, [old])
             conn.execute(
                 "INSERT INTO fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -351,6 +395,8 @@ class SQLiteStore:
                     raise Conflict(f"fragment {clash['id']} already holds this content")
             keywords = changes.keywords if changes.keywords is not None else old.keywords
             topic = changes.topic if changes.topic is not None else old.topic
+            if changes.is_anchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
+                raise Forbidden(scope.pool_refusal([old.id]))
             conn.execute(
                 "UPDATE fragments SET content = ?, content_hash = ?, estimated_tokens = ?, topic = ?, keywords = ?,"
                 " type = ?, importance = ?, ttl_tier = ?, is_anchor = ? WHERE id = ?",
@@ -411,6 +457,7 @@ class SQLiteStore:
             found = self._visible(conn, scope, list(ids))
             if not found:
                 return []
+            _writable(scope, found)
             before = vector_clock(conn)
             gone = [f.id for f in found]
             marks = ",".join("?" * len(gone))
@@ -499,8 +546,11 @@ class SQLiteStore:
             f"SELECT COUNT(*) FROM fragments f WHERE {where} AND {fwhere}", [*params, *fparams]
         ).fetchone()[0])
 
-    def expunge_session(self, session_id: str) -> int:
-        ids = [r[0] for r in self._reader().execute("SELECT id FROM fragments WHERE session_id = ?", (session_id,))]
+    def expunge_session(self, session_id: str, agent_id: str) -> int:
+        """Delete the working memory `agent_id` keeps under `session_id` (never another's)."""
+        ids = [r[0] for r in self._reader().execute(
+            "SELECT id FROM fragments WHERE session_id = ? AND agent_id = ?", (session_id, agent_id)
+        )]
         return len(self.delete(AgentScope("system"), ids))
 
     # ------------------------------------------------------------ links
@@ -510,6 +560,7 @@ class SQLiteStore:
             raise InvalidArgument("a fragment cannot link to itself")
         with self._tx() as conn:
             source = self._require(conn, scope, from_id)
+            _writable(scope, [source])
             self._require(conn, scope, to_id)
             cursor = conn.execute(
                 "INSERT INTO fragment_links (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, ?)"
@@ -660,16 +711,19 @@ class SQLiteStore:
             self.flush_access()
 
     def flush_access(self) -> None:
-        with self._access_lock:
-            pending, self._pending_access = self._pending_access, {}
-            self._last_flush = time.monotonic()
-        if not pending:
-            return
-        with self._tx() as conn:
-            conn.executemany(
-                "UPDATE fragments SET access_count = access_count + ?, accessed_at = MAX(COALESCE(accessed_at, ''), ?) WHERE id = ?",
-                [(count, stamp, fid) for fid, (count, stamp) in pending.items()],
-            )
+        """Write the buffered access statistics. Returns once every access recorded before the
+        call is stored, even one a concurrent flush took (views then read settled counts)."""
+        with self._flush_lock:
+            with self._access_lock:
+                pending, self._pending_access = self._pending_access, {}
+                self._last_flush = time.monotonic()
+            if not pending:
+                return
+            with self._tx() as conn:
+                conn.executemany(
+                    "UPDATE fragments SET access_count = access_count + ?, accessed_at = MAX(COALESCE(accessed_at, ''), ?) WHERE id = ?",
+                    [(count, stamp, fid) for fid, (count, stamp) in pending.items()],
+                )
 
     # ------------------------------------------------------------ embeddings
 

@@ -8,9 +8,16 @@ from datetime import UTC, datetime
 from typing import Sequence
 
 from ..models import AgentScope, TTLTier
-from .sqlite import SQLiteStore, _scope_sql, parse_ts, ts
+from .sqlite import SQLiteStore, _scope_sql, _write_sql, parse_ts, ts
 
 _LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL"
+
+
+def _changeable(scope: AgentScope) -> tuple[str, list[object]]:
+    """Rows `scope` sees and may change: a consolidation run by an agent leaves the pool's
+    rows alone unless MEMENTO_SHARED_POOL lets it change them."""
+    where, params = _scope_sql(scope)
+    return f"{where} AND {_write_sql(scope)}", list(params)
 
 
 class SQLiteMaintenance:
@@ -20,7 +27,7 @@ class SQLiteMaintenance:
         self.store = store
 
     def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
-        where, params = _scope_sql(scope)
+        where, params = _changeable(scope)
         cutoff = ts(accessed_before or created_before)
         with self.store._tx() as conn:
             return int(conn.execute(
@@ -30,7 +37,7 @@ class SQLiteMaintenance:
             ).rowcount)
 
     def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
-        where, params = _scope_sql(scope)
+        where, params = _changeable(scope)
         clauses, extra = [], []
         if type_ is not None:
             clauses.append("f.type = ?")
@@ -47,7 +54,7 @@ class SQLiteMaintenance:
         return len(self.store.delete(scope, ids)) if ids else 0
 
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
-        where, params = _scope_sql(scope)
+        where, params = _changeable(scope)
         with self.store._tx() as conn:
             return int(conn.execute(
                 f"UPDATE fragments AS f SET importance = ROUND(f.importance * ?, 4) WHERE {_LIFECYCLE}"
@@ -58,7 +65,7 @@ class SQLiteMaintenance:
 
     def deduplicate(self, scope: AgentScope) -> int:
         """Merge fragments sharing a content hash into the oldest (sums access counts, moves links)."""
-        where, params = _scope_sql(scope)
+        where, params = _changeable(scope)
         groups = self.store._reader().execute(
             f"SELECT f.agent_id, f.content_hash FROM fragments f WHERE f.session_id IS NULL AND {where}"
             " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
@@ -67,9 +74,9 @@ class SQLiteMaintenance:
         merged = 0
         for agent, digest in groups:
             rows = self.store._reader().execute(
-                "SELECT id, access_count FROM fragments WHERE agent_id = ? AND content_hash = ? AND session_id IS NULL"
-                " ORDER BY created_at, seq",
-                (agent, digest),
+                "SELECT f.id, f.access_count FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND f.session_id IS NULL"
+                f" AND {where} ORDER BY f.created_at, f.seq",
+                (agent, digest, *params),
             ).fetchall()
             survivor, duplicates = rows[0][0], [r[0] for r in rows[1:]]
             marks = ",".join("?" * len(duplicates))
@@ -94,7 +101,7 @@ class SQLiteMaintenance:
         return [(r[0], r[1]) for r in rows]
 
     def prune_orphan_links(self, scope: AgentScope) -> int:
-        where, params = _scope_sql(scope)
+        where, params = _changeable(scope)
         with self.store._tx() as conn:
             dangling = conn.execute(
                 "DELETE FROM fragment_links WHERE from_id NOT IN (SELECT id FROM fragments)"
@@ -119,7 +126,7 @@ class SQLiteMaintenance:
 
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
-        where, params = _scope_sql(scope)
+        where, params = _changeable(scope)
         rows = self.store._reader().execute(
             f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score"
             f" FROM fragments f WHERE {_LIFECYCLE} AND {where}",
@@ -139,8 +146,12 @@ class SQLiteMaintenance:
         return len(updates)
 
     def expire_sessions(self, idle_before: datetime) -> int:
+        """Expunge the working memory of sessions idle since `idle_before`, per owning namespace
+        (a session's rows go together, when the newest of them is idle)."""
         ids = [r[0] for r in self.store._reader().execute(
-            "SELECT id FROM fragments WHERE session_id IS NOT NULL AND COALESCE(accessed_at, created_at) < ?",
+            "SELECT f.id FROM fragments f JOIN (SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL"
+            " GROUP BY agent_id, session_id HAVING MAX(COALESCE(accessed_at, created_at)) < ?) s"
+            " ON f.agent_id = s.agent_id AND f.session_id = s.session_id",
             (ts(idle_before),),
         )]
         return len(self.store.delete(AgentScope("system"), ids)) if ids else 0
