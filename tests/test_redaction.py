@@ -112,6 +112,8 @@ TRUE_POSITIVES: list[tuple[str, str, str]] = [
     ("call +821012345678 now", "1012345678", PHONE),
     ("call 82 10 1234 5678 now", "1234 5678", PHONE),
     ("call +82 (0)10 1234 5678 now", "1234 5678", PHONE),
+    ("call (+82) 10-1234-5678 now", "1234-5678", PHONE),
+    ("call (+1) 415-555-2671 now", "555-2671", PHONE),
     ("전화 ０１０－１２３４－５６７８ 로", "5678", PHONE),  # full-width digits and hyphen
     (f"call 010{ZW}1234{ZW}5678 now", "5678", PHONE),
     ("call 010–1234–5678 now", "1234", PHONE),  # en dashes
@@ -157,6 +159,9 @@ TRUE_NEGATIVES: list[str] = [
     "the password is wrong",
     "비밀번호를 잊어버렸다",
     "비밀번호가 틀렸다",
+    "비밀번호는 바꿨어요!",
+    "pin numpy==1.26 and pin the base image",
+    "my password is my dog's name",
     "암호화 방식은 AES-256-GCM 이다",
     "the token budget is 2000 and max_tokens=4096",
     "secret sauce is garlic",

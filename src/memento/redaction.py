@@ -94,9 +94,12 @@ _STOPWORDS = frozenset(
     invalid valid expired empty missing reset updated known unknown needed mandatory long short
     secure insecure hidden masked protected visible shown removed deleted compromised leaked
     stolen lost forgotten sent used reused generated random rotated managed in on at of for with
-    and or but to by from case-sensitive case""".split()
+    and or but to by from case-sensitive case my your his her our their its it this that these
+    those what which how when where why who always usually often sometimes something anything
+    nothing""".split()
 )
-_HANGUL_ONLY = re.compile(r"[\uac00-\ud7a3\s]+")
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+_ASCII_ALNUM = re.compile(r"[A-Za-z0-9]")
 
 
 def _value(match: re.Match[str]) -> str:
@@ -109,20 +112,27 @@ def _plausible_password(match: re.Match[str]) -> bool:
     quoted = match.group("value")[:1] in "\"'`“‘「"
     if quoted:
         return bool(value)
-    return value.lower().rstrip(".,!?") not in _STOPWORDS and not _HANGUL_ONLY.fullmatch(value)
+    korean_prose = bool(_HANGUL.search(value)) and not _ASCII_ALNUM.search(value)
+    return value.lower().rstrip(".,!?") not in _STOPWORDS and not korean_prose
 
 
 def _secret_shaped(value: str) -> bool:
-    """A made-up string: digits and letters mixed, or a symbol inside letters (`p@ss`)."""
+    """A made-up string: digits and letters mixed, a symbol inside letters (`p@ss`), or digits."""
+    if len(value) < 4:
+        return False
+    if value.isdigit():
+        return True
     has_digit = any(c.isdigit() for c in value)
-    has_alpha = any(c.isalpha() for c in value)
     inner_symbol = any(not c.isalnum() for c in value[1:-1])
-    return len(value) >= 4 and has_alpha and (has_digit or inner_symbol) or (len(value) >= 4 and value.isdigit())
+    return any(c.isalpha() for c in value) and (has_digit or inner_symbol)
 
 
 def _weak_password(match: re.Match[str]) -> bool:
-    """A bare `pw hunter2`: only a value that looks made up, never `password reset`."""
+    """A bare `pw hunter2`: only a value that looks made up, never `password reset`; after a
+    bare `pin`, only 4–8 digits (`pin numpy==1.26` is about versions)."""
     value = _value(match)
+    if match.group("label").lower().startswith("pin"):
+        return value.isdigit() and 4 <= len(value) <= 8
     return value.lower() not in _STOPWORDS and _secret_shaped(value)
 
 
@@ -212,7 +222,7 @@ _VALUE = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|“[^”\
     |[^\s\uac00-\ud7a3"'`]*[^\s\uac00-\ud7a3"'`.,;:?)\]}>]|\S+)"""
 _PW_LABEL = r"""(?:pass(?:word|wd|phrase|code|wort)(?![A-Za-z])|(?<![A-Za-z])(?:pwd|pw|pass|pin(?:\s?(?:code|number))?)(?![A-Za-z])
     |비밀\s?번호|비번|암호|패스\s?워드)"""
-_PW_LABEL_BARE = r"""(?:pass(?:word|wd|phrase|wort)(?![A-Za-z])|(?<![A-Za-z])(?:pwd|pw|pin)(?![A-Za-z])
+_PW_LABEL_BARE = r"""(?P<label>pass(?:word|wd|phrase|wort)(?![A-Za-z])|(?<![A-Za-z])(?:pwd|pw|pin)(?![A-Za-z])
     |비밀\s?번호|비번|암호|패스\s?워드)"""  # not `pass`: "tests pass 1000 runs"
 _SECRET_LABEL = r"""(?:aws[\s_.-]?secret(?:[\s_.-]?access)?[\s_.-]?key
     |(?:api|access|auth|refresh|session|secret|private|client|app|bot|webhook|signing|encryption|master)[\s_.-]?(?:key|token|secret)
@@ -248,11 +258,11 @@ DETECTORS: tuple[Detector, ...] = (
         (?P<value>\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[1-8]\d{{6}}){_NUM_END}""", re.IGNORECASE)),
     Detector("card", _rx(rf"(?<![0-9A-Za-z.,+])(?:\d[{_DASH}\ .]?){{12,18}}\d{_NUM_END}"), _card),
     Detector("phone", _rx(rf"""{_NUM_START}
-        (?:(?:\+\s?|00)?82{_SEP}?(?:\(0\)\s?)?0?1[016789]|\(01[016789]\)|01[016789])
+        (?:(?:\+\s?|00)?82\)?{_SEP}?(?:\(0\)\s?)?0?1[016789]|\(01[016789]\)|01[016789])
         {_SEP}?\d{{3,4}}{_SEP}?\d{{4}}(?![0-9A-Za-z])""")),  # Korean mobiles
     Detector("phone", _rx(rf"""{_NUM_START}(?:\(0(?:2|[3-6][1-5])\)\s?|0(?:2|[3-6][1-5]|70){_SEP})
         \d{{3,4}}{_SEP}\d{{4}}{_NUM_END}""")),  # Korean landlines
-    Detector("phone", _rx(rf"""{_NUM_START}\+[1-9]\d{{0,2}}(?:{_SEP}?(?:\(\d{{1,4}}\)|\d{{2,12}}+)){{1,6}}{_NUM_END}"""),
+    Detector("phone", _rx(rf"""{_NUM_START}\+[1-9]\d{{0,2}}\)?(?:{_SEP}?(?:\(\d{{1,4}}\)|\d{{2,12}}+)){{1,6}}{_NUM_END}"""),
              _phone_digits(8, 15)),  # E.164, any country
     Detector("phone", _rx(rf"""{_NUM_START}(?:1[\ .{_DASH}])?
         (?:\([2-9]\d{{2}}\)\s?\d{{3}}[\s.{_DASH}]\d{{4}}|[2-9]\d{{2}}([.{_DASH}])\d{{3}}\1\d{{4}}){_NUM_END}""")),  # US
