@@ -34,6 +34,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -156,8 +157,11 @@ def servers_for(setup: str, workdir: Path) -> Iterator[list[Server]]:
             from pg_server import embedded_postgres
             from redis_harness import RedisServer
 
+            binary = shutil.which("redis-server")
+            if binary is None:
+                raise SystemExit("the replicas setup needs redis-server (apt-get install redis-server)")
             postgres = stack.enter_context(embedded_postgres())
-            redis = RedisServer("redis-server", _free_port())
+            redis = RedisServer(binary, _free_port())
             redis.start()
             stack.callback(redis.stop)
             env = {**BASE_ENV, "DATABASE_URL": postgres.app_dsn, "DATABASE_MIGRATION_URL": postgres.owner_dsn,
@@ -370,9 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         cpu: dict[str, float] = {s.name: round(100 * (s.cpu_s() - c) / wall) for s, c in zip(servers, cpu_before[0])}
         cpu["clients"] = round(100 * (after.user + after.system - cpu_before[1].user - cpu_before[1].system) / wall)
         summary = summarise(args.setup, args.clients, stats, wall, memory_report(servers, samples), cpu)
-        if stats.errors:
-            for server in servers:
-                print(f"--- {server.name} log tail ---\n{server.log.read_text(errors='replace')[-3000:]}")
+        for server in servers if stats.errors else []:
+            tail = server.log.read_text(errors="replace")[-3000:].strip()
+            if tail:
+                print(f"--- {server.name} log (tail) ---\n{tail}")
     print_summary(summary)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
