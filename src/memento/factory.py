@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import re
 import secrets
 from datetime import datetime
 from typing import Callable
 
 from .models import Draft, FragmentType, TTLTier
 from .analysis import extract_keywords, normalise_keyword
+from .redaction import PLACEHOLDERS, redact_pii
 
 log = logging.getLogger(__name__)
 
@@ -27,31 +27,6 @@ DEFAULT_IMPORTANCE: dict[FragmentType, float] = {
     FragmentType.FACT: 0.5,
     FragmentType.EPISODE: 0.5,
 }
-
-# Order matters: API keys before passwords so `password=sk-...` is reported as a password value.
-_PII_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"sk-[A-Za-z0-9_-]{32,}"), "[REDACTED_API_KEY]"),
-    (re.compile(r"AIza[0-9A-Za-z\-_]{35}"), "[REDACTED_API_KEY]"),
-    (
-        re.compile(
-            r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-            r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}"
-        ),
-        "[REDACTED_EMAIL]",
-    ),
-    (
-        re.compile(r"(?i)(password|passwd|pwd|비밀번호|비번)(\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\S+)"),
-        r"\1\2[REDACTED_PWD]",
-    ),
-    (re.compile(r"(?<!\d)01[016789][-\s]?\d{3,4}[-\s]?\d{4}(?!\d)"), "[REDACTED_PHONE]"),
-]
-
-
-def redact_pii(text: str) -> str:
-    """Mask API keys, e-mail addresses, password values and Korean mobile numbers. Irreversible."""
-    for pattern, replacement in _PII_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def truncate(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
@@ -88,6 +63,10 @@ def infer_ttl(type_: FragmentType, importance: float) -> TTLTier:
     return TTLTier.COLD
 
 
+def _masked(keyword: str) -> bool:
+    return any(p.lower() in keyword for p in PLACEHOLDERS.values())
+
+
 class TokenCounter:
     """cl100k_base token counts (bundled offline), falling back to ceil(chars / 4)."""
 
@@ -118,11 +97,14 @@ class FragmentFactory:
         self.tokens = tokens or TokenCounter()
 
     def clean_content(self, raw: str) -> str:
+        """Normalised, masked (redaction.py), then capped at 300 characters: what is stored."""
         return truncate(redact_pii(raw))
 
     def keywords_for(self, content: str, keywords: list[str] | None) -> list[str]:
+        """Given keywords normalised and masked (a keyword that held PII is dropped), else extracted."""
         if keywords:
-            return list(dict.fromkeys(k for k in (normalise_keyword(k) for k in keywords) if k))
+            cleaned = (normalise_keyword(redact_pii(k)) for k in keywords)
+            return list(dict.fromkeys(k for k in cleaned if k and not _masked(k)))
         return extract_keywords(content)
 
     def draft(

@@ -1,8 +1,9 @@
 """Structured logs: JSON lines on stderr and, with LOG_DIR, in size-rotated files.
 
-Every record passes a redaction filter before any handler writes it: PII (the same patterns
-`remember` applies to content: API keys, e-mail addresses, password values incl. Korean
-labels, Korean mobile numbers), bearer tokens, credentials in query strings and JSON, JWTs,
+Every record passes a redaction filter before any handler writes it: PII and secrets (the same
+detectors `remember` applies to content, memento/redaction.py: API keys and tokens, private
+keys, passwords and labelled secrets in English and Korean, e-mail addresses, phone numbers,
+card numbers, IBANs, resident registration numbers), bearer tokens, credentials in query strings and JSON, JWTs,
 the configured secrets by value (MEMENTO_ACCESS_KEY, OPENAI_API_KEY, database passwords),
 and pydantic's `input_value=` echoes. Memory content is kept out at the source: no log call
 passes content or tool arguments (tool calls are logged as name + outcome).
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
-from memento.factory import redact_pii
+from memento.redaction import redact_pii
 
 LOG_FILE = "memento.log"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024

@@ -1,0 +1,34 @@
+"""A short run of the load test (bench/load.py): a few clients, a few seconds, SQLite, 0 errors.
+
+Latency and memory are printed by the bench, never asserted here (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = {"remember", "recall", "context", "amend", "link", "forget", "memory_stats"}
+
+
+@pytest.mark.slow
+def test_concurrent_clients_with_mixed_tools_see_no_errors(tmp_path: Path) -> None:
+    summary_file = tmp_path / "load.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "load.py"), "--setup", "sqlite", "--clients", "3", "--seconds", "4",
+         "--json", str(summary_file)],
+        cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads(summary_file.read_text())
+    assert summary["errors"] == 0 and summary["first_errors"] == []
+    assert summary["calls"] > 0
+    assert {tool for tool, figures in summary["tools"].items() if figures["calls"]} == TOOLS  # every tool was called
+    assert [m["server"] for m in summary["memory"]] == ["sqlite"] and summary["memory"][0]["end_mib"] > 0
+    assert "error rate" in done.stdout and "p99" in done.stdout and "memory" in done.stdout
