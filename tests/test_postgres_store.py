@@ -215,3 +215,78 @@ def test_the_search_tables_answer_under_row_level_security_through_their_indexes
         assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_terms WHERE term = 'port'").fetchone()[0] == 1
         conn.execute("SELECT set_config('app.current_agent_id', 'agent-b', true)")
         assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_terms WHERE term = 'port'").fetchone()[0] == 0
+
+
+def _fragment(app: App, content: str, linked_to: list[str] | None = None) -> str:
+    inp = RememberInput(content=content, topic="locks", type="fact", linkedTo=linked_to)
+    return str(app.service.remember(inp, CallContext())["id"])
+
+
+def _waiting_for_a_lock(server: PostgresServer, count: int = 1, deadline_s: float = 30.0) -> None:
+    """Returns once `count` sessions wait for a row lock (a bounded poll: no fixed sleep)."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        rows = owner_query(server, "SELECT count(*) FROM pg_locks WHERE NOT granted")
+        if rows[0][0] >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError("no session started waiting for the lock")
+
+
+def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(
+    pg_app: App, postgres_server: PostgresServer
+) -> None:
+    import threading
+
+    target = _fragment(pg_app, "the fragment being forgotten")
+    neighbour = _fragment(pg_app, "a neighbour that links to it", [target])
+    outcome: dict[str, Any] = {}
+    with connect(postgres_server.owner_dsn) as other:
+        other.execute("SELECT 1 FROM agent_memory.fragments WHERE id = %s FOR UPDATE", (neighbour,))
+
+        def forget() -> None:
+            try:
+                outcome["result"] = pg_app.service.forget(ForgetInput(id=target, force=True), CallContext())
+            except Exception as exc:  # noqa: BLE001 - the assertion below shows what it was
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=forget)
+        worker.start()
+        _waiting_for_a_lock(postgres_server)  # forget holds `target`, waits for `neighbour`
+        # Now lock `target` the other way round: PostgreSQL breaks the cycle by aborting the
+        # transaction that waited first, the forget's.
+        other.execute("SELECT 1 FROM agent_memory.fragments WHERE id = %s FOR UPDATE", (target,))
+        other.commit()
+    worker.join(60)
+    assert not worker.is_alive()
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["result"]["deleted"] == [target]
+    assert owner_query(postgres_server, "SELECT linked_to FROM agent_memory.fragments WHERE id = %s", (neighbour,)) == [([],)]
+
+
+def test_the_access_flush_skips_rows_another_transaction_holds_and_writes_them_later(
+    pg_app: App, postgres_server: PostgresServer
+) -> None:
+    import threading
+
+    free, held, gone = (_fragment(pg_app, f"statistics row {n}") for n in ("one", "two", "three"))
+    store = pg_app.store
+    now = datetime.now(UTC)
+    with connect(postgres_server.owner_dsn) as other:
+        other.execute("SELECT 1 FROM agent_memory.fragments WHERE id = %s FOR UPDATE", (held,))
+        store.record_access([free, held, gone], now)
+        pg_app.service.forget(ForgetInput(id=gone, force=True), CallContext())
+        flusher = threading.Thread(target=store.flush_access)
+        flusher.start()
+        flusher.join(30)  # it must not wait for the lock (waiting is how it deadlocked)
+        assert not flusher.is_alive()
+        counts = dict(owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],)))
+        assert counts == {free: 1, held: 0}
+        other.rollback()
+    store.flush_access()
+    counts = dict(owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],)))
+    assert counts == {free: 1, held: 1}
+    store.flush_access()  # the deleted row is not carried from flush to flush
+    assert counts == dict(owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],)))

@@ -18,13 +18,14 @@ DB_CONN_TIMEOUT_MS and DB_QUERY_TIMEOUT (the statement timeout).
 
 from __future__ import annotations
 
+import functools
 import logging
 import selectors
 import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, ParamSpec, Sequence, TypeVar
 
 import numpy as np
 import psycopg
@@ -39,6 +40,31 @@ from .protocol import BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FragmentChanges, Hit
 from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, refuse_unwritable, scope_sql, search_vector, text_sql
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+WRITE_ATTEMPTS = 3
+
+
+def retried(method: Callable[P, R]) -> Callable[P, R]:
+    """Run a write again when PostgreSQL rolled its transaction back to break a deadlock or a
+    serialization conflict. The whole transaction was undone, so running it again is safe; two
+    writers locking rows in opposite orders (a forget cleaning its neighbours' links, another
+    forget or amend) then both succeed instead of one failing with "deadlock detected"."""
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                return method(*args, **kwargs)
+            except Unavailable as exc:
+                sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+                if attempt == WRITE_ATTEMPTS or not sqlstate.startswith("40"):  # class 40: transaction rollback
+                    raise
+                log.info("write rolled back by PostgreSQL (SQLSTATE %s); running it again", sqlstate)
+        raise AssertionError("unreachable")
+
+    return run
 
 Cursor = psycopg.Cursor[dict[str, Any]]
 
@@ -297,6 +323,7 @@ class PostgresStore:
             )
         return self._require(cur, scope, d.id), True
 
+    @retried
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._insert(cur, scope, new)
@@ -347,10 +374,12 @@ class PostgresStore:
             raise Conflict("another fragment already holds this content") from exc
         return self._require(cur, scope, old.id)
 
+    @retried
     def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
         with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._update(cur, scope, fragment_id, changes, amended_by, now)
 
+    @retried
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
         with self._tx(scope.agent_id, scope.pool_writes) as cur:
             old = self._require(cur, scope, old_id)
@@ -383,6 +412,7 @@ class PostgresStore:
         self._as(cur, scope.agent_id)
         return gone
 
+    @retried
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
         with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._delete(cur, scope, ids)
@@ -452,6 +482,7 @@ class PostgresStore:
             row = cur.fetchone()
             return int(row["n"]) if row else 0
 
+    @retried
     def expunge_session(self, session_id: str, agent_id: str) -> int:
         """Delete the working memory `agent_id` keeps under `session_id` (never another's)."""
         with self._tx(SYSTEM) as cur:
@@ -477,6 +508,7 @@ class PostgresStore:
             cur.execute("UPDATE agent_memory.fragments SET linked_to = array_append(linked_to, %s) WHERE id = %s", (to_id, from_id))
         return changed
 
+    @retried
     def add_link(self, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool:
         with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._add_link(cur, scope, from_id, to_id, relation, now)
@@ -619,24 +651,43 @@ class PostgresStore:
 
     def flush_access(self) -> None:
         """Write the buffered access statistics. Returns once every access recorded before the
-        call is stored, even one the background flusher took (views then read settled counts)."""
+        call is stored, even one the background flusher took (views then read settled counts).
+
+        Rows another transaction holds locked are skipped and kept for the next flush: waiting
+        for them could deadlock with a writer that locks the same rows in another order (a
+        forget cleaning the links of many agents' fragments), and statistics can wait."""
         with self._flush_lock:
             with self._access_lock:
                 pending, self._pending_access = self._pending_access, {}
                 self._last_flush = time.monotonic()
             if not pending:
                 return
-            ids = list(pending)
+            ids = sorted(pending)
             with self._tx(SYSTEM) as cur:
                 cur.execute(
-                    "UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
+                    "WITH v AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at)),"
+                    " free AS (SELECT f.id FROM agent_memory.fragments f JOIN v ON f.id = v.id"
+                    " ORDER BY f.id FOR UPDATE OF f SKIP LOCKED)"
+                    " UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
                     " accessed_at = GREATEST(f.accessed_at, v.at)"
-                    " FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at) WHERE f.id = v.id",
+                    " FROM v WHERE f.id = v.id AND f.id IN (SELECT id FROM free) RETURNING f.id",
                     (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
                 )
+                done = {r["id"] for r in cur.fetchall()}
+                skipped = [i for i in ids if i not in done]
+                if skipped:  # locked, or deleted meanwhile: only the live ones wait for the next flush
+                    cur.execute("SELECT id FROM agent_memory.fragments WHERE id = ANY(%s)", (skipped,))
+                    self._requeue({r["id"]: pending[r["id"]] for r in cur.fetchall()})
+
+    def _requeue(self, counts: dict[str, tuple[int, datetime]]) -> None:
+        with self._access_lock:
+            for fid, (count, at) in counts.items():
+                more, later = self._pending_access.get(fid, (0, at))
+                self._pending_access[fid] = (count + more, max(at, later))
 
     # ------------------------------------------------------------ embeddings
 
+    @retried
     def set_embedding(self, fragment_id: str, vector: np.ndarray) -> None:
         value, model = self._embedding_value(vector)
         if value is None:
@@ -658,6 +709,7 @@ class PostgresStore:
             )
             return [(r["seq"], r["id"], r["content"]) for r in cur.fetchall()]
 
+    @retried
     def clear_embeddings(self) -> int:
         """Drop every stored vector (before a full re-embedding)."""
         with self._tx(SYSTEM) as cur:
@@ -788,6 +840,7 @@ class PostgresStore:
             out.append(row)
         return out
 
+    @retried
     def import_rows(self, table: str, rows: Sequence[dict[str, object]]) -> int:
         """Insert rows exported by any backend as `system`; rows already present are skipped.
         Returns how many were inserted. Fragments get their search vector computed here."""

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Sequence
 
 from ..models import AgentScope, TTLTier
-from .postgres import SYSTEM, PostgresStore
+from .postgres import SYSTEM, PostgresStore, retried
 from .postgres_sql import scope_sql, write_sql
 
 _LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
@@ -26,6 +26,7 @@ class PostgresMaintenance:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
+    @retried
     def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
         where, params = _changeable(scope)
         with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
@@ -36,6 +37,7 @@ class PostgresMaintenance:
             )
             return int(cur.rowcount)
 
+    @retried
     def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
         where, params = _changeable(scope)
         clauses, extra = "", list[object]()
@@ -54,6 +56,7 @@ class PostgresMaintenance:
             ids = [r["id"] for r in cur.fetchall()]
             return len(self.store._delete(cur, scope, ids)) if ids else 0
 
+    @retried
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
         where, params = _changeable(scope)
         with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
@@ -65,6 +68,7 @@ class PostgresMaintenance:
             )
             return int(cur.rowcount)
 
+    @retried
     def deduplicate(self, scope: AgentScope) -> int:
         """Merge fragments sharing a content hash into the oldest (sums access counts, moves links).
 
@@ -110,6 +114,7 @@ class PostgresMaintenance:
             )
             return [(r["from_id"], r["to_id"]) for r in cur.fetchall()]
 
+    @retried
     def prune_orphan_links(self, scope: AgentScope) -> int:
         """Runs as the system so that targets in other namespaces count as alive; the scope
         predicate still limits which fragments' arrays are rewritten."""
@@ -133,6 +138,7 @@ class PostgresMaintenance:
             fixed = sum(int(r["removed"]) for r in cur.fetchall())
         return int(dangling) + fixed
 
+    @retried
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
         where, params = _changeable(scope)
@@ -159,6 +165,7 @@ class PostgresMaintenance:
                 )
         return len(ids)
 
+    @retried
     def expire_sessions(self, idle_before: datetime) -> int:
         with self.store._tx(SYSTEM) as cur:
             # A session's rows go together, per owning namespace, when the newest of them is idle.
