@@ -143,11 +143,11 @@ class MemoryService:
         """Store a fragment; a duplicate returns the existing id with created=false."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         self._own_session(scope, inp.sessionId, ctx)
-        fragment, created = self._remember(
+        fragment, created = self.store.insert(scope, self._prepare(
             scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
             importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
             scope_kind=inp.scope, is_anchor=inp.isAnchor, session_id=inp.sessionId, created_at=inp.createdAt,
-        )
+        ))
         if created:
             self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         result: dict[str, Any] = {
@@ -163,12 +163,13 @@ class MemoryService:
             result["message"] = "stored; embedding pending (provider unavailable), keyword search works now"
         return result
 
-    def _remember(
+    def _prepare(
         self, scope: AgentScope, ctx: CallContext, *, content: str, topic: str, type_: FragmentType,
         keywords: list[str] | None = None, importance: float | None = None, source: str | None = None,
         linked_to: list[str] | None = None, scope_kind: Scope = Scope.PERMANENT, is_anchor: bool = False,
         session_id: str | None = None, created_at: datetime | None = None,
-    ) -> tuple[Fragment, bool]:
+    ) -> NewFragment:
+        """A fragment ready to insert: redacted, analysed and embedded (outside any transaction)."""
         session = None
         if scope_kind is Scope.SESSION:
             session = session_id or ctx.session_id
@@ -184,9 +185,7 @@ class MemoryService:
             raise InvalidArgument("content is empty after redaction")
         vector = self._embed_passage(draft.content)
         own = session is not None and session == ctx.session_id
-        return self.store.insert(
-            scope, NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
-        )
+        return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
         """Delete by id or by topic; permanent-tier fragments need force. All or nothing. By
@@ -567,27 +566,28 @@ class MemoryService:
         self._own_session(self._scope(inp.agentId, ctx), inp.sessionId, ctx)
         scope = self._writable(inp.agentId, ctx)
         session = inp.sessionId or ctx.session_id
-        source = f"reflect:{session}" if session else "reflect"
+        # The session id stays out of the fragments: they may be read by others (the shared pool).
         plan: list[tuple[str, FragmentType]] = [(inp.summary, FragmentType.FACT)]
         for items, type_ in (
             (inp.decisions, FragmentType.DECISION), (inp.errors_resolved, FragmentType.ERROR),
             (inp.new_procedures, FragmentType.PROCEDURE), (inp.open_questions, FragmentType.FACT),
         ):
             plan += [(text, type_) for text in items or [] if text.strip()]
-        created = []
-        for text, type_ in plan:
-            fragment, is_new = self._remember(scope, ctx, content=text, topic=inp.topic, type_=type_, source=source)
+        news = [self._prepare(scope, ctx, content=text, topic=inp.topic, type_=type_, source="reflect") for text, type_ in plan]
+        result: dict[str, Any] = {"success": True}
+        with self.store.atomic():  # all the fragments and the feedback row, or nothing
+            stored = [self.store.insert(scope, new) for new in news]
+            if inp.task_effectiveness is not None:
+                te = inp.task_effectiveness
+                result["taskFeedbackId"] = self.store.add_task_feedback(scope.agent_id, {
+                    "session_id": session or "unspecified", "overall_success": te.overall_success,
+                    "tool_highlights": te.tool_highlights, "tool_pain_points": te.tool_pain_points,
+                }, self.clock())
+        for fragment, is_new in stored:
             if is_new:
                 self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
-            created.append({"id": fragment.id, "type": type_.value, "created": is_new})
-        result: dict[str, Any] = {"success": True, "fragments": created, "count": len(created)}
-        if inp.task_effectiveness is not None:
-            te = inp.task_effectiveness
-            result["taskFeedbackId"] = self.store.add_task_feedback(scope.agent_id, {
-                "session_id": session or "unspecified", "overall_success": te.overall_success,
-                "tool_highlights": te.tool_highlights, "tool_pain_points": te.tool_pain_points,
-            }, self.clock())
-        return result
+        created = [{"id": f.id, "type": type_.value, "created": is_new} for (f, is_new), (_, type_) in zip(stored, plan)]
+        return result | {"fragments": created, "count": len(created)}
 
     def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> dict[str, Any]:
         """Record a utility assessment of a tool call."""

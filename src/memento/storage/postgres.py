@@ -41,6 +41,7 @@ from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, refuse_unw
 
 log = logging.getLogger(__name__)
 
+_thread = threading.local()  # .depth: transactions open on this thread (nested ones join the outermost)
 P = ParamSpec("P")
 R = TypeVar("R")
 WRITE_ATTEMPTS = 3
@@ -54,6 +55,8 @@ def retried(method: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(method)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        if getattr(_thread, "depth", 0):  # part of a larger transaction: only its owner may rerun it
+            return method(*args, **kwargs)
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 return method(*args, **kwargs)
@@ -123,6 +126,7 @@ class PostgresStore:
         self._flush_due = threading.Event()
         self._flusher: threading.Thread | None = None
         self._closed = False
+        self._local = threading.local()  # .open: this thread's transaction (cursor, agent, pool), if any
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
             dsn,
             min_size=1,
@@ -156,23 +160,53 @@ class PostgresStore:
     @contextmanager
     def _tx(self, agent: str, pool: PoolWrites = PoolWrites.ALL) -> Iterator[Cursor]:
         """One transaction whose row-level security context is `agent`, allowed to change the
-        shared pool as far as `pool` says (the restrictive policies of migration 0003)."""
+        shared pool as far as `pool` says (the restrictive policies of migration 0003). Inside
+        another one on this thread it joins it (with its own context until it ends): the
+        outermost commits or rolls back everything."""
+        outer: tuple[Cursor, str, PoolWrites] | None = getattr(self._local, "open", None)
+        if outer is not None:
+            cur, outer_agent, outer_pool = outer
+            self._set_context(cur, agent, pool)
+            self._local.open = (cur, agent, pool)
+            try:
+                yield cur
+            finally:
+                self._local.open = outer
+            self._set_context(cur, outer_agent, outer_pool)
+            return
         try:
             conn = self._checkout()
+            _thread.depth = getattr(_thread, "depth", 0) + 1
             try:
                 with conn, conn.cursor() as cur:  # commits, or rolls back on an exception
-                    cur.execute(
-                        "SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)",
-                        (agent, pool.value),
-                    )
-                    yield cur
+                    self._set_context(cur, agent, pool)
+                    self._local.open = (cur, agent, pool)
+                    try:
+                        yield cur
+                    finally:
+                        self._local.open = None
             finally:
+                _thread.depth -= 1
                 self._pool.putconn(conn)  # a broken connection is discarded and replaced
         except PoolTimeout as exc:
             raise Unavailable(f"the database is unavailable: no PostgreSQL connection within {self._pool.timeout:g}s") from exc
         except psycopg.OperationalError as exc:
             reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]  # libpq adds hint lines
             raise Unavailable(f"the database is unavailable: {reason}") from exc
+
+    @staticmethod
+    def _set_context(cur: Cursor, agent: str, pool: PoolWrites) -> None:
+        cur.execute(
+            "SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)",
+            (agent, pool.value),
+        )
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction around several store calls (a unit of work): all or nothing. The
+        calls inside set their own row-level security context, as they would alone."""
+        with self._tx(SYSTEM):
+            yield
 
     def _checkout(self) -> psycopg.Connection[dict[str, Any]]:
         """A pooled connection the server has not closed. One it closed while idle means

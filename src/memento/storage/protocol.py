@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, Sequence
@@ -74,6 +75,9 @@ class Store(Protocol):
     embedding_model: str | None
 
     def close(self) -> None: ...
+    def atomic(self) -> AbstractContextManager[None]:
+        """One transaction around the store calls made inside it (on this thread): all or nothing."""
+        ...
 
     # fragments
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]: ...

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
@@ -134,6 +134,8 @@ class SQLiteStore:
         self.synchronous = synchronous
         path.parent.mkdir(parents=True, exist_ok=True)
         self._write_lock = threading.RLock()
+        self._depth = 0  # nesting of _tx on the writer (guarded by _write_lock)
+        self._committed: list[Callable[[], None]] = []
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -179,16 +181,51 @@ class SQLiteStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction on the single writer connection."""
+        """A write transaction on the single writer connection. Inside another one (on this
+        thread: the writer lock is re-entrant) it joins it: the outermost commits or rolls back
+        everything, so a multi-step write built from single-step ones stays one transaction."""
         with self._write_lock:
             conn = self._writer
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield conn
+                finally:
+                    self._depth -= 1
+                return
             conn.execute("BEGIN IMMEDIATE")
+            self._depth, self._committed = 1, []
             try:
                 yield conn
             except BaseException:
+                self._depth, self._committed = 0, []
                 conn.execute("ROLLBACK")
                 raise
+            self._depth = 0
             conn.execute("COMMIT")
+            done, self._committed = self._committed, []
+        for apply in done:  # this process's vector index follows only what was committed
+            apply()
+
+    def _on_commit(self, apply: Callable[[], None]) -> None:
+        """Run `apply` once the current (outermost) write transaction has committed."""
+        self._committed.append(apply)
+
+    def _vector_added(self, agent: str, seq: int, vector: np.ndarray, span: tuple[int, int]) -> None:
+        if self.vectors is not None:
+            index = self.vectors
+            self._on_commit(lambda: index.add(agent, seq, vector, span))
+
+    def _vectors_removed(self, agent: str, seqs: list[int], span: tuple[int, int]) -> None:
+        if self.vectors is not None:
+            index = self.vectors
+            self._on_commit(lambda: index.remove(agent, seqs, span))
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction around several store calls (a unit of work): all or nothing."""
+        with self._tx():
+            yield
 
     def _migrate(self) -> None:
         """Apply the named migrations not yet recorded, each in one transaction. The record is
@@ -319,7 +356,6 @@ class SQLiteStore:
 
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         d = new.draft
-        span = None
         with self._tx() as conn:
             self._may_insert(conn, scope, new)
             existing = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
@@ -349,9 +385,8 @@ class SQLiteStore:
                 )
             if new.embedding is not None and self.embedding_model:
                 span = self._store_vector(conn, seq, new.agent_id, new.embedding)
+                self._vector_added(new.agent_id, seq, new.embedding, span)
             row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (seq,)).fetchone()
-        if span is not None and self.vectors is not None and new.embedding is not None:
-            self.vectors.add(new.agent_id, seq, new.embedding, span)
         return _row_to_fragment(row), True
 
     @staticmethod
@@ -414,23 +449,18 @@ class SQLiteStore:
             if (content, keywords, topic) != (old.content, old.keywords, old.topic):
                 self._unindex_text(conn, old.seq)
                 self._index_text(conn, old.seq, content, keywords, topic)
-            span = None
             if changes.embedding is not None and self.embedding_model:
                 span = self._store_vector(conn, old.seq, old.agent_id, changes.embedding)
+                self._vector_added(old.agent_id, old.seq, changes.embedding, span)
             elif changes.clear_embedding:
                 before = vector_clock(conn)
                 conn.execute("DELETE FROM fragment_embeddings WHERE seq = ?", (old.seq,))
-                span = before, vector_clock(conn)
+                self._vectors_removed(old.agent_id, [old.seq], (before, vector_clock(conn)))
             row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (old.seq,)).fetchone()
-        if self.vectors is not None and span is not None:
-            if changes.embedding is not None:
-                self.vectors.add(old.agent_id, old.seq, changes.embedding, span)
-            else:
-                self.vectors.remove(old.agent_id, [old.seq], span)
         return _row_to_fragment(row)
 
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
-        with self._write_lock:  # re-entrant: the steps below share one writer, no interleaving
+        with self._tx():  # the three steps below join this one transaction
             old = self._require(self._writer, scope, old_id)
             fragment, created = self.insert(scope, new)
             if fragment.id == old.id:
@@ -472,9 +502,8 @@ class SQLiteStore:
             )
             conn.execute(f"DELETE FROM fragments WHERE id IN ({marks})", gone)  # vectors go by cascade
             span = before, vector_clock(conn)
-        if self.vectors is not None:
             for agent, seqs in removed.items():
-                self.vectors.remove(agent, seqs, span)
+                self._vectors_removed(agent, seqs, span)
         return gone
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
@@ -733,8 +762,7 @@ class SQLiteStore:
             if row is None:
                 return  # deleted meanwhile
             span = self._store_vector(conn, row[0], row[1], vector)
-        if self.vectors is not None:
-            self.vectors.add(row[1], row[0], vector, span)
+            self._vector_added(row[1], row[0], vector, span)
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = _scope_sql(scope)
