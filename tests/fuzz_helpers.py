@@ -30,6 +30,24 @@ NULL = "null"  # the key of answers whose id is null
 MAX_DEPTH = 64  # the server's documented nesting limit (memento.mcp.jsonrpc.MAX_DEPTH)
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
+# Issue 17, defect 9, and its class: each once got a plain-text 500 over HTTP or no reply on stdio.
+HOSTILE: list[bytes] = [
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}',
+    b'{"jsonrpc":"2.0","id":2,"method":"\\udfff"}',
+    b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"\\udc00":"\\ud800"}}',
+    b'{"jsonrpc":"2.0","id":4,"method":"p\xffing"}',
+    b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":NaN}}',
+    b'{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":1e400}}',
+    b'{"jsonrpc":"2.0","id":' + b"7" * 5000 + b',"method":"ping"}',
+    b'\xef\xbb\xbf{"jsonrpc":"2.0","id":8,"method":"ping"}',
+    b'"just a string"',
+    b"42",
+    b"[]",
+    b"[1,2]",
+]
+
 
 def initialize(version: str, rid: Any = 0) -> dict[str, Any]:
     params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}
@@ -159,6 +177,7 @@ class Tally:
     unanswered: list[str] = field(default_factory=list)
     not_jsonrpc: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
+    kinds: Counter[str] = field(default_factory=Counter)  # "result", "tool error" or the error code
 
     def check(self, raw: bytes, want: Expected, got: list[Any]) -> None:
         """Match `got` (the decoded answers) against `want`; record what does not fit."""
@@ -169,6 +188,7 @@ class Tally:
                 self.not_jsonrpc.append(f"{raw[:200]!r} -> {answer!r}"[:600])
                 continue
             self.answers += 1
+            self.kinds[_kind(answer)] += 1
             rid = key(answer["id"])
             if owed[rid] > 0:
                 owed[rid] -= 1
@@ -186,63 +206,49 @@ class Tally:
         }
 
 
+def _kind(answer: dict[str, Any]) -> str:
+    if "error" in answer:
+        return str(answer["error"]["code"])
+    result = answer["result"]
+    return "tool error" if isinstance(result, dict) and result.get("isError") is True else "result"
+
+
 def answers_in(value: Any, *, batch: bool) -> list[Any]:
     """The answers one body (or stdout line) carries: an array's items for a batch."""
     return list(value) if batch and isinstance(value, list) else [value]
 
 
-# ------------------------------------------------------------------ stdio
+# ------------------------------------------------------------------ peers on one stream
 
 
-class StdioPeer:
-    """`memento serve --transport stdio`, fed raw lines; a thread reads every line it writes and
-    answers the server's own requests (with an error) as a client would."""
+class StreamPeer:
+    """A client whose answers arrive on one stream (stdout, or a legacy SSE stream): `incoming`
+    holds what the server sends, decoded (or raw when it is not JSON); b"" ends it."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        with log.open("ab") as sink:
-            self.process = subprocess.Popen(
-                [*SERVE, "--transport", "stdio"], env={**os.environ, **env},
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink,
-            )
-        self.lines: queue.Queue[bytes] = queue.Queue()
-        self._write_lock = threading.Lock()
+    def __init__(self) -> None:
+        self.incoming: queue.Queue[Any] = queue.Queue()
         self._sentinels = 0
-        threading.Thread(target=self._read, daemon=True).start()
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put(b"")
+    def send(self, raw: bytes) -> list[Any]:
+        """Send one message; answers that come back at once (an HTTP body), if any."""
+        raise NotImplementedError
 
-    def write(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        with self._write_lock:
-            self.process.stdin.write(line + b"\n")
-            self.process.stdin.flush()
-
-    def exchange(self, line: bytes, want: Expected) -> list[Any]:
-        """Send `line`, then a ping; return what answers it (anything, decoded or raw) once
-        every owed answer and the ping's have come, or the deadline passed."""
+    def exchange(self, raw: bytes, want: Expected) -> list[Any]:
+        """Send `raw`, then a ping; return what answers `raw` once every owed answer and the
+        ping's have come (answers run concurrently, so order proves nothing), or at a deadline."""
         self._sentinels += 1
         sentinel = f"sentinel-{self._sentinels}"
-        self.write(line)
-        self.write(json.dumps({"jsonrpc": "2.0", "id": sentinel, "method": "ping"}).encode())
-        got: list[Any] = []
+        got = self.send(raw)
+        assert self.send(json.dumps({"jsonrpc": "2.0", "id": sentinel, "method": "ping"}).encode()) == []
         owed, pinged = sum(want.ids.values()) - len(want.optional), False
         deadline = time.monotonic() + TIMEOUT_S
         while not (pinged and len(got) >= owed):
             try:
-                raw = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                message = self.incoming.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            if raw == b"":
-                break  # the server exited: what is missing is unanswered
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                got.append(raw)
-                continue
+            if message == b"":
+                break  # the stream ended: what is missing is unanswered
             if isinstance(message, dict) and message.get("id") == sentinel and "method" not in message:
                 pinged = True
             elif is_server_message(message):
@@ -254,9 +260,44 @@ class StdioPeer:
         return got
 
     def _answer_request(self, message: dict[str, Any]) -> None:
+        # The server's own requests (elicitation, sampling, roots) get what a plain client says.
         if "id" in message:
             error = {"code": -32601, "message": "not supported by the fuzz client"}
-            self.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}).encode())
+            self.send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}).encode())
+
+
+def _decoded(raw: bytes | str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+class StdioPeer(StreamPeer):
+    """`memento serve --transport stdio`, fed raw lines; a thread reads what it writes."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        super().__init__()
+        with log.open("ab") as sink:
+            self.process = subprocess.Popen(
+                [*SERVE, "--transport", "stdio"], env={**os.environ, **env},
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink,
+            )
+        self._write_lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.incoming.put(_decoded(line))
+        self.incoming.put(b"")
+
+    def send(self, raw: bytes) -> list[Any]:
+        assert self.process.stdin is not None
+        with self._write_lock:
+            self.process.stdin.write(raw + b"\n")
+            self.process.stdin.flush()
+        return []
 
     def close(self) -> int:
         """EOF on stdin ends the session; returns the exit status."""
@@ -267,6 +308,55 @@ class StdioPeer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             return self.process.wait(timeout=TIMEOUT_S)
+
+
+class LegacySsePeer(StreamPeer):
+    """A legacy HTTP+SSE session: GET /sse read by a thread, messages POSTed to its endpoint.
+    A POST the server refuses (400, unparseable) answers in its own JSON body."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__()
+        self.http = httpx.Client(base_url=base_url, timeout=TIMEOUT_S)
+        self.statuses: Counter[int] = Counter()
+        self.refused: list[str] = []  # POST answers that were neither 202 nor 400 with JSON
+        endpoint: queue.Queue[str] = queue.Queue()
+        self._stop = threading.Event()
+        threading.Thread(target=self._read, args=(endpoint,), daemon=True).start()
+        self.endpoint = endpoint.get(timeout=TIMEOUT_S)
+
+    def _read(self, endpoint: queue.Queue[str]) -> None:
+        try:
+            with self.http.stream("GET", "/sse") as response:
+                event = ""
+                for line in response.iter_lines():
+                    if self._stop.is_set():
+                        return
+                    if line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data = line[5:].removeprefix(" ")
+                        if event == "endpoint":
+                            endpoint.put(data)
+                        else:
+                            self.incoming.put(_decoded(data))
+        except httpx.HTTPError:
+            pass
+        finally:
+            self.incoming.put(b"")
+
+    def send(self, raw: bytes) -> list[Any]:
+        reply = self.http.post(self.endpoint, content=raw, headers={"content-type": "application/json"})
+        self.statuses[reply.status_code] += 1
+        if reply.status_code == 202:
+            return []
+        json_body = reply.headers.get("content-type", "").startswith("application/json")
+        if reply.status_code != 400 or not json_body:
+            self.refused.append(f"{raw[:200]!r} -> {reply.status_code} {reply.text[:200]}")
+        return [_decoded(reply.content)]
+
+    def close(self) -> None:
+        self._stop.set()
+        self.http.close()
 
 
 # ------------------------------------------------------------------ HTTP

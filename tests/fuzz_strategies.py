@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-EXAMPLES = int(os.environ.get("MEMENTO_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("MEMENTO_FUZZ_EXAMPLES", "200"))
 """Examples per property; each fuzz test scales it by its own factor (stdio is cheap, SSE less)."""
 
 
@@ -38,6 +38,7 @@ def fuzz_settings(factor: float = 1.0) -> settings:
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}" / "hypothesis")
 
 
+likely = st.sampled_from([True] * 5 + [False])  # mostly well-formed, so calls get deep
 # Every category, lone surrogates (Cs) included.
 texts = st.text(st.characters(exclude_categories=()), max_size=30)
 scalars = (
@@ -71,6 +72,14 @@ TOOLS = {
     "memory_stats": (),
     "graph_explore": ("startId", "depth"),
 }
+GOOD = {  # values of the right type, often accepted, so calls get past validation
+    "content": texts.filter(str.strip), "summary": texts.filter(str.strip), "text": texts,
+    "topic": st.sampled_from(["t", "deploys", "x" * 40]) | texts,
+    "type": st.sampled_from(["fact", "decision", "error", "preference", "procedure", "relation"]),
+    "keywords": st.lists(texts, max_size=3), "importance": st.floats(0, 1), "limit": st.integers(-2, 30),
+    "tokenBudget": st.integers(-10, 5000), "id": st.sampled_from(["frag-0000000000000000"]) | texts,
+    "depth": st.integers(-1, 5), "force": st.booleans(), "relationType": st.sampled_from(["related", "caused_by"]),
+}
 ids = st.integers() | texts | st.integers(min_value=-(10**40), max_value=10**40)
 odd_ids = st.none() | st.booleans() | st.floats(allow_nan=False) | st.lists(st.integers(), max_size=2)
 
@@ -78,10 +87,12 @@ odd_ids = st.none() | st.booleans() | st.floats(allow_nan=False) | st.lists(st.i
 @st.composite
 def tool_arguments(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     """A known tool with a mix of its own argument names and others, holding any JSON value."""
-    name = draw(st.sampled_from(sorted(TOOLS)) | texts)
-    names = st.sampled_from(TOOLS.get(name) or ("content",)) | texts
-    sensible = st.sampled_from(["fact", "error", "t", "x" * 40, "frag-0000000000000000"]) | st.integers(-5, 50)
-    arguments = draw(st.dictionaries(names, sensible | json_values, max_size=5))
+    name = draw(st.sampled_from(sorted(TOOLS)) if draw(likely) else texts)
+    names = st.sampled_from(TOOLS.get(name) or ("content",))
+    arguments = {
+        field: draw(GOOD.get(field, texts) if draw(likely) else json_values)
+        for field in draw(st.lists(names | texts, max_size=5))
+    }
     return name, arguments
 
 
@@ -104,17 +115,17 @@ def params_for(draw: st.DrawFn, method: str) -> Any:
 @st.composite
 def messages(draw: st.DrawFn) -> Any:
     """JSON-RPC-shaped values: requests, notifications, responses, with any field wrong or missing."""
-    method = draw(st.sampled_from(METHODS) | texts)
+    method = draw(st.sampled_from(METHODS) | st.just("tools/call") | texts)
     if method == "notifications/cancelled":
         method = "ping"  # a cancellation may legitimately leave another request unanswered
     message: dict[str, Any] = {}
-    if draw(st.integers(0, 9)):
+    if draw(likely):
         message["jsonrpc"] = "2.0"
     elif draw(st.booleans()):
         message["jsonrpc"] = draw(json_values)
     shape = draw(st.sampled_from(["request", "request", "request", "notification", "response"]))
     if shape != "notification":
-        message["id"] = draw(ids if draw(st.integers(0, 5)) else odd_ids)
+        message["id"] = draw(ids if draw(likely) else odd_ids)
     if shape == "response":
         field = draw(st.sampled_from(["result", "error", "both"]))
         if field in ("result", "both"):
@@ -122,13 +133,18 @@ def messages(draw: st.DrawFn) -> Any:
         if field in ("error", "both"):
             message["error"] = draw(json_values)
         return message
-    message["method"] = method if draw(st.integers(0, 9)) else draw(json_values)
-    if draw(st.integers(0, 5)):
-        message["params"] = draw(params_for(method)) if draw(st.integers(0, 5)) else draw(json_values)
+    message["method"] = method if draw(likely) else draw(json_values)
+    if draw(likely):
+        message["params"] = draw(params_for(method)) if draw(likely) else draw(json_values)
     return message
 
 
-values = messages() | json_values | st.lists(messages() | json_values, max_size=4)
+_SHAPES = {
+    "message": messages(),
+    "json": json_values,
+    "batch": st.lists(messages() | json_values, max_size=4),
+}
+values = st.sampled_from(["message"] * 6 + ["json", "batch"]).flatmap(_SHAPES.__getitem__)
 
 
 @st.composite
