@@ -162,7 +162,7 @@ def test_fuzzed_posts_get_the_spec_status_and_one_answer_per_request(server: Htt
     oddities: list[str] = []
 
     @given(raw=raw_bodies(), version=st.sampled_from(VERSIONS), case=st.sampled_from(HEADER_CASES), junk=junk_headers)
-    @fuzz_settings(factor=2)
+    @fuzz_settings(factor=4)
     def one(raw: bytes, version: str, case: str, junk: str) -> None:
         headers = spoil(sessions[version], case, junk)
         want = expected(raw, batches=version == "2025-03-26")
@@ -190,7 +190,7 @@ def test_fuzzed_get_and_delete_answer_with_the_spec_status(server: HttpServer, h
     seen: list[int] = []
 
     @given(method=st.sampled_from(["GET", "DELETE", "PUT"]), version=st.sampled_from(VERSIONS), case=st.sampled_from(HEADER_CASES), junk=junk_headers)
-    @fuzz_settings(factor=0.5)
+    @fuzz_settings(factor=1)
     def one(method: str, version: str, case: str, junk: str) -> None:
         headers = spoil(sessions[version], case, junk)
         if method == "GET":
@@ -224,7 +224,7 @@ def test_fuzzed_legacy_sse_messages_are_all_answered(server: HttpServer) -> None
         peer.send(json.dumps(INITIALIZED).encode())
 
         @given(raw=raw_bodies())
-        @fuzz_settings(factor=1)
+        @fuzz_settings(factor=3)
         def one(raw: bytes) -> None:
             want = expected(raw, batches=False)
             tally.check(raw, want, peer.exchange(raw, want))

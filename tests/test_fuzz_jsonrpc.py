@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from memento.app import App
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import PARSE_ERROR, JsonRpcError
+from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
 
 
@@ -144,13 +145,13 @@ def ready_session(server: McpServer, portal: BlockingPortal, version: str) -> Se
 
 @pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25"])
 def test_the_protocol_core_answers_every_message_exactly_once(app: App, portal: BlockingPortal, version: str) -> None:
-    server = McpServer(app)
+    server = McpServer(app, features=default_features(app.settings))
     session = ready_session(server, portal, version)
     tally = Tally()
     batches = version == "2025-03-26"
 
     @given(raw=raw_bodies())
-    @fuzz_settings(factor=3)
+    @fuzz_settings(factor=5)
     def one(raw: bytes) -> None:
         want = expected(raw, batches=batches)
         try:

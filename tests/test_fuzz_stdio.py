@@ -78,7 +78,7 @@ def test_fuzzed_lines_are_all_answered_and_the_server_keeps_serving(tmp_path: Pa
     batches = version == "2025-03-26"
 
     @given(raw=raw_bodies(newline=False))
-    @fuzz_settings(factor=2)
+    @fuzz_settings(factor=5)
     def one(raw: bytes) -> None:
         if not raw.strip():
             return  # a blank line is no message (newline-delimited framing)
