@@ -210,16 +210,17 @@ class MemoryOAuthStore:
 
     def take_registration_slot(self, address: str, per_address: int, overall: int) -> float:
         window, left_s = window_of(self.clock())
+
+        def count(bucket: str) -> int:
+            seen, registrations = self._windows.get(bucket, (window, 0))
+            return registrations if seen == window else 0
+
         with self._lock:
-            counts = {
-                bucket: count if seen == window else 0
-                for bucket in (address, EVERYONE)
-                for seen, count in [self._windows.get(bucket, (window, 0))]
-            }
-            if 0 < per_address <= counts[address] or 0 < overall <= counts[EVERYONE]:
+            mine, everyone = count(address), count(EVERYONE)
+            if 0 < per_address <= mine or 0 < overall <= everyone:
                 return left_s
-            for bucket in (address, EVERYONE):
-                self._windows[bucket] = (window, counts[bucket] + 1)
+            self._windows[address] = (window, mine + 1)
+            self._windows[EVERYONE] = (window, everyone + 1)
             return 0.0
 
     def _expire_unused(self, now: float) -> None:
