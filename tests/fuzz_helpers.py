@@ -42,6 +42,8 @@ HOSTILE: list[bytes] = [
     b'{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":1e400}}',
     b'{"jsonrpc":"2.0","id":' + b"7" * 5000 + b',"method":"ping"}',
     b'\xef\xbb\xbf{"jsonrpc":"2.0","id":8,"method":"ping"}',
+    # Unicode line breaks: httpx (the official Python SDK's SSE reader) splits lines on them.
+    b'{"jsonrpc":"2.0","id":"a\xc2\x85b\xe2\x80\xa8c\xe2\x80\xa9","method":"ping"}',
     b'"just a string"',
     b"42",
     b"[]",

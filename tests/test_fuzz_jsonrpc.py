@@ -101,6 +101,12 @@ def test_encoding_always_gives_valid_json_in_utf8(message: dict[str, Any]) -> No
     assert ("result" in decoded) or decoded["error"]["code"] == jsonrpc.INTERNAL_ERROR
 
 
+def test_encoding_is_one_line_for_every_line_splitter() -> None:
+    message = {"jsonrpc": "2.0", "id": "a\x85b", "result": {"t\u2028": "x\u2029y\r\nz"}}
+    text = jsonrpc.encode(message)
+    assert text.splitlines() == [text] and json.loads(text) == message
+
+
 def _refuse(name: str) -> Any:
     raise AssertionError(f"{name} in output")
 
@@ -126,7 +132,9 @@ def test_parse_and_encode_are_total(value: Any) -> None:
         reply: Any = exc.to_response()
     else:
         reply = {"jsonrpc": "2.0", "id": getattr(parsed, "id", None), "result": {"echo": value}}
-    json.loads(jsonrpc.dumps(reply).decode("utf-8"), parse_constant=_refuse)
+    text = jsonrpc.dumps(reply).decode("utf-8")
+    assert text.splitlines() == [text]
+    json.loads(text, parse_constant=_refuse)
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ Params: TypeAlias = dict[str, Any]
 log = logging.getLogger(__name__)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins valid pairs already
 _UTF8_BOM = b"\xef\xbb\xbf"
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 class JsonRpcError(Exception):
@@ -144,14 +145,17 @@ def scrub(value: Any) -> Any:
 
 
 def encode(message: Any) -> str:
-    """Compact single-line JSON (safe for newline-delimited framing) that always encodes as
-    UTF-8: see `dumps`."""
+    """Compact single-line JSON (safe for newline-delimited framing and SSE) that always
+    encodes as UTF-8: see `dumps`."""
     try:
         text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         text.encode("utf-8")  # lone surrogates pass json.dumps but are not UTF-8
-        return text
     except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
         return _encode_repaired(message)
+    # Unicode line breaks are legal in JSON strings, but clients that split lines the way
+    # str.splitlines does (httpx, so the official Python SDK's SSE reader) would cut the
+    # message in two: they go as escapes, as do C0 controls already.
+    return text.translate(_LINE_BREAKS)
 
 
 def dumps(message: Any) -> bytes:
