@@ -212,13 +212,14 @@ def test_every_key_expires_with_what_it_holds(redis_store: RedisOAuthStore) -> N
     redis_store.put_token(b"r" * 32, Token("refresh", grant(), NOW + 86400))
     redis_store.put_token(b"a" * 32, Token("access", grant(), NOW + 3600))  # shorter: the family keeps the longer TTL
     assert {k.removeprefix(PREFIX).split(":")[0] for k in r.scan_iter(PREFIX + "*")} == {
-        "client", "clients", "pending", "code", "token", "family"}
+        "client", "clients", "unused", "pending", "code", "token", "family"}
 
     def ttl_s(key: str) -> float:
         return float(r.pttl(PREFIX + key)) / 1000
 
     assert ttl_s("clients") == -0.001  # no TTL on the index of clients: count_clients trims it
-    assert 86390 < ttl_s("client:mcp_c1") <= 86400
+    assert ttl_s("unused") == -0.001  # nor on that of unused ones: registering trims it
+    assert 86390 < ttl_s("client:mcp_c1") <= 86400  # MEMENTO_OAUTH_UNUSED_CLIENT_TTL until used
     assert 590 < ttl_s("pending:req-1") <= 600
     assert 50 < ttl_s("code:" + (b"c" * 32).hex()) <= 60  # digests as hex
     assert 86390 < ttl_s("token:" + (b"r" * 32).hex()) <= 86400
@@ -230,6 +231,9 @@ def test_a_used_client_registration_stays(redis_store: RedisOAuthStore) -> None:
     r = redis_store.client
     redis_store.add_client(Client("mcp_c1", (REDIRECT,), "none", None, "c1", 1))
     r.pexpire(PREFIX + "client:mcp_c1", 1000)
+    assert redis_store.get_client("mcp_c1") is not None
+    assert r.pttl(PREFIX + "client:mcp_c1") <= 1000  # unused: looking it up keeps its deadline
+    assert redis_store.mark_client_used("mcp_c1")
     assert redis_store.get_client("mcp_c1") is not None
     assert r.pttl(PREFIX + "client:mcp_c1") > 86000 * 1000
 

@@ -23,6 +23,7 @@ import base64
 import hashlib
 import hmac
 import logging
+import math
 import re
 import secrets
 import time
@@ -33,6 +34,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from ..models import MAINTENANCE_AGENTS
 from .oauth_store import (
+    MAX_UNUSED_CLIENTS,
+    UNUSED_CLIENT_TTL_S,
     AuthorizationCode,
     Client,
     Grant,
@@ -40,6 +43,7 @@ from .oauth_store import (
     OAuthStore,
     PendingAuthorization,
     Token,
+    window_of,
 )
 from .principal import Principal
 from .registry import per_app
@@ -58,7 +62,6 @@ AUTH_METHODS = ("none", "client_secret_post", "client_secret_basic")
 CODE_TTL_S = 60.0
 CONSENT_TTL_S = 600.0
 MAX_KEY_ATTEMPTS = 5
-MAX_CLIENTS = 10_000
 MCP_PATH = "/mcp"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 _AGENT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")  # models.AgentId
@@ -77,6 +80,18 @@ class OAuthError(Exception):
 
     def body(self) -> dict[str, str]:
         return {"error": self.error, "error_description": self.description}
+
+
+class RateLimited(OAuthError):
+    """Too many registrations from one address, or overall: 429 with Retry-After."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        self.retry_after_s = max(1, math.ceil(retry_after_s))
+        super().__init__(
+            "temporarily_unavailable",
+            f"too many client registrations; try again in {self.retry_after_s} s",
+            429,
+        )
 
 
 class Refused(Exception):
@@ -194,8 +209,15 @@ class OAuthServer:
 
     def __init__(self, settings: Settings, store: OAuthStore | None = None, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
-        self.store: OAuthStore = store if store is not None else MemoryOAuthStore()
         self.clock = clock
+        self.store: OAuthStore = store if store is not None else MemoryOAuthStore(
+            clock=lambda: self.clock(),  # tests replace the clock after building the server
+            unused_ttl_s=float(getattr(settings, "oauth_unused_client_ttl_s", UNUSED_CLIENT_TTL_S)),
+            max_unused=int(getattr(settings, "oauth_max_clients", MAX_UNUSED_CLIENTS)),
+        )
+        self.register_rate = int(getattr(settings, "oauth_register_rate", 0))
+        self.register_global_rate = int(getattr(settings, "oauth_register_global_rate", 0))
+        self._refused_window = -1
         self.access_ttl_s = float(getattr(settings, "oauth_access_token_ttl_s", 3600))
         self.refresh_ttl_s = float(getattr(settings, "oauth_refresh_token_ttl_s", 30 * 86400))
         self._operator = digest(settings.access_key) if settings.access_key else None
@@ -245,7 +267,9 @@ class OAuthServer:
 
     # ---------------------------------------------------------------- registration (RFC 7591)
 
-    def register(self, meta: Any) -> dict[str, Any]:
+    def register(self, meta: Any, address: str = "") -> dict[str, Any]:
+        """Register a client (RFC 7591) for a request from `address`; `RateLimited` when that
+        address, or everyone together, registered too many in the current minute."""
         if not isinstance(meta, dict):
             raise OAuthError("invalid_client_metadata", "the registration request must be a JSON object")
         uris = meta.get("redirect_uris")
@@ -273,8 +297,14 @@ class OAuthServer:
         if not isinstance(name, str) or len(name) > 200:
             raise OAuthError("invalid_client_metadata", "client_name must be a string of at most 200 characters")
         self._tick()
-        if self.store.count_clients() >= MAX_CLIENTS:
-            raise OAuthError("invalid_client_metadata", "too many registered clients; try later", 503)
+        wait_s = self.store.take_registration_slot(address, self.register_rate, self.register_global_rate)
+        if wait_s > 0:
+            window, _ = window_of(self.clock())
+            if window != self._refused_window:  # once a minute, so a flood cannot flood the log
+                self._refused_window = window
+                log.warning("OAuth registrations refused by the rate limit (%d/min per address, %d/min overall), "
+                            "starting with one from %s", self.register_rate, self.register_global_rate, address or "?")
+            raise RateLimited(wait_s)
         client_id = "mcp_" + secrets.token_urlsafe(18)
         secret = None if method == "none" else secrets.token_urlsafe(32)
         issued = int(self.clock())
@@ -400,6 +430,8 @@ class OAuthServer:
         """Issue the code for a consented request; the redirect URL (None: request gone)."""
         pending = self.store.take_pending(pending_id)
         if pending is None or pending.expires_at <= self.clock():
+            return None
+        if not self.store.mark_client_used(pending.client_id):  # dropped unused meanwhile
             return None
         if WRITE not in pending.scopes:
             read_only = True
@@ -584,7 +616,10 @@ def build_server(settings: Settings) -> OAuthServer:
     # The store's TTLs follow the server's clock (tests replace it); a client stays registered
     # at least as long as a refresh token it was given.
     client_ttl_s = max(CLIENT_TTL_S, float(settings.oauth_refresh_token_ttl_s))
-    store = RedisOAuthStore(connect(settings), clock=lambda: server.clock(), client_ttl_s=client_ttl_s)
+    store = RedisOAuthStore(
+        connect(settings), clock=lambda: server.clock(), client_ttl_s=client_ttl_s,
+        unused_ttl_s=float(settings.oauth_unused_client_ttl_s), max_unused=settings.oauth_max_clients,
+    )
     server = OAuthServer(settings, store)
     return server
 

@@ -33,6 +33,7 @@ from .oauth import (
     MAX_KEY_ATTEMPTS,
     OAuthError,
     OAuthServer,
+    RateLimited,
     RedirectError,
     Refused,
     agent_error,
@@ -94,6 +95,21 @@ async def _form(request: Request) -> dict[str, str] | OAuthError:
             return OAuthError("invalid_request", f"parameter {key} must appear exactly once")
         values[key] = items[0]
     return values
+
+
+def _metadata(raw: bytes) -> Any:
+    """The registration request's JSON, or the error for a body that is not strict JSON in
+    UTF-8 (deep nesting, NaN and lone surrogates included: the reply echoes the metadata)."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(name)
+
+    try:
+        meta = json.loads(raw or b"null", parse_constant=no_constant)
+        json.dumps(meta, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be echoed
+    except (ValueError, RecursionError):  # UnicodeError is a ValueError
+        return OAuthError("invalid_client_metadata", "the body must be a JSON object in UTF-8")
+    return meta
 
 
 def _available(handler: Handler, *, page: bool = False) -> Handler:
@@ -181,12 +197,14 @@ class OAuthEndpoints:
         raw = await request.body()
         if len(raw) > MAX_FORM_BYTES:
             return _oauth_error(OAuthError("invalid_client_metadata", "request body too large"))
+        meta = _metadata(raw)
+        if isinstance(meta, OAuthError):
+            return _oauth_error(meta)
+        address = request.client.host if request.client is not None else ""
         try:
-            meta = json.loads(raw or b"null")
-        except (ValueError, UnicodeDecodeError):
-            return _oauth_error(OAuthError("invalid_client_metadata", "the body must be a JSON object"))
-        try:
-            reply = self.server.register(meta)
+            reply = self.server.register(meta, address)
+        except RateLimited as exc:
+            return _json(exc.body(), exc.status, {**NO_STORE, "Retry-After": str(exc.retry_after_s)})
         except OAuthError as exc:
             return _oauth_error(exc)
         return _json(reply, 201, NO_STORE)

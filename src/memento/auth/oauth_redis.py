@@ -5,16 +5,21 @@ one replica can be approved on a second and redeem its code on a third, and a to
 anywhere verifies everywhere (and survives a restart of the replicas). Keys, under
 `memento:oauth:` (digests as hex, values as JSON):
 
-    client:{client_id}   the registration (string); idle clients expire after `client_ttl_s`,
-                         and every use (`get_client`) starts that period again
+    client:{client_id}   the registration (string); until it completes an authorization it
+                         expires `unused_ttl_s` after registering; from then on idle clients
+                         expire after `client_ttl_s`, and every use (`get_client`) starts that
+                         period again
     clients              sorted set client_id -> expiry, for `count_clients`
+    unused               sorted set client_id -> registered at (ms) of clients not yet used:
+                         a registration past `max_unused` of them drops the oldest
+    rate:{address}:{n}   registrations from an address (`*`: everyone) in minute n
     pending:{id}         hash {data, failures}: a consent waiting for the operator
     code:{digest}        hash {data, uses}: an authorization code
     token:{digest}       hash {kind, data, uses}: an access or refresh token
     family:{family}      set of the token digests of one grant, for `revoke_family`
     revoked:{family}     marker of a revoked grant (see below)
 
-Every key but `clients` expires with the object it holds (the family set with its longest-lived
+Every key but `clients` and `unused` expires with the object it holds (the family set with its longest-lived
 token), so Redis cleans up by itself and `purge` has nothing to do. The server still checks
 every expiry itself; the TTLs only reclaim memory.
 
@@ -44,30 +49,91 @@ from typing import Any, TypeVar
 import redis
 
 from .oauth_store import (
+    EVERYONE,
+    MAX_UNUSED_CLIENTS,
+    REGISTRATION_WINDOW_S,
+    UNUSED_CLIENT_TTL_S,
     AuthorizationCode,
     Client,
     Grant,
     OAuthStoreUnavailable,
     PendingAuthorization,
     Token,
+    window_of,
 )
 
 log = logging.getLogger(__name__)
 
 PREFIX = "memento:oauth:"
 CLIENTS = PREFIX + "clients"
+UNUSED = PREFIX + "unused"
 CLIENT_TTL_S = 90 * 86400.0  # an unused registration is forgotten after this
 REVOKED_TTL_MS = 3600 * 1000  # how long a revoked grant refuses new tokens (at least)
 T = TypeVar("T")
 
-# KEYS: client, clients. ARGV: ttl ms, expiry score, client id. The client, its TTL restarted.
+# KEYS: client, clients, unused. ARGV: ttl ms, expiry score, client id, cutoff ms (unused ones
+# registered before it are past their time). The client; a used one has its TTL restarted, an
+# unused one keeps its deadline however often it is looked up (the key's TTL is Redis's clock,
+# the cutoff the server's: both are checked).
 _GET_CLIENT = """
 local v = redis.call('GET', KEYS[1])
-if v then
+if not v then return v end
+local registered = redis.call('ZSCORE', KEYS[3], ARGV[3])
+if not registered then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+elseif tonumber(registered) <= tonumber(ARGV[4]) then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[3])
+  redis.call('ZREM', KEYS[3], ARGV[3])
+  return false
 end
 return v
+"""
+
+# KEYS: client, clients, unused. ARGV: ttl ms, expiry score, client id. 1, or 0 if it is gone.
+_MARK_USED = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[3], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+return 1
+"""
+
+# KEYS: client, clients, unused. ARGV: client id, data, unused ttl ms, now ms, max unused,
+# client key prefix. Forgets unused clients past their time, drops the oldest unused ones
+# while `max unused` are kept, then stores the new one as unused.
+_ADD_CLIENT = """
+local cutoff = tonumber(ARGV[4]) - tonumber(ARGV[3])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', cutoff)) do
+  redis.call('ZREM', KEYS[2], id)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', cutoff)
+local over = redis.call('ZCARD', KEYS[3]) - tonumber(ARGV[5]) + 1
+if over > 0 then
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, over - 1)) do
+    redis.call('DEL', ARGV[6] .. id)
+    redis.call('ZREM', KEYS[2], id)
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, over - 1)
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+"""
+
+# KEYS: the address's counter, everyone's counter. ARGV: per-address limit, overall limit
+# (0: none), ttl ms. 1 when counted, 0 when a limit is reached.
+_TAKE_SLOT = """
+local mine = tonumber(redis.call('GET', KEYS[1]) or '0')
+local all = tonumber(redis.call('GET', KEYS[2]) or '0')
+local per, overall = tonumber(ARGV[1]), tonumber(ARGV[2])
+if (per > 0 and mine >= per) or (overall > 0 and all >= overall) then return 0 end
+redis.call('INCR', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
 """
 
 # KEYS: pending. The failure count after this one; 0 when the request is gone.
@@ -151,14 +217,25 @@ class RedisOAuthStore:
     """`OAuthStore` in Redis, shared by every replica (see the module docstring)."""
 
     def __init__(
-        self, client: Any, *, clock: Callable[[], float] = time.time, client_ttl_s: float = CLIENT_TTL_S
+        self,
+        client: Any,
+        *,
+        clock: Callable[[], float] = time.time,
+        client_ttl_s: float = CLIENT_TTL_S,
+        unused_ttl_s: float = UNUSED_CLIENT_TTL_S,
+        max_unused: int = MAX_UNUSED_CLIENTS,
     ) -> None:
         """`client`: a redis-py client with decode_responses=True (`storage.redis.connect`);
         `clock`: the OAuth server's clock, which the objects' expiry times are on."""
         self.client = client
         self.clock = clock
         self.client_ttl_ms = int(client_ttl_s * 1000)
+        self.unused_ttl_ms = int(unused_ttl_s * 1000)
+        self.max_unused = max_unused
         self._get_client = client.register_script(_GET_CLIENT)
+        self._mark_used = client.register_script(_MARK_USED)
+        self._add_client = client.register_script(_ADD_CLIENT)
+        self._take_slot = client.register_script(_TAKE_SLOT)
         self._count_failure = client.register_script(_COUNT_FAILURE)
         self._use = client.register_script(_USE)
         self._put_token = client.register_script(_PUT_TOKEN)
@@ -192,19 +269,29 @@ class RedisOAuthStore:
     # ---------------------------------------------------------------- clients
 
     def add_client(self, client: Client) -> None:
-        def run(r: Any) -> None:
-            pipe = r.pipeline(transaction=True)
-            pipe.set(_key("client", client.client_id), _client_json(client), px=self.client_ttl_ms)
-            pipe.zadd(CLIENTS, {client.client_id: self._now_ms() + self.client_ttl_ms})
-            pipe.execute()
-
-        self._run(run)
+        keys = [_key("client", client.client_id), CLIENTS, UNUSED]
+        args = [client.client_id, _client_json(client), self.unused_ttl_ms, self._now_ms(),
+                self.max_unused, PREFIX + "client:"]
+        self._run(lambda r: self._add_client(keys=keys, args=args, client=r))
 
     def get_client(self, client_id: str) -> Client | None:
-        keys = [_key("client", client_id), CLIENTS]
-        args = [self.client_ttl_ms, self._now_ms() + self.client_ttl_ms, client_id]
+        keys = [_key("client", client_id), CLIENTS, UNUSED]
+        now_ms = self._now_ms()
+        args = [self.client_ttl_ms, now_ms + self.client_ttl_ms, client_id, now_ms - self.unused_ttl_ms]
         raw = self._run(lambda r: self._get_client(keys=keys, args=args, client=r))
         return _client(raw) if raw is not None else None
+
+    def mark_client_used(self, client_id: str) -> bool:
+        keys = [_key("client", client_id), CLIENTS, UNUSED]
+        args = [self.client_ttl_ms, self._now_ms() + self.client_ttl_ms, client_id]
+        return bool(self._run(lambda r: self._mark_used(keys=keys, args=args, client=r)))
+
+    def take_registration_slot(self, address: str, per_address: int, overall: int) -> float:
+        window, left_s = window_of(self.clock())
+        keys = [_key("rate", f"{address}:{window}"), _key("rate", f"{EVERYONE}:{window}")]
+        args = [per_address, overall, int(REGISTRATION_WINDOW_S * 1000) * 2]
+        counted = self._run(lambda r: self._take_slot(keys=keys, args=args, client=r))
+        return 0.0 if counted else left_s
 
     def count_clients(self) -> int:
         def run(r: Any) -> int:

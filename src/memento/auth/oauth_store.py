@@ -9,15 +9,30 @@ raises `OAuthStoreUnavailable` (the HTTP face answers 503).
 
 Secrets (client secrets, codes, access and refresh tokens) are stored only as SHA-256 digests:
 the store never holds a value that could be presented as a credential.
+
+Registration is anonymous, so what it may cost is bounded (issue 17, defect 8): a client that
+has not completed an authorization (`mark_client_used`) within `unused_ttl_s` is dropped, and
+at most `max_unused` such clients are kept: a new registration evicts the oldest unused one,
+never a client the operator approved. `take_registration_slot` rate-limits registration per
+client address and overall, in fixed windows of REGISTRATION_WINDOW_S.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from ..errors import Unavailable
+
+
+UNUSED_CLIENT_TTL_S = 86400.0
+MAX_UNUSED_CLIENTS = 10_000
+REGISTRATION_WINDOW_S = 60.0
+EVERYONE = "*"  # the rate-limit bucket shared by every address
 
 
 class OAuthStoreUnavailable(Unavailable):
@@ -91,9 +106,24 @@ class OAuthStore(Protocol):
     """Storage of the OAuth server. Every method is atomic, also between processes sharing the
     store, and raises `OAuthStoreUnavailable` when the store cannot be reached."""
 
-    def add_client(self, client: Client) -> None: ...
-    def get_client(self, client_id: str) -> Client | None: ...
+    def add_client(self, client: Client) -> None:
+        """Store a new, unused client; the oldest unused one goes when `max_unused` are kept."""
+        ...
+
+    def get_client(self, client_id: str) -> Client | None:
+        """The client; None when unknown, or unused for longer than `unused_ttl_s`."""
+        ...
+
+    def mark_client_used(self, client_id: str) -> bool:
+        """The client completed an authorization: it is kept from now on (False: it is gone)."""
+        ...
+
     def count_clients(self) -> int: ...
+
+    def take_registration_slot(self, address: str, per_address: int, overall: int) -> float:
+        """Count one registration from `address` in the current window; 0.0 when allowed, else
+        the seconds until the window that has room (limits of 0 do not apply)."""
+        ...
 
     def put_pending(self, pending: PendingAuthorization) -> None: ...
     def get_pending(self, pending_id: str) -> PendingAuthorization | None: ...
@@ -122,12 +152,29 @@ class OAuthStore(Protocol):
         ...
 
 
+def window_of(now: float) -> tuple[int, float]:
+    """The rate-limit window `now` falls in, and the seconds until it ends."""
+    index = math.floor(now / REGISTRATION_WINDOW_S)
+    return index, (index + 1) * REGISTRATION_WINDOW_S - now
+
+
 class MemoryOAuthStore:
     """`OAuthStore` in process memory (lost on restart; see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        unused_ttl_s: float = UNUSED_CLIENT_TTL_S,
+        max_unused: int = MAX_UNUSED_CLIENTS,
+    ) -> None:
         self._lock = threading.Lock()
+        self.clock = clock
+        self.unused_ttl_s = unused_ttl_s
+        self.max_unused = max_unused
         self._clients: dict[str, Client] = {}
+        self._unused: dict[str, float] = {}  # client id -> registered at; oldest first
+        self._windows: dict[str, tuple[int, int]] = {}  # address -> (window, registrations)
         self._pending: dict[str, PendingAuthorization] = {}
         self._codes: dict[bytes, AuthorizationCode] = {}
         self._tokens: dict[bytes, Token] = {}
@@ -136,15 +183,53 @@ class MemoryOAuthStore:
 
     def add_client(self, client: Client) -> None:
         with self._lock:
+            self._expire_unused(self.clock())
+            while len(self._unused) >= self.max_unused:
+                oldest = next(iter(self._unused))
+                del self._unused[oldest]
+                self._clients.pop(oldest, None)
             self._clients[client.client_id] = client
+            self._unused[client.client_id] = self.clock()
 
     def get_client(self, client_id: str) -> Client | None:
         with self._lock:
+            registered = self._unused.get(client_id)
+            if registered is not None and registered + self.unused_ttl_s <= self.clock():
+                del self._unused[client_id]
+                self._clients.pop(client_id, None)
             return self._clients.get(client_id)
+
+    def mark_client_used(self, client_id: str) -> bool:
+        with self._lock:
+            self._unused.pop(client_id, None)
+            return client_id in self._clients
 
     def count_clients(self) -> int:
         with self._lock:
             return len(self._clients)
+
+    def take_registration_slot(self, address: str, per_address: int, overall: int) -> float:
+        window, left_s = window_of(self.clock())
+
+        def count(bucket: str) -> int:
+            seen, registrations = self._windows.get(bucket, (window, 0))
+            return registrations if seen == window else 0
+
+        with self._lock:
+            mine, everyone = count(address), count(EVERYONE)
+            if 0 < per_address <= mine or 0 < overall <= everyone:
+                return left_s
+            self._windows[address] = (window, mine + 1)
+            self._windows[EVERYONE] = (window, everyone + 1)
+            return 0.0
+
+    def _expire_unused(self, now: float) -> None:
+        # Oldest first: stop at the first one still within its time.
+        for client_id, registered in list(self._unused.items()):
+            if registered + self.unused_ttl_s > now:
+                break
+            del self._unused[client_id]
+            self._clients.pop(client_id, None)
 
     # ---------------------------------------------------------------- consent
 
@@ -207,6 +292,10 @@ class MemoryOAuthStore:
 
     def purge(self, now: float) -> None:
         with self._lock:
+            self._expire_unused(now)
+            window, _ = window_of(now)
+            for bucket in [b for b, (seen, _) in self._windows.items() if seen != window]:
+                del self._windows[bucket]
             for pending_id in [k for k, p in self._pending.items() if p.expires_at <= now]:
                 del self._pending[pending_id]
             for code in [k for k, c in self._codes.items() if c.expires_at <= now]:

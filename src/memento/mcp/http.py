@@ -30,7 +30,7 @@ import anyio.to_thread
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from memento.auth.keys import describe
@@ -40,6 +40,7 @@ from memento.mcp import http_extras, jsonrpc, versions
 from memento.mcp.cluster import LocalDirectory, SessionDirectory, apply_snapshot, snapshot
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
 from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure, owns, rpc_error
+from memento.mcp.http_json import JSONResponse  # total: always valid JSON
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session

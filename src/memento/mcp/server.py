@@ -210,9 +210,13 @@ class McpServer:
         sink feeds (`RequestContext.close_stream`); a batch's requests never get one. None when
         no response is due.
         """
-        if isinstance(message, list):
-            return await self.handle_batch(message, session, sink)
-        return await self.handle_one(message, session, sink, closer=closer)
+        try:
+            if isinstance(message, list):
+                return await self.handle_batch(message, session, sink)
+            return await self.handle_one(message, session, sink, closer=closer)
+        except Exception:  # boundary: whatever a message does, its sender gets an answer
+            log.exception("handling a message failed")
+            return jsonrpc.error_response(None, INTERNAL_ERROR, "Internal error")
 
     def accepts_batches(self, session: Session) -> bool:
         return session.protocol_version == "2025-03-26"

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 
 from memento.mcp.http_gate import owns
+from memento.mcp.http_json import JSONResponse  # total: always valid JSON
 
 if TYPE_CHECKING:
     from memento.mcp.http import McpHttp
@@ -89,7 +90,7 @@ class LegacySse:
                             return
                         yield b": keepalive\n\n"
                         continue
-                    yield b"event: message\ndata: " + jsonrpc.encode(item).encode("utf-8") + b"\n\n"
+                    yield b"event: message\ndata: " + jsonrpc.dumps(item) + b"\n\n"
             finally:
                 self._queues.pop(session.id, None)
                 with anyio.CancelScope(shield=True):

@@ -83,10 +83,11 @@ class _StdioConnection:
 
     def write(self, message: dict[str, object] | list[dict[str, object]]) -> None:
         # A batch's replies are one JSON array on one line. One write + flush with no await in between, so concurrent replies never interleave.
+        line = jsonrpc.dumps(message) + b"\n"  # total: any reply is valid JSON in UTF-8
         try:
-            self.out.write(jsonrpc.encode(message).encode("utf-8") + b"\n")
+            self.out.write(line)
             self.out.flush()
-        except (BrokenPipeError, ValueError):  # the client went away; EOF on stdin follows
+        except (OSError, ValueError):  # the client went away (EPIPE, closed file); EOF follows
             log.debug("stdout closed; reply dropped")
 
     async def handle_line(self, line: bytes) -> None:
@@ -94,10 +95,10 @@ class _StdioConnection:
             return
         try:
             value = jsonrpc.decode(line)
-        except JsonRpcError as exc:
+        except JsonRpcError as exc:  # decode is total: every bad line is answered, id null
             self.write(exc.to_response())
             return
-        reply = await self.server.handle(value, self.session, self.send)
+        reply = await self.server.handle(value, self.session, self.send)  # never raises
         if reply is not None:
             self.write(reply)
 
