@@ -10,18 +10,36 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 from mcp_types import CallToolResult, TextContent
+from runtime_env import runtime_python
 
 TIMEOUT_S = 30.0
-SERVE = [sys.executable, "-m", "memento", "serve"]
+
+
+class _ServeCommand(Sequence[str]):
+    """`python -m memento serve` from the runtime-only environment (tests/runtime_env.py), so
+    a dependency missing from pyproject's runtime list fails the end-to-end tests. Resolved on
+    first use: collecting the tests never builds the environment."""
+
+    def _argv(self) -> list[str]:
+        return [runtime_python(), "-m", "memento", "serve"]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._argv()[index]
+
+    def __len__(self) -> int:
+        return 4
+
+
+SERVE: Sequence[str] = _ServeCommand()
+"""The server command; `SERVE[0]` is the runtime environment's python (for `-m memento` CLIs)."""
 
 
 def server_env(store: Path | Mapping[str, str]) -> dict[str, str]:
