@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,13 @@ class HttpServer:
     process: subprocess.Popen[bytes]
     url: str
     log: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def operator_headers(self) -> dict[str, str]:
+        """The operator key's Authorization header, when the server has one (full /health)."""
+        key = self.env.get("MEMENTO_ACCESS_KEY")
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     @property
     def mcp(self) -> str:
@@ -98,7 +105,7 @@ def start_http_server(env: dict[str, str], log: Path) -> HttpServer:
             stdout=sink,
             stderr=sink,
         )
-    server = HttpServer(process, f"http://127.0.0.1:{port}", log)
+    server = HttpServer(process, f"http://127.0.0.1:{port}", log, env)
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while True:
@@ -117,7 +124,7 @@ def start_http_server(env: dict[str, str], log: Path) -> HttpServer:
 
 def assert_backend(server: HttpServer, backend: str) -> None:
     """The server really runs on `backend` (conftest's names: sqlite, postgres, postgres+redis)."""
-    health = httpx.get(server.url + "/health", timeout=TIMEOUT_S).json()
+    health = httpx.get(server.url + "/health", headers=server.operator_headers, timeout=TIMEOUT_S).json()
     assert health["database"]["backend"] == backend.split("+")[0], health
     assert (health["redis"]["status"] == "up") == backend.endswith("+redis"), health
 

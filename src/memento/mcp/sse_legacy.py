@@ -7,7 +7,8 @@ all travel on the SSE stream as `message` events. Closing the stream ends the se
 
 Both endpoints authenticate like `/mcp` (Authorization: Bearer; 000 §12's `accessKey` query
 parameter is refused, as credentials in URLs leak into logs), and `/message` only accepts
-the credential that opened the session.
+the credential that opened the session. A client that stops reading its stream is cut off
+(and its session ended) once MEMENTO_STREAM_QUEUE_LIMIT messages wait for it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 
 from memento.mcp.http_gate import owns
+from memento.mcp.sse_streams import SseResponse, overflowing
 
 if TYPE_CHECKING:
     from memento.mcp.http import McpHttp
@@ -52,6 +54,10 @@ class LegacySse:
         for queue in self._queues.values():
             queue.put_nowait(_END)
 
+    def open_sessions(self) -> set[str]:
+        """Sessions whose legacy stream is open (never idle, for the session cap)."""
+        return set(self._queues)
+
     def end(self, session_id: str) -> None:
         queue = self._queues.pop(session_id, None)
         if queue is not None:
@@ -66,9 +72,17 @@ class LegacySse:
             return principal
         if self.http._closing:
             return _error(503, "Server is shutting down")
+        if not await self.http.make_room():
+            return _error(503, "Service Unavailable: too many sessions")
         queue: asyncio.Queue[Any] = asyncio.Queue()
+        limit = self.http.streams.queue_limit
 
         async def send(message: dict[str, Any]) -> None:
+            if overflowing(queue, limit):  # the client stopped reading: end it, not buffer on
+                if self._queues.pop(session.id, None) is not None:
+                    log.warning("cut legacy SSE session %s: the client is not reading", session.id)
+                response.cut()
+                return
             queue.put_nowait(message)
 
         session = self.server.create_session(send, principal)
@@ -95,9 +109,8 @@ class LegacySse:
                 with anyio.CancelScope(shield=True):
                     await self.server.close_session(session.id)
 
-        return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+        response = SseResponse(events())
+        return response
 
     async def message(self, request: Request) -> Response:
         refused = self.http.gate.guard(request)
@@ -121,13 +134,10 @@ class LegacySse:
         except JsonRpcError as exc:
             return JSONResponse(exc.to_response(), status_code=400)
 
-        async def send(message: dict[str, Any]) -> None:
-            queue.put_nowait(message)
-
         async def run() -> None:
-            reply = await self.server.handle(value, session, send)
+            reply = await self.server.handle(value, session, session.send)
             if reply is not None:
-                queue.put_nowait(reply)
+                await session.send(reply)
 
         task = asyncio.create_task(run())
         self._tasks.add(task)
