@@ -16,7 +16,7 @@ import pytest
 from http_probes import Upload, closed_within, connect, head, rss_peak_kib
 from mcp_helpers import HttpServer, server_env, start_http_server
 
-pytestmark = pytest.mark.slow
+
 
 KEY = "limits-operator-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -60,6 +60,7 @@ ROUTES = ["/mcp", "/message?sessionId=x", "/sse", "/register", "/token", "/revok
           "/health", "/metrics", "/.well-known/oauth-authorization-server", "/nowhere"]
 
 
+@pytest.mark.slow
 def test_a_declared_oversized_body_is_refused_on_every_route_before_it_is_read(tmp_path: Path) -> None:
     with serving(tmp_path) as server:
         for route in ROUTES:
@@ -78,6 +79,7 @@ def test_a_declared_oversized_body_is_refused_on_every_route_before_it_is_read(t
                 assert error["error"] == "request_too_large", (route, error)
 
 
+@pytest.mark.slow
 def test_parallel_streamed_uploads_stop_at_the_limit_with_bounded_memory(tmp_path: Path) -> None:
     with serving(tmp_path) as server:
         sse, session_id = legacy_session(server)
@@ -102,6 +104,7 @@ def test_parallel_streamed_uploads_stop_at_the_limit_with_bounded_memory(tmp_pat
         assert httpx.get(server.url + "/health", headers=AUTH).status_code == 200
 
 
+@pytest.mark.slow
 def test_headers_that_never_finish_are_timed_out(tmp_path: Path) -> None:
     with serving(tmp_path, MEMENTO_HEADER_TIMEOUT_S="1") as server:
         silent = connect(server.url)
@@ -117,8 +120,14 @@ def test_headers_that_never_finish_are_timed_out(tmp_path: Path) -> None:
         answer = closed_within(reused, DEADLINE_S)
         assert answer is not None and answer.startswith(b"HTTP/1.1 200 "), answer
         assert answer.count(b"HTTP/1.1 ") == 1, answer
+        # A body left unsent after an answer that did not need it (401) is not waited for either.
+        unread = connect(server.url)
+        unread.sendall(head("POST", "/mcp", {"Content-Length": "100", "Content-Type": "application/json"}) + b"{")
+        answer = closed_within(unread, DEADLINE_S)
+        assert answer is not None and answer.startswith(b"HTTP/1.1 401 "), answer
 
 
+@pytest.mark.slow
 def test_a_body_that_stalls_gets_408_and_the_connection_closed(tmp_path: Path) -> None:
     with serving(tmp_path, MEMENTO_BODY_TIMEOUT_S="1") as server:
         for route in ("/mcp", "/token"):
@@ -136,6 +145,7 @@ def _ping(http: httpx.Client, session: str) -> int:
     return reply.status_code
 
 
+@pytest.mark.slow
 def test_sessions_are_capped_and_the_least_recently_used_idle_one_is_ended(tmp_path: Path) -> None:
     with serving(tmp_path, MEMENTO_MAX_SESSIONS="3") as server, httpx.Client(base_url=server.url, timeout=DEADLINE_S) as http:
         def open_session() -> str:
@@ -151,6 +161,7 @@ def test_sessions_are_capped_and_the_least_recently_used_idle_one_is_ended(tmp_p
         assert f"session {second} closed" in server.log.read_text()  # ended the normal way
 
 
+@pytest.mark.slow
 def test_a_legacy_sse_client_that_never_reads_is_cut_off_with_bounded_memory(tmp_path: Path) -> None:
     with serving(tmp_path, MEMENTO_STREAM_QUEUE_LIMIT="20") as server, httpx.Client(base_url=server.url, timeout=DEADLINE_S) as http:
         sse, session_id = legacy_session(server)  # and never read again
@@ -170,3 +181,20 @@ def test_a_legacy_sse_client_that_never_reads_is_cut_off_with_bounded_memory(tmp
         assert closed_within(sse, DEADLINE_S) is not None  # the stream ends once drained
         sse.close()
         assert f"cut legacy SSE session {session_id}" in server.log.read_text()
+
+
+def test_a_streamable_http_connection_that_falls_behind_is_cut_and_its_events_kept() -> None:
+    from memento.mcp.events import MemoryEventStore
+    from memento.mcp.sse_streams import Streams
+
+    streams = Streams(MemoryEventStore(), queue_limit=3)
+    stream = streams.open("s", "standalone")
+    queue = streams.attach(stream)
+    cut: list[bool] = []
+    stream.cut = lambda: cut.append(True)
+    for n in range(3):
+        streams.publish(stream, {"jsonrpc": "2.0", "method": "note", "params": {"n": n}})
+    assert queue.qsize() == 3 and not cut
+    streams.publish(stream, {"jsonrpc": "2.0", "method": "note", "params": {"n": 3}})
+    assert cut == [True] and stream.subscriber is None and queue.empty()
+    assert len(streams.store.after("s", "standalone", None)) == 4  # the client resumes from here

@@ -163,10 +163,17 @@ def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
                 self._header_timer.cancel()
                 self._header_timer = None
 
+        def _serving(self) -> bool:
+            """Whether a request's headers are in and its response is still being made."""
+            return self.cycle is not None and not self.cycle.response_complete
+
         def _headers_overdue(self) -> None:
             self._header_timer = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                log.info("closed a connection whose request headers did not arrive in time")
+            # Waiting for headers, or for the rest of a body nobody reads any more (answered
+            # without it, e.g. 401): uvicorn would wait, and discard, for as long as it trickles.
+            waiting = self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and not self._serving()
+            if waiting and not self.transport.is_closing():
+                log.info("closed a connection whose request did not arrive in time")
                 self.timeout_keep_alive_handler()  # uvicorn's own way of closing an idle one
 
         def connection_made(self, transport: Any) -> None:
@@ -175,7 +182,7 @@ def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
 
         def handle_events(self) -> None:
             super().handle_events()
-            if self.conn.their_state is not h11.IDLE:
+            if self._serving():
                 self._disarm()  # the headers are in; the body has its own (ASGI) timeout
 
         def on_response_complete(self) -> None:

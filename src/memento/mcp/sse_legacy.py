@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -48,11 +48,23 @@ class LegacySse:
         self.http = http
         self.server = http.server
         self._queues: dict[str, asyncio.Queue[Any]] = {}
+        self._cuts: dict[str, Callable[[], None]] = {}  # ends a session's stream at once
         self._tasks: set[asyncio.Task[None]] = set()
 
     def close_all(self) -> None:
         for queue in self._queues.values():
             queue.put_nowait(_END)
+
+    def _deliver(self, session_id: str, queue: asyncio.Queue[Any], message: dict[str, Any]) -> None:
+        """Queue a message for the stream; a client that stopped reading is cut off instead."""
+        if not overflowing(queue, self.http.streams.queue_limit):
+            queue.put_nowait(message)
+            return
+        if self._queues.pop(session_id, None) is not None:
+            log.warning("cut legacy SSE session %s: the client is not reading", session_id)
+        cut = self._cuts.pop(session_id, None)
+        if cut is not None:
+            cut()  # the stream ends, and with it the session
 
     def open_sessions(self) -> set[str]:
         """Sessions whose legacy stream is open (never idle, for the session cap)."""
@@ -75,15 +87,9 @@ class LegacySse:
         if not await self.http.make_room():
             return _error(503, "Service Unavailable: too many sessions")
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        limit = self.http.streams.queue_limit
 
         async def send(message: dict[str, Any]) -> None:
-            if overflowing(queue, limit):  # the client stopped reading: end it, not buffer on
-                if self._queues.pop(session.id, None) is not None:
-                    log.warning("cut legacy SSE session %s: the client is not reading", session.id)
-                response.cut()
-                return
-            queue.put_nowait(message)
+            self._deliver(session.id, queue, message)
 
         session = self.server.create_session(send, principal)
         self._queues[session.id] = queue
@@ -106,10 +112,12 @@ class LegacySse:
                     yield b"event: message\ndata: " + jsonrpc.encode(item).encode("utf-8") + b"\n\n"
             finally:
                 self._queues.pop(session.id, None)
+                self._cuts.pop(session.id, None)
                 with anyio.CancelScope(shield=True):
                     await self.server.close_session(session.id)
 
         response = SseResponse(events())
+        self._cuts[session.id] = response.cut
         return response
 
     async def message(self, request: Request) -> Response:
@@ -134,10 +142,13 @@ class LegacySse:
         except JsonRpcError as exc:
             return JSONResponse(exc.to_response(), status_code=400)
 
+        async def send(message: dict[str, Any]) -> None:
+            self._deliver(session.id, queue, message)
+
         async def run() -> None:
-            reply = await self.server.handle(value, session, session.send)
+            reply = await self.server.handle(value, session, send)
             if reply is not None:
-                await session.send(reply)
+                self._deliver(session.id, queue, reply)
 
         task = asyncio.create_task(run())
         self._tasks.add(task)
