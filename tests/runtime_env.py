@@ -49,6 +49,11 @@ def _build(target: Path) -> None:
                    stdout=sys.stderr, stderr=sys.stderr)
 
 
+def runtime_venv() -> Path:
+    """The runtime-only environment's folder (for MEMENTO_VENV), built first if needed."""
+    return Path(runtime_python()).parents[1]
+
+
 def runtime_python() -> str:
     """The runtime-only environment's python, building (or rebuilding) it first if needed."""
     key = _key()
@@ -61,6 +66,9 @@ def runtime_python() -> str:
             staging = VENV.with_name(VENV.name + ".new")
             _build(staging)
             (staging / STAMP).write_text(key)
+            # scripts/_venv.sh's own stamp: scripts/conformance, pointed here with MEMENTO_VENV,
+            # then serves from this environment without installing anything into it.
+            (staging / ".memento-installed").touch()
             shutil.rmtree(VENV, ignore_errors=True)
             # bin/python is a symlink to the base interpreter and the editable install points at
             # src/, so the finished venv can move into place.
