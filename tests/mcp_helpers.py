@@ -10,18 +10,36 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 from mcp_types import CallToolResult, TextContent
+from runtime_env import runtime_python
 
 TIMEOUT_S = 30.0
-SERVE = [sys.executable, "-m", "memento", "serve"]
+
+
+class _ServeCommand(Sequence[str]):
+    """`python -m memento serve` from the runtime-only environment (tests/runtime_env.py), so
+    a dependency missing from pyproject's runtime list fails the end-to-end tests. Resolved on
+    first use: collecting the tests never builds the environment."""
+
+    def _argv(self) -> list[str]:
+        return [runtime_python(), "-m", "memento", "serve"]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._argv()[index]
+
+    def __len__(self) -> int:
+        return 4
+
+
+SERVE: Sequence[str] = _ServeCommand()
+"""The server command; `SERVE[0]` is the runtime environment's python (for `-m memento` CLIs)."""
 
 
 def server_env(store: Path | Mapping[str, str]) -> dict[str, str]:
@@ -48,6 +66,13 @@ class HttpServer:
     process: subprocess.Popen[bytes]
     url: str
     log: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def operator_headers(self) -> dict[str, str]:
+        """The operator key's Authorization header, when the server has one (full /health)."""
+        key = self.env.get("MEMENTO_ACCESS_KEY")
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     @property
     def mcp(self) -> str:
@@ -80,7 +105,7 @@ def start_http_server(env: dict[str, str], log: Path) -> HttpServer:
             stdout=sink,
             stderr=sink,
         )
-    server = HttpServer(process, f"http://127.0.0.1:{port}", log)
+    server = HttpServer(process, f"http://127.0.0.1:{port}", log, env)
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while True:
@@ -99,7 +124,7 @@ def start_http_server(env: dict[str, str], log: Path) -> HttpServer:
 
 def assert_backend(server: HttpServer, backend: str) -> None:
     """The server really runs on `backend` (conftest's names: sqlite, postgres, postgres+redis)."""
-    health = httpx.get(server.url + "/health", timeout=TIMEOUT_S).json()
+    health = httpx.get(server.url + "/health", headers=server.operator_headers, timeout=TIMEOUT_S).json()
     assert health["database"]["backend"] == backend.split("+")[0], health
     assert (health["redis"]["status"] == "up") == backend.endswith("+redis"), health
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from memento.embeddings.hashing import HashEmbedder
 from memento.mcp.http import create_http_app
 from memento.mcp.http_gate import check_exposure, is_loopback
 from memento.settings import Settings
+from mcp_helpers import SERVE
 
 pytestmark = pytest.mark.anyio
 
@@ -181,7 +181,7 @@ def _serve(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProces
     }
     environ.pop("MEMENTO_ALLOW_UNAUTHENTICATED", None)
     return subprocess.run(
-        [sys.executable, "-m", "memento", "serve", "--transport", "http", *args],
+        [*SERVE, "--transport", "http", *args],
         env=environ, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )
 

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from runtime_env import runtime_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "conformance"
@@ -82,7 +83,8 @@ class _Runs:
             proc = subprocess.run(
                 ["bash", str(SCRIPT), "--no-install", "--only", kind, "--out", str(out)],
                 capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT,
-                env={**os.environ, "PYTHON": sys.executable},
+                # The servers run from the runtime-only environment (tests/runtime_env.py).
+                env={**os.environ, "PYTHON": sys.executable, "MEMENTO_VENV": str(runtime_venv())},
             )
             (out / "script.log").parent.mkdir(parents=True, exist_ok=True)
             (out / "script.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")

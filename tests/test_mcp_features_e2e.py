@@ -5,7 +5,6 @@ SQLite and on PostgreSQL + Redis."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,7 +131,7 @@ async def test_resources_prompts_and_completion_over_streamable_http(http_server
 
 async def test_resources_prompts_and_completion_over_stdio(env: dict[str, str]) -> None:
     inbox = Inbox()
-    params = StdioServerParameters(command=sys.executable, args=[*SERVE[1:], "--transport", "stdio"], env=env)
+    params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=env)
     async with Client(params, read_timeout_seconds=TIMEOUT_S, message_handler=inbox) as client:
         await exercise(client, inbox)
 

@@ -182,3 +182,35 @@ async def test_idle_sessions_expire_after_session_ttl(app: App) -> None:
         gone = await http.post(url + "/mcp", json=ping, headers=headers)
         assert gone.status_code == 404
         assert (await http.get(url + "/health")).json()["sessions"]["total"] == 0
+
+
+OPERATOR_KEY = "health-operator-key-0123456789"
+AGENT_KEY = "health-agent-key-0123456789ab"
+KEYED = {
+    "MEMENTO_ACCESS_KEY": OPERATOR_KEY,
+    "MEMENTO_KEYS": '[{"name": "a", "key": "%s", "agent": "agent-a", "access": "read-write"}]' % AGENT_KEY,
+}
+
+
+async def test_health_without_an_admin_credential_is_only_the_status(tmp_path: Path) -> None:
+    """With credentials configured, /health tells a load balancer ok/degraded and nothing else;
+    the operator's key gets the full document. Foreign Origin/Host are refused like /mcp."""
+    built = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash", **KEYED))
+    try:
+        async with serving(built) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+            for headers in ({}, {"Authorization": f"Bearer {AGENT_KEY}"}, {"Authorization": "Bearer not-a-key"}):
+                reply = await http.get(url + "/health", headers=headers)
+                assert (reply.status_code, reply.json()) == (200, {"status": "ok"}), headers
+            full = await http.get(url + "/health", headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+            assert full.status_code == 200 and full.json()["database"]["status"] == "up"
+            for foreign in ({"Origin": "http://evil.example"}, {"Host": "evil.example"}):
+                refused = await http.get(url + "/health", headers={**foreign, "Authorization": f"Bearer {OPERATOR_KEY}"})
+                assert refused.status_code == 403, foreign
+    finally:
+        built.close()
+
+
+async def test_open_loopback_server_keeps_the_full_health_but_checks_origin(app: App) -> None:
+    async with serving(app) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+        assert "database" in (await http.get(url + "/health")).json()
+        assert (await http.get(url + "/health", headers={"Origin": "http://evil.example"})).status_code == 403

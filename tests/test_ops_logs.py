@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from memento.ops.logs import JsonFormatter, RedactionFilter, add_secret, configure_logging, redact
 from memento.settings import Settings
-from mcp_helpers import TIMEOUT_S, data, server_env, start_http_server
+from mcp_helpers import SERVE, TIMEOUT_S, data, server_env, start_http_server
 
 ACCESS_KEY = "opskey-Zq8Xw3Vt9Lm2Pn7Rb4Hc6"
 EMAIL = "jinho.secret.person@example.org"
@@ -150,7 +150,7 @@ async def test_no_secret_reaches_any_log(tmp_path: Path, anyio_backend: str) -> 
 def test_cli_configures_json_logging(tmp_path: Path) -> None:
     """`memento stats` logs through the same set-up (JSON lines on stderr)."""
     env = {**server_env(tmp_path / "m.db"), "LOG_DIR": str(tmp_path / "logs")}
-    done = subprocess.run([sys.executable, "-m", "memento", "stats"], env={**__import__("os").environ, **env}, capture_output=True, timeout=120)
+    done = subprocess.run([SERVE[0], "-m", "memento", "stats"], env={**__import__("os").environ, **env}, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "logs" / "memento.log").read_text(encoding="utf-8").splitlines()
     assert lines and all(json.loads(line)["level"] for line in lines)

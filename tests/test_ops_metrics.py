@@ -137,3 +137,48 @@ async def test_scrape_answers_while_the_database_is_down(tmp_path: Path) -> None
             assert value(samples((await http.get(url + "/metrics")).text), "memento_database_up") == 1
     finally:
         built.close()
+
+
+OPERATOR_KEY = "metrics-operator-key-0123456789"
+AGENT_KEY = "metrics-agent-key-0123456789ab"
+
+
+def _keyed_app(folder: Path, **settings: str) -> App:
+    keys = '[{"name": "a", "key": "%s", "agent": "agent-a", "access": "read-write"}]' % AGENT_KEY
+    return build_app(Settings(DATABASE_URL=f"sqlite:///{folder / 'm.db'}", EMBEDDING_PROVIDER="hash",
+                              MEMENTO_ACCESS_KEY=OPERATOR_KEY, MEMENTO_KEYS=keys, **settings))
+
+
+async def test_metrics_need_an_admin_credential_when_credentials_are_configured(tmp_path: Path) -> None:
+    built = _keyed_app(tmp_path)
+    try:
+        async with serving(built) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+            anonymous = await http.get(url + "/metrics")
+            assert anonymous.status_code == 401 and "memento_" not in anonymous.text
+            assert anonymous.headers["www-authenticate"].startswith("Bearer ")
+            agent = await http.get(url + "/metrics", headers={"Authorization": f"Bearer {AGENT_KEY}"})
+            assert agent.status_code == 403 and "memento_" not in agent.text
+            operator = await http.get(url + "/metrics", headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+            assert operator.status_code == 200 and "memento_database_up" in operator.text
+            foreign = await http.get(url + "/metrics", headers={"Origin": "http://evil.example",
+                                                                "Authorization": f"Bearer {OPERATOR_KEY}"})
+            assert foreign.status_code == 403
+    finally:
+        built.close()
+
+
+async def test_metrics_public_opens_them_to_scrapers_but_not_to_foreign_origins(tmp_path: Path) -> None:
+    built = _keyed_app(tmp_path, MEMENTO_METRICS_PUBLIC="1")
+    try:
+        async with serving(built) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+            scrape = await http.get(url + "/metrics")
+            assert scrape.status_code == 200 and "memento_database_up" in scrape.text
+            assert (await http.get(url + "/metrics", headers={"Host": "evil.example"})).status_code == 403
+    finally:
+        built.close()
+
+
+async def test_open_loopback_server_keeps_metrics_open_but_checks_origin(app: App) -> None:
+    async with serving(app) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+        assert (await http.get(url + "/metrics")).status_code == 200
+        assert (await http.get(url + "/metrics", headers={"Origin": "http://evil.example"})).status_code == 403

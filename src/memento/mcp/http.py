@@ -29,8 +29,9 @@ import anyio
 import anyio.to_thread
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from memento.auth.keys import describe
@@ -41,10 +42,11 @@ from memento.mcp.cluster import LocalDirectory, SessionDirectory, apply_snapshot
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
 from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure, owns, rpc_error
 from memento.mcp.http_json import JSONResponse  # total: always valid JSON
+from memento.mcp.http_limits import RequestLimits, header_timeout_protocol
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
-from memento.mcp.sse_streams import END, RETRY_MS, STANDALONE, Cut, Stream, Streams
+from memento.mcp.sse_streams import END, RETRY_MS, STANDALONE, Cut, SseResponse, Stream, Streams
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -115,13 +117,16 @@ class McpHttp:
         session_ttl_s: float,
         event_store: EventStore | None = None,
         directory: SessionDirectory | None = None,
+        max_sessions: int = 1000,
+        queue_limit: int = 1000,
     ) -> None:
         self.server = server
+        self.max_sessions = max_sessions
         self.gate = gate
         self.session_ttl_s = session_ttl_s
         self.store: EventStore = event_store if event_store is not None else MemoryEventStore()
         self.directory: SessionDirectory = directory if directory is not None else LocalDirectory()
-        self.streams = Streams(self.store)
+        self.streams = Streams(self.store, queue_limit=queue_limit)
         self._stream_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
@@ -226,7 +231,7 @@ class McpHttp:
         session: Session,
         preamble: bytes = b"",
         headers: dict[str, str] | None = None,
-    ) -> StreamingResponse:
+    ) -> SseResponse:
         def keepalive() -> bool:
             if self._closing or self.server.get_session(session.id) is None:  # refreshes it here
                 return False
@@ -262,11 +267,33 @@ class McpHttp:
             if self.directory.alive(sid):  # idle here, still in use through another replica
                 self._evict(sid)
                 continue
-            await self.server.close_session(sid)
-            self.streams.end_session(sid)
-            self.directory.remove(sid)
-            if self.legacy is not None:
-                self.legacy.end(sid)
+            await self._end_session(sid)
+
+    async def _end_session(self, sid: str) -> None:
+        """End a session the normal way: streams, working memory, the shared directory."""
+        await self.server.close_session(sid)
+        self.streams.end_session(sid)
+        self.directory.remove(sid)
+        if self.legacy is not None:
+            self.legacy.end(sid)
+
+    async def make_room(self) -> bool:
+        """Room for one more session (MEMENTO_MAX_SESSIONS): at the cap, the least recently used
+        idle session (no open stream, no request in flight) is ended; False when none is idle."""
+        table = self.server.session_table
+        if len(table) < self.max_sessions:
+            return True
+        streaming = {sid for (sid, _), stream in self.streams.live.items() if stream.subscriber is not None}
+        if self.legacy is not None:
+            streaming |= self.legacy.open_sessions()
+        idle = [s for s in table.values() if s.id not in streaming and not s.in_flight]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda s: s.last_seen)
+        log.info("session cap (%d) reached: ending the least recently used session %s",
+                 self.max_sessions, oldest.id)
+        await self._end_session(oldest.id)
+        return True
 
     def _session(self, request: Request, principal: Principal) -> Session | Response:
         session_id = request.headers.get(SESSION_HEADER)
@@ -325,6 +352,8 @@ class McpHttp:
             return JSONResponse(exc.to_response(), status_code=400)
 
         if isinstance(message, jsonrpc.Request) and message.method == "initialize":
+            if not await self.make_room():
+                return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many sessions")
             session = self.server.create_session(principal=principal)
             session.send = self._standalone_sender(session)
             reply = await self.server.handle(value, session)
@@ -499,7 +528,8 @@ class McpHttp:
         deadline = asyncio.get_running_loop().time() + FOLLOW_S
         while stream.subscriber is queue and not self._closing:
             for event in self.store.after(stream.session_id, stream_id, after):
-                queue.put_nowait((event.id, event.message))
+                if not self.streams.offer(stream, queue, (event.id, event.message)):
+                    return  # a client that does not read was cut off
                 after = event.id
                 if _answers(event.message):
                     queue.put_nowait(END)
@@ -549,6 +579,8 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
         session_ttl_s=ttl_s,
         event_store=store,
         directory=directory,
+        max_sessions=app.settings.max_sessions,
+        queue_limit=app.settings.stream_queue_limit,
     )
     if app.bus is not None:
         app.bus.on(CHANNEL, mcp.on_replica_message)
@@ -576,7 +608,12 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
             *http_extras.routes(app, mcp),
             Route("/health", _health, methods=["GET"]),  # shadowed by a fuller one in extras
         ],
-        middleware=http_extras.middleware(app, mcp),
+        middleware=[
+            *http_extras.middleware(app, mcp),
+            # Around every route, once: body size and body timeout (http_limits).
+            Middleware(RequestLimits, max_body_bytes=app.settings.max_body_bytes,
+                       body_timeout_s=app.settings.body_timeout_s),
+        ],
         lifespan=lifespan,
     )
     asgi.state.mcp = mcp
@@ -601,7 +638,9 @@ def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = 
         authenticated = check_exposure(app, host, allow_unauthenticated=allow_unauthenticated)
         asgi = create_http_app(app)
         config = uvicorn.Config(
-            asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=5
+            asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=5,
+            http=header_timeout_protocol(app.settings.header_timeout_s),
+            limit_concurrency=app.settings.max_connections,
         )
         log.info(
             "serving MCP on http://%s:%d/mcp (authentication %s)",

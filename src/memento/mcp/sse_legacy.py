@@ -7,25 +7,27 @@ all travel on the SSE stream as `message` events. Closing the stream ends the se
 
 Both endpoints authenticate like `/mcp` (Authorization: Bearer; 000 §12's `accessKey` query
 parameter is refused, as credentials in URLs leak into logs), and `/message` only accepts
-the credential that opened the session.
+the credential that opened the session. A client that stops reading its stream is cut off
+(and its session ended) once MEMENTO_STREAM_QUEUE_LIMIT messages wait for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 
 from memento.mcp.http_gate import owns
 from memento.mcp.http_json import JSONResponse  # total: always valid JSON
+from memento.mcp.sse_streams import SseResponse, overflowing
 
 if TYPE_CHECKING:
     from memento.mcp.http import McpHttp
@@ -47,11 +49,27 @@ class LegacySse:
         self.http = http
         self.server = http.server
         self._queues: dict[str, asyncio.Queue[Any]] = {}
+        self._cuts: dict[str, Callable[[], None]] = {}  # ends a session's stream at once
         self._tasks: set[asyncio.Task[None]] = set()
 
     def close_all(self) -> None:
         for queue in self._queues.values():
             queue.put_nowait(_END)
+
+    def _deliver(self, session_id: str, queue: asyncio.Queue[Any], message: dict[str, Any]) -> None:
+        """Queue a message for the stream; a client that stopped reading is cut off instead."""
+        if not overflowing(queue, self.http.streams.queue_limit):
+            queue.put_nowait(message)
+            return
+        if self._queues.pop(session_id, None) is not None:
+            log.warning("cut legacy SSE session %s: the client is not reading", session_id)
+        cut = self._cuts.pop(session_id, None)
+        if cut is not None:
+            cut()  # the stream ends, and with it the session
+
+    def open_sessions(self) -> set[str]:
+        """Sessions whose legacy stream is open (never idle, for the session cap)."""
+        return set(self._queues)
 
     def end(self, session_id: str) -> None:
         queue = self._queues.pop(session_id, None)
@@ -67,10 +85,12 @@ class LegacySse:
             return principal
         if self.http._closing:
             return _error(503, "Server is shutting down")
+        if not await self.http.make_room():
+            return _error(503, "Service Unavailable: too many sessions")
         queue: asyncio.Queue[Any] = asyncio.Queue()
 
         async def send(message: dict[str, Any]) -> None:
-            queue.put_nowait(message)
+            self._deliver(session.id, queue, message)
 
         session = self.server.create_session(send, principal)
         self._queues[session.id] = queue
@@ -93,12 +113,13 @@ class LegacySse:
                     yield b"event: message\ndata: " + jsonrpc.dumps(item) + b"\n\n"
             finally:
                 self._queues.pop(session.id, None)
+                self._cuts.pop(session.id, None)
                 with anyio.CancelScope(shield=True):
                     await self.server.close_session(session.id)
 
-        return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+        response = SseResponse(events())
+        self._cuts[session.id] = response.cut
+        return response
 
     async def message(self, request: Request) -> Response:
         refused = self.http.gate.guard(request)
@@ -123,12 +144,12 @@ class LegacySse:
             return JSONResponse(exc.to_response(), status_code=400)
 
         async def send(message: dict[str, Any]) -> None:
-            queue.put_nowait(message)
+            self._deliver(session.id, queue, message)
 
         async def run() -> None:
             reply = await self.server.handle(value, session, send)
             if reply is not None:
-                queue.put_nowait(reply)
+                self._deliver(session.id, queue, reply)
 
         task = asyncio.create_task(run())
         self._tasks.add(task)

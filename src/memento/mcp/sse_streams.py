@@ -4,12 +4,15 @@ A session has one standalone stream (its GET stream, for server-initiated messag
 stream per POST answered as SSE. Every event on a stream is first stored in the `EventStore`
 (so a client that lost the connection can resume with `Last-Event-ID`), then handed to the
 connection attached to the stream, if any: `publish` never awaits, so events never reorder.
-A new connection attached to a stream ends the previous one.
+A new connection attached to a stream ends the previous one. A connection whose client does
+not read falls behind; once `queue_limit` events wait for it, it is cut (the events stay in the
+store, so the client can resume) instead of buffering without limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,6 +21,8 @@ from starlette.responses import StreamingResponse
 
 from memento.mcp import jsonrpc
 from memento.mcp.events import EventStore, StoredEvent
+
+log = logging.getLogger(__name__)
 
 STANDALONE = "standalone"  # the stream id of a session's GET stream
 KEEPALIVE_S = 15.0
@@ -41,6 +46,33 @@ def priming_event(event_id: str) -> bytes:
     return b"id: " + event_id.encode() + b"\nretry: " + str(RETRY_MS).encode() + b"\ndata: \n\n"
 
 
+class SseResponse(StreamingResponse):
+    """An SSE response that can be cut off: for a client too slow to take what waits for it.
+    Cutting cancels the response while it waits to write; uvicorn then closes the connection."""
+
+    def __init__(self, content: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
+        super().__init__(
+            content, media_type="text/event-stream", headers={"Cache-Control": "no-cache", **(headers or {})}
+        )
+        self._scope = anyio.CancelScope()
+
+    def cut(self) -> None:
+        self._scope.cancel()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        with self._scope:
+            await super().__call__(scope, receive, send)
+
+
+def overflowing(queue: asyncio.Queue[Any], limit: int) -> bool:
+    """Whether a connection's queue is full; if so it is emptied (its events are dropped)."""
+    if queue.qsize() < limit:
+        return False
+    while not queue.empty():
+        queue.get_nowait()
+    return True
+
+
 class Stream:
     """One SSE stream of a session: a POST's answer, or the standalone GET stream."""
 
@@ -50,13 +82,15 @@ class Stream:
         self.subscriber: asyncio.Queue[Any] | None = None
         self.finished = False
         self.delivered: str | None = None  # last event id written to some connection
+        self.cut: Callable[[], None] | None = None  # ends the attached connection at once
 
 
 class Streams:
     """The live streams of one transport and the event store behind them."""
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, *, queue_limit: int = 1000) -> None:
         self.store = store
+        self.queue_limit = queue_limit
         self.live: dict[tuple[str, str], Stream] = {}
 
     def open(self, session_id: str, stream_id: str) -> Stream:
@@ -72,8 +106,23 @@ class Streams:
         """Store one event, then hand it to the attached connection (no await: no reordering)."""
         event_id = self.store.append(stream.session_id, stream.id, message)
         if stream.subscriber is not None:
-            stream.subscriber.put_nowait((event_id, message))
+            self.offer(stream, stream.subscriber, (event_id, message))
         return event_id
+
+    def offer(self, stream: Stream, queue: asyncio.Queue[Any], item: tuple[str, Any]) -> bool:
+        """Queue an event for the connection, or cut a connection that fell `queue_limit`
+        events behind (False): its client resumes from the store with Last-Event-ID."""
+        if not overflowing(queue, self.queue_limit):
+            queue.put_nowait(item)
+            return True
+        log.warning("cut the SSE stream %s of session %s: the client is not reading",
+                    stream.id, stream.session_id)
+        if stream.subscriber is queue:
+            stream.subscriber = None
+            cut, stream.cut = stream.cut, None
+            if cut is not None:
+                cut()
+        return False
 
     def finish(self, stream: Stream) -> None:
         stream.finished = True
@@ -87,6 +136,7 @@ class Streams:
             stream.subscriber.put_nowait(END)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stream.subscriber = queue
+        stream.cut = None
         return queue
 
     def end_session(self, session_id: str, *, keep_events: bool = False) -> None:
@@ -120,7 +170,7 @@ class Streams:
         keepalive: Callable[[], bool],
         preamble: bytes = b"",
         headers: dict[str, str] | None = None,
-    ) -> StreamingResponse:
+    ) -> SseResponse:
         """The connection: `backlog`, then what arrives on `queue` until END or a Cut. Every
         KEEPALIVE_S of silence `keepalive()` says whether to go on (a comment line is sent,
         which is also how a vanished client is noticed)."""
@@ -151,7 +201,9 @@ class Streams:
             finally:
                 if stream.subscriber is queue:
                     stream.subscriber = None
+                    stream.cut = None
 
-        return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", **(headers or {})}
-        )
+        response = SseResponse(events(), headers)
+        if stream.subscriber is queue:
+            stream.cut = response.cut
+        return response

@@ -5,6 +5,10 @@ database answers 503 with `status: "degraded"` and `database.status: "down"`, an
 check after it recovers answers 200 again. Redis and the embedding provider are reported but
 never make the server unhealthy (Redis down: `status: "degraded"`, `redis.status: "down"`, HTTP 200): recall degrades to the keyword tiers without them (000 §9.1,
 §9.3), and a load balancer should keep routing to a replica that can still serve.
+
+`/health` passes the same Origin/Host gate as `/mcp`. Without an admin credential (when
+credentials are configured) it answers only `{"status": ...}` with the same HTTP status: what
+a load balancer needs, nothing about the deployment.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from memento import __version__
 
 from .logs import redact
-from .metrics import OpsState, attach_endpoint
+from .metrics import OpsState, attach_endpoint, operator
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -104,11 +108,19 @@ def health_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
     state = attach_endpoint(app, mcp)
 
     async def health(request: Request) -> Response:
+        refused = mcp.gate.guard(request)  # a foreign Origin or Host
+        if refused is not None:
+            return refused  # type: ignore[no-any-return]
+        details = operator(mcp, request) is None
         database = await check_database(app)
         redis = await check_redis(app)
         healthy = database["status"] == "up"
+        status = "ok" if healthy and redis["status"] != "down" else "degraded"
+        code = 200 if healthy else 503
+        if not details:  # no (or no admin) credential: the status only
+            return JSONResponse({"status": status}, status_code=code, headers={"Cache-Control": "no-store"})
         body = {
-            "status": "ok" if healthy and redis["status"] != "down" else "degraded",
+            "status": status,
             "version": __version__,
             "uptimeSeconds": round(state.uptime_s(), 3),
             "startedAt": _iso(state.started),
@@ -117,6 +129,6 @@ def health_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
             "embeddings": check_embeddings(app, state),
             "sessions": state.session_counts(),
         }
-        return JSONResponse(body, status_code=200 if healthy else 503, headers={"Cache-Control": "no-store"})
+        return JSONResponse(body, status_code=code, headers={"Cache-Control": "no-store"})
 
     return health

@@ -315,10 +315,32 @@ def _timed_embedding(inner: Callable[..., Any], kind: str, state: OpsState) -> C
 # ---------------------------------------------------------------- HTTP
 
 
+def operator(mcp: Any, request: Request) -> Response | None:
+    """None when `request` may see the operational details (an admin credential, or any request
+    when no credential is configured); else the refusal: 403 for a foreign Origin or Host,
+    401/400/503 for a missing or bad credential, 403 for a credential bound to an agent."""
+    gate = mcp.gate  # no gate, no answer: an AttributeError is a 500, never an open door
+    refused: Response | None = gate.guard(request)
+    if refused is not None:
+        return refused
+    principal = gate.authenticate(request)
+    if isinstance(principal, Response):
+        return principal
+    if principal.agent_id is not None:
+        return gate.forbidden(request, "Forbidden: this needs an admin credential")  # type: ignore[no-any-return]
+    return None
+
+
 def metrics_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
+    """`GET /metrics`: an admin credential, or MEMENTO_METRICS_PUBLIC=1 for a private scraper."""
     state = attach_endpoint(app, mcp)
 
     async def metrics(request: Request) -> Response:
+        refused = mcp.gate.guard(request)  # public or not, never to a foreign Origin/Host
+        if refused is None and not app.settings.metrics_public:
+            refused = operator(mcp, request)
+        if refused is not None:
+            return refused  # type: ignore[no-any-return]
         body = await anyio.to_thread.run_sync(generate_latest, state.registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
