@@ -56,7 +56,7 @@ class LegacySse:
         for queue in self._queues.values():
             queue.put_nowait(_END)
 
-    def _deliver(self, session_id: str, queue: asyncio.Queue[Any], message: dict[str, Any]) -> None:
+    def _deliver(self, session_id: str, queue: asyncio.Queue[Any], message: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Queue a message for the stream; a client that stopped reading is cut off instead."""
         if not overflowing(queue, self.http.streams.queue_limit):
             queue.put_nowait(message)

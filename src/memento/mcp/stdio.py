@@ -32,36 +32,58 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT_S = 10.0
+READ_AHEAD = 64  # lines read but not yet dispatched; beyond it the reader waits (backpressure)
+MAX_IN_FLIGHT = 64  # requests handled at once; beyond it reading waits
 _EOF = b""
+TOO_LONG = b"\x00too long"  # stands for a line over the limit (compared by identity): it is dropped
 
 
-def _lines(stream: BinaryIO) -> Iterator[bytes]:
-    """Lines of `stream`. A real file descriptor is read raw: a thread blocked inside a
-    buffered reader holds its lock, and interpreter shutdown after a signal would abort on it."""
+def _lines(stream: BinaryIO, limit: int) -> Iterator[bytes]:
+    """Lines of `stream`, none longer than `limit` bytes: a longer one is dropped as it
+    streams in (never held whole) and stands as TOO_LONG. A real file descriptor is read raw:
+    a thread blocked inside a buffered reader holds its lock, and interpreter shutdown after a
+    signal would abort on it."""
     try:
         fd = stream.fileno()
     except (OSError, ValueError, io.UnsupportedOperation):
-        yield from iter(stream.readline, _EOF)
+        yield from _buffered_lines(stream, limit)
         return
-    pending = b""
+    pending, dropping = bytearray(), False
     while chunk := os.read(fd, 65536):
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line + b"\n"
-    if pending:
-        yield pending
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            pending += chunk[start:end + 1]
+            yield TOO_LONG if dropping or len(pending) > limit else bytes(pending)
+            pending, dropping, start = bytearray(), False, end + 1
+        if not dropping:
+            pending += chunk[start:]
+            if len(pending) > limit:
+                pending, dropping = bytearray(), True
+    if dropping:
+        yield TOO_LONG
+    elif pending:
+        yield bytes(pending)
+
+
+def _buffered_lines(stream: BinaryIO, limit: int) -> Iterator[bytes]:
+    while line := stream.readline(limit + 1):
+        if len(line) <= limit:
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):  # drop the rest of the over-long line
+            line = stream.readline(65536)
+        yield TOO_LONG
 
 
 def _start_reader(
-    stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes]
+    stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes], limit: int
 ) -> None:
     def pump() -> None:
         try:
-            for line in _lines(stream):
-                loop.call_soon_threadsafe(queue.put_nowait, line)
-        except (OSError, ValueError):
-            log.debug("stdin closed", exc_info=True)
+            for line in _lines(stream, limit):
+                asyncio.run_coroutine_threadsafe(queue.put(line), loop).result()  # waits while the queue is full
+        except (OSError, ValueError, RuntimeError):  # stdin closed, or the loop is gone
+            log.debug("stdin reader stopped", exc_info=True)
         with contextlib.suppress(RuntimeError):  # the loop may already be closed
             loop.call_soon_threadsafe(queue.put_nowait, _EOF)
 
@@ -69,9 +91,10 @@ def _start_reader(
 
 
 class _StdioConnection:
-    def __init__(self, server: McpServer, out: BinaryIO) -> None:
+    def __init__(self, server: McpServer, out: BinaryIO, limit: int) -> None:
         self.server = server
         self.out = out
+        self.limit = limit
         # No credential on stdio: the operator, or the agent MEMENTO_STDIO_AGENT names.
         self.session: Session = server.create_session(
             self.send, stdio_principal(server.app.settings)
@@ -91,6 +114,9 @@ class _StdioConnection:
             log.debug("stdout closed; reply dropped")
 
     async def handle_line(self, line: bytes) -> None:
+        if line is TOO_LONG:
+            self.write(JsonRpcError(jsonrpc.INVALID_REQUEST, f"message larger than {self.limit} bytes; it was dropped").to_response())
+            return
         if not line.strip():
             return
         try:
@@ -120,9 +146,10 @@ async def serve_stdio(
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = _install_signal_handlers(loop, stop)
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
-    _start_reader(inp, loop, queue)
-    conn = _StdioConnection(McpServer(app, features=default_features(app.settings)), out)
+    queue: asyncio.Queue[bytes] = asyncio.Queue(READ_AHEAD)
+    limit = app.settings.max_body_bytes  # one line is one message: the HTTP body limit applies
+    _start_reader(inp, loop, queue, limit)
+    conn = _StdioConnection(McpServer(app, features=default_features(app.settings)), out, limit)
     conn.server.started()
     running: set[asyncio.Task[None]] = set()
     log.info("serving MCP on stdio")
@@ -148,8 +175,10 @@ async def _read_loop(
     running: set[asyncio.Task[None]],
 ) -> None:
     stopping = asyncio.ensure_future(stop.wait())
+    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
     try:
         while True:
+            await slots.acquire()
             getting = asyncio.ensure_future(queue.get())
             await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not getting.done():
@@ -161,6 +190,7 @@ async def _read_loop(
             task = asyncio.create_task(conn.handle_line(line))
             running.add(task)
             task.add_done_callback(running.discard)
+            task.add_done_callback(lambda _: slots.release())
     finally:
         stopping.cancel()
 
