@@ -57,7 +57,6 @@ SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 LAST_EVENT_HEADER = "last-event-id"
 DEFAULT_VERSION_HEADER = "2025-03-26"  # what a request without MCP-Protocol-Version means
-MAX_BODY_BYTES = 4 * 1024 * 1024
 STREAMED_METHODS = frozenset({"tools/call"})
 """Requests answered as a (primed, resumable) SSE stream from 2025-11-25 even when they send
 nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
@@ -337,9 +336,7 @@ class McpHttp:
             )
         if not request.headers.get("content-type", "").lower().startswith("application/json"):
             return rpc_error(415, INVALID_REQUEST, "Unsupported Media Type: send application/json")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return rpc_error(413, INVALID_REQUEST, "Request too large")
+        body = await request.body()  # RequestLimits already refused one over MEMENTO_MAX_BODY_BYTES
         try:
             value = jsonrpc.decode(body)
         except JsonRpcError as exc:
