@@ -51,7 +51,7 @@ def _child(database_url: str, known_path: str, seed: int) -> None:
     from memento.app import build_app
     from memento.embeddings.hashing import HashEmbedder
     from memento.errors import NotFound
-    from memento.models import CallContext
+    from memento.models import CallContext, RecallInput
     from memento.settings import Settings
 
     app = build_app(Settings(DATABASE_URL=database_url, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(WRITER_DIMENSIONS))
@@ -64,6 +64,9 @@ def _child(database_url: str, known_path: str, seed: int) -> None:
         sys.stdout.write(json.dumps(record) + "\n")
         sys.stdout.flush()
 
+    # Recovery work (the vector index is rebuilt after a kill) happens before `ready`, so the
+    # kill window that follows is spent writing.
+    service.recall(RecallInput(text="warm up after the crash"), ctx)
     ack(op="ready")
     while True:
         try:
