@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from contextlib import contextmanager
@@ -116,6 +117,23 @@ def _fts_query(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
+WAL_SWITCH_ATTEMPTS = 100
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch a new file to WAL. The switch needs the file to itself and SQLite answers "locked"
+    at once, without its busy handler, while another process opens the same new file (servers
+    started together): try again, briefly, as the busy handler would."""
+    for attempt in range(WAL_SWITCH_ATTEMPTS):
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == WAL_SWITCH_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 + random.random() * 0.04)
+
+
 class SQLiteStore:
     """The Store protocol on one SQLite file."""
 
@@ -162,7 +180,7 @@ class SQLiteStore:
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 30000")
