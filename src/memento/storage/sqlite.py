@@ -958,7 +958,7 @@ def _statements(script: str) -> Iterator[str]:
             if pending.strip():
                 yield pending
             pending = ""
-    if pending.strip() and not all(l.strip().startswith("--") or not l.strip() for l in pending.splitlines()):
+    if pending.strip() and not all(ln.strip().startswith("--") or not ln.strip() for ln in pending.splitlines()):
         raise ValueError("a migration ends with an incomplete statement")
 
 
