@@ -59,6 +59,15 @@ def build_source(path: Path, clock: Clock) -> Path:
             s.remember(RememberInput(content=f"scratch note for {agent}: database pool draft", topic="scratch", type="episode", scope="session", agentId=agent), actx)
             s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-0"], relationType="caused_by", agentId=agent), actx)
             s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-1"], relationType="resolved_by", agentId=agent), actx)
+        shared = s.remember(RememberInput(
+            content="the shared record survives a copy", topic="record", type="learning", agentId="agent-a",
+            tags=["copy", "record"], confidence=0.6, context="migration test", metadata={"n": 1, "nested": {"k": [1, 2]}},
+            expiresAt=datetime(2099, 1, 1, tzinfo=UTC), pinned=True, memorySystem="procedural", privacyScope="team",
+            originTrace={"from": "test"},
+        ), ctx)["id"]
+        gone = s.remember(RememberInput(content="a soft-forgotten memory", topic="record", type="observation", agentId="agent-a"), ctx)["id"]
+        s.store.soft_delete(AgentScope("agent-a"), [gone], datetime(2026, 1, 1, 13, 0, tzinfo=UTC))
+        ids["shared"] = shared
         clock.now = datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
         s.amend(AmendInput(id=ids["agent-a-0"], content="the database connection pool is capped at 40", importance=0.9, agentId="agent-a"), ctx)
         s.amend(AmendInput(id=ids["agent-a-0"], keywords=["database", "pool"], agentId="agent-a"), ctx)
@@ -151,6 +160,10 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
     assert any(r["session_id"] for r in before["fragments"]) and any(r["access_count"] for r in before["fragments"])
     assert len(before["fragment_versions"]) >= 3 and all(r["embedding"] is not None for r in before["fragments"])
     assert {r["relation_type"] for r in before["fragment_links"]} >= {"caused_by", "resolved_by", "superseded_by"}
+    shared = next(r for r in before["fragments"] if r["content"] == "the shared record survives a copy")
+    assert (shared["tags"], shared["confidence"], shared["pinned"], shared["memory_system"]) == (["copy", "record"], 0.6, True, "procedural")
+    assert shared["metadata"] == {"n": 1, "nested": {"k": [1, 2]}} and shared["origin_trace"] == {"from": "test"}
+    assert sum(r["deleted_at"] is not None for r in before["fragments"]) == 1
 
     stream = io.StringIO()
     first = migrate(src, pg.owner_dsn, batch_size=4, progress=TextProgress(stream))

@@ -6,10 +6,11 @@ import hashlib
 import logging
 import math
 import secrets
+from dataclasses import replace
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Sequence
 
-from .models import Draft, FragmentType, TTLTier
+from .models import Draft, FragmentType, RecordFields, TTLTier
 from .analysis import extract_keywords, normalise_keyword
 from .redaction import PLACEHOLDERS, redact_pii
 
@@ -26,6 +27,9 @@ DEFAULT_IMPORTANCE: dict[FragmentType, float] = {
     FragmentType.RELATION: 0.6,
     FragmentType.FACT: 0.5,
     FragmentType.EPISODE: 0.5,
+    FragmentType.OBSERVATION: 0.5,
+    FragmentType.LEARNING: 0.7,
+    FragmentType.PATTERN: 0.6,
 }
 
 
@@ -61,6 +65,11 @@ def infer_ttl(type_: FragmentType, importance: float) -> TTLTier:
     if importance >= 0.5:
         return TTLTier.WARM
     return TTLTier.COLD
+
+
+def normalise_tag(tag: str) -> str:
+    """Tags compare case-insensitively: stored stripped and lower-cased."""
+    return tag.strip().lower()
 
 
 def _masked(keyword: str) -> bool:
@@ -100,6 +109,10 @@ class FragmentFactory:
         """Normalised, masked (redaction.py), then capped at 300 characters: what is stored."""
         return truncate(redact_pii(raw))
 
+    def clean_text(self, raw: str) -> str:
+        """Free text kept beside the content (a memory's context): masked, not truncated."""
+        return redact_pii(raw).strip()
+
     def keywords_for(self, content: str, keywords: list[str] | None) -> list[str]:
         """Given keywords normalised and masked (a keyword that held PII is dropped), else extracted."""
         if keywords:
@@ -118,6 +131,7 @@ class FragmentFactory:
         importance: float | None = None,
         source: str | None = None,
         is_anchor: bool = False,
+        record: RecordFields | None = None,
     ) -> Draft:
         clean = self.clean_content(content)
         chosen = default_importance(type_) if importance is None else float(importance)
@@ -134,4 +148,15 @@ class FragmentFactory:
             is_anchor=is_anchor,
             source=source,
             created_at=created_at,
+            record=self._clean_record(record or RecordFields()),
         )
+
+    def _clean_record(self, record: RecordFields) -> RecordFields:
+        """Context is masked like content; tags that held PII are dropped."""
+        context = self.clean_text(record.context) if record.context is not None else None
+        return replace(record, tags=self.clean_tags(record.tags), context=context or None)
+
+    def clean_tags(self, tags: Sequence[str]) -> tuple[str, ...]:
+        """Normalised, de-duplicated tags; a tag that held PII is dropped."""
+        cleaned = (normalise_tag(redact_pii(t)) for t in tags)
+        return tuple(dict.fromkeys(t for t in cleaned if t and not _masked(t)))

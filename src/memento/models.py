@@ -6,8 +6,9 @@ them match the specification; every input model forbids unknown fields and coerc
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -25,6 +26,41 @@ class FragmentType(StrEnum):
     PROCEDURE = "procedure"
     RELATION = "relation"
     EPISODE = "episode"
+    OBSERVATION = "observation"  # 001 §2.1: the entity face's default type
+    LEARNING = "learning"
+    PATTERN = "pattern"
+
+
+class MemorySystem(StrEnum):
+    """004 §3: which human memory system a memory belongs to."""
+
+    WORKING = "working"
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PROCEDURAL = "procedural"
+
+
+class PrivacyScope(StrEnum):
+    """004 §3: who may be shown a memory beyond its agent (recorded; isolation is per agent)."""
+
+    PRIVATE = "private"
+    TEAM = "team"
+    PUBLIC = "public"
+
+
+_SYSTEM_OF_TYPE: dict[str, MemorySystem] = {
+    "episode": MemorySystem.EPISODIC,
+    "error": MemorySystem.EPISODIC,
+    "procedure": MemorySystem.PROCEDURAL,
+}
+
+
+def memory_system_for(type_: FragmentType, *, working: bool = False) -> MemorySystem:
+    """The memory system a memory gets when none is given: working memory (session scope) is
+    `working`; events (episode, error) are `episodic`; procedures `procedural`; the rest `semantic`."""
+    if working:
+        return MemorySystem.WORKING
+    return _SYSTEM_OF_TYPE.get(type_.value, MemorySystem.SEMANTIC)
 
 
 class TTLTier(StrEnum):
@@ -136,6 +172,16 @@ class Fragment:
     session_id: str | None = None
     has_embedding: bool = False
     seq: int = 0
+    confidence: float = 1.0
+    tags: list[str] = field(default_factory=list)
+    context: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    expires_at: datetime | None = None
+    pinned: bool = False
+    memory_system: MemorySystem = MemorySystem.SEMANTIC
+    privacy_scope: PrivacyScope = PrivacyScope.PRIVATE
+    origin_trace: dict[str, Any] | None = None
+    deleted_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view with the seed's camelCase-free column names."""
@@ -158,7 +204,33 @@ class Fragment:
             "utility_score": round(self.utility_score, 4),
             "scope": Scope.SESSION.value if self.session_id else Scope.PERMANENT.value,
             "has_embedding": self.has_embedding,
+            "confidence": round(self.confidence, 4),
+            "tags": list(self.tags),
+            "memory_system": self.memory_system.value,
+            "pinned": self.pinned,
+            "privacy_scope": self.privacy_scope.value,
+            "context": self.context,
+            "metadata": dict(self.metadata),
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "origin_trace": self.origin_trace,
         }
+
+
+@dataclass(frozen=True)
+class RecordFields:
+    """The fields every face shares beyond 000's (001 §2.1, 003, 004 §3), already validated.
+
+    `memory_system` None means "derive from the type" (see memory_system_for)."""
+
+    tags: tuple[str, ...] = ()
+    confidence: float = 1.0
+    context: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    expires_at: datetime | None = None
+    pinned: bool = False
+    memory_system: MemorySystem | None = None
+    privacy_scope: PrivacyScope = PrivacyScope.PRIVATE
+    origin_trace: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +249,7 @@ class Draft:
     is_anchor: bool
     source: str | None
     created_at: datetime
+    record: RecordFields = field(default_factory=RecordFields)
 
 
 @dataclass(frozen=True)
@@ -199,6 +272,18 @@ ShortText = Annotated[str, Strict(), StringConstraints(max_length=2000)]
 Content = Annotated[str, Strict(), StringConstraints(max_length=MAX_INPUT_CHARS)]
 Unit = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
 Budget = Annotated[int, Strict(), Field(ge=1, le=100_000)]
+Tag = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, to_lower=True, min_length=1, max_length=100)]
+MAX_JSON_CHARS = 8_000  # metadata and originTrace, serialised
+
+
+def _small_json(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None and len(json.dumps(value, default=str)) > MAX_JSON_CHARS:
+        raise ValueError(f"must serialise to at most {MAX_JSON_CHARS} characters of JSON")
+    return value
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
 class OperationInput(BaseModel):
@@ -218,7 +303,7 @@ class RememberInput(OperationInput):
 
     content: Content = Field(description="The knowledge to store. Longer than 300 characters is truncated with an ellipsis; PII is masked.")
     topic: Topic = Field(description="Categorical label, e.g. database, deployment, security.")
-    type: FragmentType = Field(description="fact, decision, error, preference, procedure, relation or episode.")
+    type: FragmentType = Field(description="fact, decision, error, preference, procedure, relation, episode, observation, learning or pattern.")
     keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Search keywords; extracted by term frequency when omitted.")
     importance: Unit | None = Field(default=None, description="0.0-1.0; a default per type when omitted.")
     source: ShortText | None = Field(default=None, description="Provenance: session id, tool name, file path.")
@@ -228,8 +313,27 @@ class RememberInput(OperationInput):
     agentId: AgentId | None = Field(default=None, description="Agent namespace; 'default' when omitted.")
     sessionId: ShortText | None = Field(default=None, description="Session for scope=session; the MCP session when omitted.")
     createdAt: datetime | None = Field(default=None, strict=False, description="ISO-8601 creation time, for imports; now when omitted.")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="User tags (lower-cased), e.g. project:atlas; recall filters on them.")
+    confidence: Unit | None = Field(default=None, description="0.0-1.0 confidence in this memory; 1.0 when omitted.")
+    context: ShortText | None = Field(default=None, description="The situation the memory came from.")
+    metadata: dict[str, Any] | None = Field(default=None, description="Free-form JSON object kept with the memory.")
+    expiresAt: datetime | None = Field(default=None, strict=False, description="ISO-8601 time after which the memory is no longer recalled.")
+    pinned: StrictBool = Field(default=False, description="Pinned memories are kept by every lifecycle stage.")
+    memorySystem: MemorySystem | None = Field(default=None, description="working, episodic, semantic or procedural; derived from the type when omitted.")
+    privacyScope: PrivacyScope = Field(default=PrivacyScope.PRIVATE, description="private (default), team or public.")
+    originTrace: dict[str, Any] | None = Field(default=None, description="Free-form JSON: where this memory was derived from.")
 
     _content_not_blank = field_validator("content")(_non_blank)
+    _json_small = field_validator("metadata", "originTrace")(_small_json)
+    _times_aware = field_validator("createdAt", "expiresAt")(_aware)
+
+    def record(self) -> RecordFields:
+        """The shared-record fields of this input."""
+        return RecordFields(
+            tags=tuple(dict.fromkeys(self.tags or ())), confidence=1.0 if self.confidence is None else self.confidence,
+            context=self.context, metadata=dict(self.metadata or {}), expires_at=self.expiresAt, pinned=self.pinned,
+            memory_system=self.memorySystem, privacy_scope=self.privacyScope, origin_trace=self.originTrace,
+        )
 
 
 class RecallInput(OperationInput):
@@ -244,6 +348,9 @@ class RecallInput(OperationInput):
     includeLinks: StrictBool = Field(default=True, description="Append 1-hop linked neighbours.")
     linkRelationType: RelationType | None = Field(default=None, description="Only follow this edge type; default caused_by, resolved_by, related.")
     threshold: Unit | None = Field(default=None, description="Minimum cosine similarity for semantic-only results; keyword results are unaffected.")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Only memories carrying ALL of these tags.")
+    tagsAny: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Only memories carrying ANY of these tags.")
+    memorySystem: MemorySystem | None = Field(default=None, description="Only memories of this memory system.")
     agentId: AgentId | None = None
     sessionId: ShortText | None = Field(default=None, description="Also search this session's working memory.")
 
@@ -276,10 +383,20 @@ class AmendInput(OperationInput):
     type: FragmentType | None = None
     importance: Unit | None = None
     isAnchor: StrictBool | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Replace the tags ([] clears them).")
+    confidence: Unit | None = None
+    context: ShortText | None = None
+    metadata: dict[str, Any] | None = Field(default=None, description="Replace the metadata object.")
+    expiresAt: datetime | None = Field(default=None, strict=False)
+    pinned: StrictBool | None = None
+    memorySystem: MemorySystem | None = None
+    privacyScope: PrivacyScope | None = None
     supersedes: StrictBool = Field(default=False, description="Store the change as a new fragment that supersedes this one (superseded_by edge, original importance lowered).")
     agentId: AgentId | None = None
 
     _content_not_blank = field_validator("content")(_non_blank)
+    _json_small = field_validator("metadata")(_small_json)
+    _times_aware = field_validator("expiresAt")(_aware)
 
 
 class TaskEffectiveness(OperationInput):
@@ -308,7 +425,7 @@ class ContextInput(OperationInput):
     """Load core memory (and a session's working memory) at session start."""
 
     tokenBudget: Budget = Field(default=2000)
-    types: list[FragmentType] = Field(default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE], max_length=7)
+    types: list[FragmentType] = Field(default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE], max_length=len(FragmentType))
     sessionId: ShortText | None = None
     agentId: AgentId | None = None
 

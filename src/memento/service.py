@@ -21,7 +21,7 @@ from .lifecycle.consolidate import Consolidator
 from .models import (
     AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
     FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
-    ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
+    RecordFields, ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
 )
 from .retrieval.rank import Candidate, composite, fuse, prior, reason
 from .analysis import normalise_keyword, query_terms
@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 DEFAULT_LINK_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY, RelationType.RELATED)
 CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
+AMENDABLE = (
+    "content", "topic", "keywords", "type", "importance", "isAnchor", "tags", "confidence", "context", "metadata",
+    "expiresAt", "pinned", "memorySystem", "privacyScope",
+)
 CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
 L1_VERIFY_LIMIT = 5000  # L1 candidates checked against the store; more falls back to L2
 
@@ -143,10 +147,13 @@ class MemoryService:
         """Store a fragment; a duplicate returns the existing id with created=false."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         self._own_session(scope, inp.sessionId, ctx)
+        if inp.expiresAt is not None and inp.expiresAt <= utc_now():  # stores hide rows by the wall clock
+            raise InvalidArgument(f"expiresAt {inp.expiresAt.isoformat()} is not in the future; nothing stored")
         fragment, created = self.store.insert(scope, self._prepare(
             scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
             importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
             scope_kind=inp.scope, is_anchor=inp.isAnchor, session_id=inp.sessionId, created_at=inp.createdAt,
+            record=inp.record(),
         ))
         if created:
             self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
@@ -167,7 +174,7 @@ class MemoryService:
         self, scope: AgentScope, ctx: CallContext, *, content: str, topic: str, type_: FragmentType,
         keywords: list[str] | None = None, importance: float | None = None, source: str | None = None,
         linked_to: list[str] | None = None, scope_kind: Scope = Scope.PERMANENT, is_anchor: bool = False,
-        session_id: str | None = None, created_at: datetime | None = None,
+        session_id: str | None = None, created_at: datetime | None = None, record: RecordFields | None = None,
     ) -> NewFragment:
         """A fragment ready to insert: redacted, analysed and embedded (outside any transaction)."""
         session = None
@@ -179,7 +186,7 @@ class MemoryService:
             created_at = created_at.replace(tzinfo=UTC)
         draft = self.factory.draft(
             content=content, topic=topic, type_=type_, keywords=keywords, importance=importance,
-            source=source, is_anchor=is_anchor, created_at=created_at or self.clock(),
+            source=source, is_anchor=is_anchor, created_at=created_at or self.clock(), record=record,
         )
         if not draft.content:
             raise InvalidArgument("content is empty after redaction")
@@ -241,9 +248,9 @@ class MemoryService:
         refuse_unchangeable(scope, [old])  # superseding lowers the original's importance: a change too
         if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
             raise Forbidden(scope.pool_refusal([old.id]))
-        fields = {k: getattr(inp, k) for k in ("content", "topic", "keywords", "type", "importance", "isAnchor")}
+        fields = {k: getattr(inp, k) for k in AMENDABLE}
         if all(v is None for v in fields.values()):
-            raise InvalidArgument("nothing to amend: give at least one of content, topic, keywords, type, importance, isAnchor")
+            raise InvalidArgument(f"nothing to amend: give at least one of {', '.join(AMENDABLE)}")
         if inp.supersedes:  # the successor joins the original's namespace (a pool fact stays shared)
             return self._supersede(AgentScope(old.agent_id, scope.pool_writes), old, inp)
         type_ = inp.type or old.type
@@ -264,6 +271,10 @@ class MemoryService:
             topic=inp.topic, keywords=keywords, type=inp.type, importance=inp.importance,
             ttl_tier=infer_ttl(type_, importance) if (inp.type or inp.importance is not None) else None,
             is_anchor=inp.isAnchor, embedding=vector, clear_embedding=content_changed and vector is None,
+            tags=self.factory.clean_tags(inp.tags) if inp.tags is not None else None, confidence=inp.confidence,
+            context=self.factory.clean_text(inp.context) if inp.context is not None else None,
+            metadata=inp.metadata, expires_at=inp.expiresAt, pinned=inp.pinned,
+            memory_system=inp.memorySystem, privacy_scope=inp.privacyScope,
         )
         fragment = self.store.update(scope, old.id, changes, scope.agent_id, self.clock())
         self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
@@ -302,7 +313,10 @@ class MemoryService:
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
         now = self.clock()
-        filt = SearchFilter(topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id)
+        filt = SearchFilter(
+            topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id,
+            tags_all=tuple(inp.tags or ()), tags_any=tuple(inp.tagsAny or ()), memory_system=inp.memorySystem,
+        )
         pool = max(CANDIDATE_POOL, inp.limit * 3)
         keywords = [normalise_keyword(k) for k in inp.keywords or []]
         tiers: dict[str, list[Hit]] = {}
@@ -364,7 +378,7 @@ class MemoryService:
         stale = [i for i in ids if i not in present]
         if stale:
             self.keyword_index.discard(stale)  # deleted behind the index's back (e.g. consolidation)
-        matches = [f for f in found if self._passes(f, filt)]
+        matches = [f for f in found if filt.matches(f)]
         distinct = len(set(keywords))
         if not matches:
             return None, "empty"
@@ -372,20 +386,6 @@ class MemoryService:
             return None, "insufficient"
         matches.sort(key=lambda f: (f.importance, f.created_at), reverse=True)
         return [Hit(f.id, float(distinct)) for f in matches[:pool]], len(matches)
-
-    @staticmethod
-    def _passes(fragment: Fragment, filt: SearchFilter) -> bool:
-        """SearchFilter in Python, as the stores apply it in SQL."""
-        if filt.only_session:
-            if fragment.session_id != filt.session_id:
-                return False
-        elif fragment.session_id is not None and fragment.session_id != filt.session_id:
-            return False
-        if filt.topic is not None and fragment.topic != filt.topic:
-            return False
-        if filt.type is not None and fragment.type is not filt.type:
-            return False
-        return not filt.types or fragment.type in filt.types
 
     def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> list[tuple[Fragment, Candidate, float]]:
         cfg = self.settings.memory.ranking

@@ -32,11 +32,18 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
-from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, PoolWrites, RelationType, TTLTier, session_refusal
-from .protocol import BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+from ..models import (
+    DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, MemorySystem, PoolWrites, PrivacyScope, RelationType, TTLTier,
+    memory_system_for, session_refusal,
+)
+from .protocol import (
+    BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FRAGMENT_DEFAULTS, RECORD_COLUMNS, FragmentChanges, Hit, NewFragment,
+    RankFeatures, SearchFilter, changed_record, new_record,
+)
 from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, refuse_unwritable, scope_sql, search_vector, text_sql
 
 log = logging.getLogger(__name__)
@@ -81,7 +88,8 @@ _COLUMNS = (
     "f.id, f.seq, f.content, f.topic, f.keywords, f.type, f.importance, f.content_hash, f.source,"
     " f.linked_to, f.agent_id, f.access_count, f.accessed_at, f.created_at, f.ttl_tier,"
     " f.estimated_tokens, f.utility_score, f.verified_at, f.is_anchor, f.session_id,"
-    " (f.embedding IS NOT NULL) AS has_embedding"
+    " f.confidence, f.tags, f.context, f.metadata, f.expires_at, f.pinned, f.memory_system, f.privacy_scope,"
+    " f.origin_trace, f.deleted_at, (f.embedding IS NOT NULL) AS has_embedding"
 )
 _SEARCH = "CAST(%s AS tsvector)"
 
@@ -98,6 +106,9 @@ def _row_to_fragment(r: dict[str, Any]) -> Fragment:
         accessed_at=r["accessed_at"], estimated_tokens=r["estimated_tokens"],
         utility_score=r["utility_score"], verified_at=r["verified_at"], is_anchor=r["is_anchor"],
         session_id=r["session_id"], has_embedding=r["has_embedding"], seq=r["seq"],
+        confidence=r["confidence"], tags=list(r["tags"]), context=r["context"], metadata=dict(r["metadata"]),
+        expires_at=r["expires_at"], pinned=r["pinned"], memory_system=MemorySystem(r["memory_system"]),
+        privacy_scope=PrivacyScope(r["privacy_scope"]), origin_trace=r["origin_trace"], deleted_at=r["deleted_at"],
     )
 
 
@@ -281,6 +292,15 @@ class PostgresStore:
         return found[0]
 
     @staticmethod
+    def _written(cur: Cursor, fragment_id: str) -> Fragment:
+        """A row this transaction has just written (it may already be past its expiry)."""
+        cur.execute(f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.id = %s", (fragment_id,))
+        row = cur.fetchone()
+        if row is None:
+            raise NotFound(f"fragment {fragment_id!r} not found")
+        return _row_to_fragment(row)
+
+    @staticmethod
     def _same_content(cur: Cursor, agent: str, digest: str, session: str | None) -> Fragment | None:
         if session is None:
             cond, params = "f.session_id IS NULL", [agent, digest]
@@ -326,8 +346,11 @@ class PostgresStore:
         d = new.draft
         self._may_insert(cur, scope, new)
         existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
-        if existing is not None:
+        if existing is not None and existing.deleted_at is None:
             return existing, False
+        if existing is not None:  # remembering soft-forgotten content again brings it back
+            cur.execute("UPDATE agent_memory.fragments SET deleted_at = NULL WHERE id = %s", (existing.id,))
+            return self._require(cur, scope, existing.id), True
         targets = self._visible(cur, scope, list(dict.fromkeys(new.linked_to)))
         missing = set(new.linked_to) - {t.id for t in targets}
         if missing:
@@ -336,12 +359,14 @@ class PostgresStore:
         cur.execute(
             "INSERT INTO agent_memory.fragments (id, content, topic, keywords, type, importance, content_hash, source,"
             " linked_to, agent_id, created_at, ttl_tier, estimated_tokens, verified_at, is_anchor, session_id,"
-            f" search, embedding, embedding_model) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_SEARCH}, %s, %s)"
+            f" search, embedding, embedding_model, {', '.join(RECORD_COLUMNS)}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s,"
+            f" %s, %s, %s, %s, %s, %s, %s, %s, {_SEARCH}, %s, %s, {', '.join(['%s'] * len(RECORD_COLUMNS))})"
             " ON CONFLICT DO NOTHING RETURNING id",
             (
                 d.id, d.content, d.topic, list(d.keywords), d.type.value, d.importance, d.content_hash, d.source,
                 [t.id for t in targets], new.agent_id, d.created_at, d.ttl_tier.value, d.estimated_tokens,
                 d.created_at, d.is_anchor, new.session_id, search_vector(d.content, d.keywords, d.topic), vector, model,
+                *(_pg_value(n, v) for n, v in new_record(new).items()),
             ),
         )
         if cur.fetchone() is None:  # a concurrent writer stored the same content first
@@ -355,7 +380,7 @@ class PostgresStore:
                 " VALUES (%s, %s, 'related', %s) ON CONFLICT DO NOTHING",
                 (d.id, target.id, d.created_at),
             )
-        return self._require(cur, scope, d.id), True
+        return self._written(cur, d.id), True
 
     @retried
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
@@ -397,6 +422,9 @@ class PostgresStore:
             changes.is_anchor if changes.is_anchor is not None else old.is_anchor,
             search_vector(content, keywords, topic),
         ]
+        for name, value in changed_record(old, changes).items():
+            assignments += f", {name} = %s"
+            params.append(_pg_value(name, value))
         if changes.embedding is not None and self.embedding_model:
             assignments += ", embedding = %s, embedding_model = %s"
             params.extend(self._embedding_value(changes.embedding))
@@ -406,7 +434,7 @@ class PostgresStore:
             cur.execute(f"UPDATE agent_memory.fragments SET {assignments} WHERE id = %s", [*params, old.id])
         except psycopg.errors.UniqueViolation as exc:
             raise Conflict("another fragment already holds this content") from exc
-        return self._require(cur, scope, old.id)
+        return self._written(cur, old.id)
 
     @retried
     def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
@@ -450,6 +478,29 @@ class PostgresStore:
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
         with self._tx(scope.agent_id, scope.pool_writes) as cur:
             return self._delete(cur, scope, ids)
+
+    @retried
+    def soft_delete(self, scope: AgentScope, ids: Sequence[str], now: datetime) -> list[str]:
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
+            found = self._visible(cur, scope, list(ids))
+            refuse_unwritable(scope, found)
+            gone = [f.id for f in found]
+            if gone:
+                cur.execute("UPDATE agent_memory.fragments SET deleted_at = %s WHERE id = ANY(%s)", (now, gone))
+            return gone
+
+    @retried
+    def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        where, params = scope_sql(scope)
+        where = where.replace("f.deleted_at IS NULL", "f.deleted_at IS NOT NULL", 1)
+        with self._tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}", [list(ids), *params])
+            found = [_row_to_fragment(r) for r in cur.fetchall()]
+            refuse_unwritable(scope, found)
+            back = [f.id for f in found]
+            if back:
+                cur.execute("UPDATE agent_memory.fragments SET deleted_at = NULL WHERE id = ANY(%s)", (back,))
+            return back
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Anchors first, then by importance, newest first among equals."""
@@ -864,7 +915,7 @@ class PostgresStore:
         out: list[dict[str, object]] = []
         for r in rows:
             row = dict(r)
-            for name in ("keywords", "linked_to", "tool_highlights", "tool_pain_points"):
+            for name in ("keywords", "linked_to", "tool_highlights", "tool_pain_points", "tags"):
                 if name in row:
                     row[name] = list(row[name])
             if "embedding" in row and row["embedding"] is not None:
@@ -892,7 +943,7 @@ class PostgresStore:
         inserted = 0
         with self._tx(SYSTEM) as cur:
             for row in rows:
-                params: list[Any] = [_pg_value(n, row.get(n)) for n in names]
+                params: list[Any] = [_pg_value(n, _imported(table, n, row)) for n in names]
                 if extra:
                     vector = row.get("embedding")
                     params += [
@@ -920,6 +971,16 @@ class PostgresStore:
                 )
 
 
+def _imported(table: str, name: str, row: dict[str, object]) -> object:
+    """A column of an imported row, with the shared record's default when the row lacks it."""
+    value = row.get(name)
+    if value is None and table == "fragments":
+        if name == "memory_system":
+            return memory_system_for(FragmentType(str(row["type"])), working=row.get("session_id") is not None).value
+        return FRAGMENT_DEFAULTS.get(name)
+    return value
+
+
 def _bulk_table(table: str) -> str:
     if table not in BULK_KEYS:
         raise InvalidArgument(f"unknown table {table!r}")
@@ -927,10 +988,12 @@ def _bulk_table(table: str) -> str:
 
 
 def _pg_value(name: str, value: object) -> object:
-    if name in ("keywords", "linked_to", "tool_highlights", "tool_pain_points"):
+    if name in ("keywords", "linked_to", "tool_highlights", "tool_pain_points", "tags"):
         return [str(v) for v in value] if value is not None else []  # type: ignore[attr-defined]
-    if name in ("is_anchor", "relevant", "sufficient", "overall_success"):
+    if name in ("is_anchor", "relevant", "sufficient", "overall_success", "pinned"):
         return bool(value)
-    if name in ("accessed_at", "created_at", "verified_at", "amended_at") and isinstance(value, str):
+    if name in ("metadata", "origin_trace"):
+        return None if value is None else Jsonb(value)
+    if name in ("accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at") and isinstance(value, str):
         return datetime.fromisoformat(value)
     return value

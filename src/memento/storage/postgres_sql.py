@@ -16,18 +16,20 @@ from ..errors import Forbidden
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, PoolWrites
 from .protocol import SearchFilter
 from .sqlfilter import filter_sql as shared_filter_sql
+from .sqlfilter import live_sql
 
 COMMON_TERM_SHARE = 0.02
 
 
 def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
-    """The visibility predicate, written out as well as enforced by the RLS policy. The term
+    """The visibility predicate (live rows: not soft-deleted, not expired), written out as well as enforced by the RLS policy. The term
     and keyword tables (aliases t, k) carry no session column: their rows are matched to
     fragments, which this predicate then filters."""
     agents = scope.visible_agents()
+    live = "TRUE" if alias in ("t", "k") else live_sql(alias, "now()")
     if agents is None:
-        return "TRUE", []
-    sql = f"{alias}.agent_id = ANY(%s)"
+        return live, []
+    sql = f"{live} AND {alias}.agent_id = ANY(%s)"
     if len(agents) == 1 or alias in ("t", "k"):
         return sql, [list(agents)]
     # Working memory is never shared: another namespace's session rows stay out of sight.

@@ -9,7 +9,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..models import AgentScope, Draft, Fragment, FragmentType, Link, RelationType, TTLTier
+from ..models import (
+    AgentScope, Draft, Fragment, FragmentType, Link, MemorySystem, PrivacyScope, RelationType, TTLTier, memory_system_for,
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,29 @@ class SearchFilter:
     types: tuple[FragmentType, ...] | None = None
     session_id: str | None = None  # working memory of this session is visible too
     only_session: bool = False  # only the session's working memory
+    tags_all: tuple[str, ...] = ()  # carries every one of these tags
+    tags_any: tuple[str, ...] = ()  # carries at least one of these tags
+    memory_system: MemorySystem | None = None
+
+    def matches(self, fragment: Fragment) -> bool:
+        """This filter in Python, exactly as the stores apply it in SQL (for candidates found elsewhere)."""
+        if self.only_session:
+            if fragment.session_id != self.session_id:
+                return False
+        elif fragment.session_id is not None and fragment.session_id != self.session_id:
+            return False
+        if self.topic is not None and fragment.topic != self.topic:
+            return False
+        if self.type is not None and fragment.type is not self.type:
+            return False
+        if self.types and fragment.type not in self.types:
+            return False
+        if self.memory_system is not None and fragment.memory_system is not self.memory_system:
+            return False
+        tags = set(fragment.tags)
+        if self.tags_all and not tags.issuperset(self.tags_all):
+            return False
+        return not self.tags_any or not tags.isdisjoint(self.tags_any)
 
 
 @dataclass(frozen=True)
@@ -33,6 +58,12 @@ class NewFragment:
     embedding: np.ndarray | None = None
     linked_to: tuple[str, ...] = ()
     own_session: bool = False  # session_id is the caller's own MCP session, owned by it from the start
+
+    @property
+    def memory_system(self) -> MemorySystem:
+        """The given memory system, else the one derived from the type and scope."""
+        chosen = self.draft.record.memory_system
+        return chosen or memory_system_for(self.draft.type, working=self.session_id is not None)
 
 
 @dataclass(frozen=True)
@@ -50,6 +81,14 @@ class FragmentChanges:
     is_anchor: bool | None = None
     embedding: np.ndarray | None = None
     clear_embedding: bool = False
+    tags: tuple[str, ...] | None = None
+    confidence: float | None = None
+    context: str | None = None
+    metadata: dict[str, object] | None = None
+    expires_at: datetime | None = None
+    pinned: bool | None = None
+    memory_system: MemorySystem | None = None
+    privacy_scope: PrivacyScope | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +125,12 @@ class Store(Protocol):
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]: ...
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]: ...
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]: ...
+    def soft_delete(self, scope: AgentScope, ids: Sequence[str], now: datetime) -> list[str]:
+        """Mark visible fragments deleted (004 soft forget): hidden from every read, restorable."""
+        ...
+    def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        """Undo a soft deletion; the ids that were restored."""
+        ...
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]: ...
     def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]: ...
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]: ...
@@ -142,7 +187,8 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     "fragments": (
         "id", "content", "topic", "keywords", "type", "importance", "content_hash", "source", "linked_to", "agent_id",
         "access_count", "accessed_at", "created_at", "ttl_tier", "estimated_tokens", "utility_score", "verified_at",
-        "is_anchor", "session_id",
+        "is_anchor", "session_id", "confidence", "tags", "context", "metadata", "expires_at", "pinned",
+        "memory_system", "privacy_scope", "origin_trace", "deleted_at",
     ),
     "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
     "fragment_versions": ("id", "fragment_id", "content", "topic", "keywords", "type", "importance", "amended_at", "amended_by"),
@@ -151,6 +197,43 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "task_feedback": ("id", "agent_id", "session_id", "overall_success", "tool_highlights", "tool_pain_points", "created_at"),
 }
+
+
+# What an imported fragment row gets for a shared-record column it does not carry (a copy made by
+# an older exporter); memory_system None is derived from the type by the importing store.
+FRAGMENT_DEFAULTS: dict[str, object] = {
+    "confidence": 1.0, "tags": [], "metadata": {}, "pinned": False, "privacy_scope": "private",
+}
+
+
+# The shared-record columns a store writes on insert (deleted_at is set by soft_delete only).
+RECORD_COLUMNS: tuple[str, ...] = (
+    "confidence", "tags", "context", "metadata", "expires_at", "pinned", "memory_system", "privacy_scope", "origin_trace",
+)
+
+
+def new_record(new: NewFragment) -> dict[str, object]:
+    """The RECORD_COLUMNS values of an insert, as plain Python values (each backend adapts them)."""
+    r = new.draft.record
+    return {
+        "confidence": r.confidence, "tags": list(r.tags), "context": r.context, "metadata": dict(r.metadata),
+        "expires_at": r.expires_at, "pinned": r.pinned, "memory_system": new.memory_system.value,
+        "privacy_scope": r.privacy_scope.value, "origin_trace": r.origin_trace,
+    }
+
+
+def changed_record(old: Fragment, c: FragmentChanges) -> dict[str, object]:
+    """The record columns an amend may change: the change where given, else the old value."""
+    return {
+        "confidence": c.confidence if c.confidence is not None else old.confidence,
+        "tags": list(c.tags if c.tags is not None else old.tags),
+        "context": c.context if c.context is not None else old.context,
+        "metadata": dict(c.metadata if c.metadata is not None else old.metadata),
+        "expires_at": c.expires_at if c.expires_at is not None else old.expires_at,
+        "pinned": c.pinned if c.pinned is not None else old.pinned,
+        "memory_system": (c.memory_system or old.memory_system).value,
+        "privacy_scope": (c.privacy_scope or old.privacy_scope).value,
+    }
 
 
 class BulkStore(Protocol):

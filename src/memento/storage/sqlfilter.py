@@ -33,4 +33,27 @@ def filter_sql(filt: SearchFilter, alias: str, mark: str, any_of: bool) -> tuple
         else:
             clauses.append(f"{alias}.type IN ({','.join([mark] * len(values))})")
             params.extend(values)
+    if filt.memory_system is not None:
+        clauses.append(f"{alias}.memory_system = {mark}")
+        params.append(filt.memory_system.value)
+    if any_of:  # PostgreSQL: tags is TEXT[] (GIN-indexed)
+        if filt.tags_all:
+            clauses.append(f"{alias}.tags @> {mark}::text[]")
+            params.append(list(filt.tags_all))
+        if filt.tags_any:
+            clauses.append(f"{alias}.tags && {mark}::text[]")
+            params.append(list(filt.tags_any))
+    else:  # SQLite: tags is a JSON array
+        for tag in filt.tags_all:
+            clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value = {mark})")
+            params.append(tag)
+        if filt.tags_any:
+            marks = ",".join([mark] * len(filt.tags_any))
+            clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({marks}))")
+            params.extend(filt.tags_any)
     return " AND ".join(clauses), params
+
+
+def live_sql(alias: str, now: str) -> str:
+    """Rows that are neither soft-deleted nor past their expiry; `now` is an SQL expression."""
+    return f"{alias}.deleted_at IS NULL AND ({alias}.expires_at IS NULL OR {alias}.expires_at > {now})"

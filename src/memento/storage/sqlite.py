@@ -22,10 +22,16 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
 from ..errors import Conflict, Forbidden, InvalidArgument, NotFound
-from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, PoolWrites, RelationType, TTLTier, session_refusal
+from ..models import (
+    DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, MemorySystem, PoolWrites, PrivacyScope, RelationType, TTLTier,
+    memory_system_for, session_refusal,
+)
 from ..analysis import index_terms
-from .protocol import BULK_COLUMNS, BULK_KEYS, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
-from .sqlfilter import filter_sql
+from .protocol import (
+    BULK_COLUMNS, BULK_KEYS, FRAGMENT_DEFAULTS, RECORD_COLUMNS, FragmentChanges, changed_record, new_record,
+)
+from .protocol import Hit, NewFragment, RankFeatures, SearchFilter
+from .sqlfilter import filter_sql, live_sql
 from .sqlite_vectors import SQLiteVectorSource, clock as vector_clock
 from .vectors import Span, VectorIndex
 
@@ -72,6 +78,16 @@ def _row_to_fragment(row: sqlite3.Row) -> Fragment:
         session_id=row["session_id"],
         has_embedding=bool(row["has_embedding"]),
         seq=row["seq"],
+        confidence=row["confidence"],
+        tags=json.loads(row["tags"]),
+        context=row["context"],
+        metadata=json.loads(row["metadata"]),
+        expires_at=parse_ts(row["expires_at"]),
+        pinned=bool(row["pinned"]),
+        memory_system=MemorySystem(row["memory_system"]),
+        privacy_scope=PrivacyScope(row["privacy_scope"]),
+        origin_trace=json.loads(row["origin_trace"]) if row["origin_trace"] else None,
+        deleted_at=parse_ts(row["deleted_at"]),
     )
 
 
@@ -79,17 +95,20 @@ _FRAGMENT_COLUMNS = "f.*, EXISTS(SELECT 1 FROM fragment_embeddings e WHERE e.seq
 
 
 def _scope_sql(scope: AgentScope, alias: str = "f", *, use_index: bool = False) -> tuple[str, list[Any]]:
-    """The visibility predicate. Without use_index the agent column is a filter only (`+col`),
+    """The visibility predicate: live rows (not soft-deleted, not expired) of the agents `scope`
+    sees. Without use_index the agent column is a filter only (`+col`),
     so lookups by id or seq keep their own index instead of scanning the agent's rows."""
+    live = live_sql(alias, "?")
+    now = ts(datetime.now(UTC))
     agents = scope.visible_agents()
     if agents is None:
-        return "1 = 1", []
+        return live, [now]
     column = f"{alias}.agent_id" if use_index else f"+{alias}.agent_id"
-    sql = f"{column} IN ({','.join('?' * len(agents))})"
+    sql = f"{live} AND {column} IN ({','.join('?' * len(agents))})"
     if len(agents) == 1:
-        return sql, list(agents)
+        return sql, [now, *agents]
     # Working memory is never shared: another namespace's session rows stay out of sight.
-    return f"{sql} AND ({alias}.session_id IS NULL OR {alias}.agent_id = ?)", [*agents, scope.agent_id]
+    return f"{sql} AND ({alias}.session_id IS NULL OR {alias}.agent_id = ?)", [now, *agents, scope.agent_id]
 
 
 def _write_sql(scope: AgentScope, alias: str = "f") -> str:
@@ -258,8 +277,12 @@ class SQLiteStore:
                 )
                 if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (entry.name,)).fetchone():
                     continue
-                for statement in _statements(entry.read_text(encoding="utf-8")):
+                script = entry.read_text(encoding="utf-8")
+                for statement in _statements(script):
                     conn.execute(statement)
+                if "writable_schema" in script:  # a schema text edit: make every connection reload it
+                    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+                    conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (entry.name, ts(datetime.now(UTC))))
             log.info("applied migration %s", entry.name)
 
@@ -377,8 +400,12 @@ class SQLiteStore:
         with self._tx() as conn:
             self._may_insert(conn, scope, new)
             existing = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
-            if existing is not None:
+            if existing is not None and existing["deleted_at"] is None:
                 return _row_to_fragment(existing), False
+            if existing is not None:  # remembering soft-forgotten content again brings it back
+                conn.execute("UPDATE fragments SET deleted_at = NULL WHERE seq = ?", (existing["seq"],))
+                row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (existing["seq"],)).fetchone()
+                return _row_to_fragment(row), True
             targets = self._visible(conn, scope, list(dict.fromkeys(new.linked_to)))
             missing = set(new.linked_to) - {t.id for t in targets}
             if missing:
@@ -386,13 +413,15 @@ class SQLiteStore:
             created = ts(d.created_at)
             seq = conn.execute(
                 "INSERT INTO fragments (id, content, topic, keywords, type, importance, content_hash, source,"
-                " linked_to, agent_id, created_at, ttl_tier, estimated_tokens, verified_at, is_anchor, session_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                " linked_to, agent_id, created_at, ttl_tier, estimated_tokens, verified_at, is_anchor, session_id,"
+                f" {', '.join(RECORD_COLUMNS)})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
                 (
                     d.id, d.content, d.topic, json.dumps(d.keywords, ensure_ascii=False), d.type.value,
                     d.importance, d.content_hash, d.source,
                     json.dumps([t.id for t in targets]), new.agent_id, created, d.ttl_tier.value,
                     d.estimated_tokens, created, int(d.is_anchor), new.session_id,
+                    *_record_values(new),
                 ),
             ).fetchone()[0]
             self._index_text(conn, seq, d.content, d.keywords, d.topic)
@@ -452,7 +481,8 @@ class SQLiteStore:
                 raise Forbidden(scope.pool_refusal([old.id]))
             conn.execute(
                 "UPDATE fragments SET content = ?, content_hash = ?, estimated_tokens = ?, topic = ?, keywords = ?,"
-                " type = ?, importance = ?, ttl_tier = ?, is_anchor = ? WHERE id = ?",
+                " type = ?, importance = ?, ttl_tier = ?, is_anchor = ?, confidence = ?, tags = ?, context = ?,"
+                " metadata = ?, expires_at = ?, pinned = ?, memory_system = ?, privacy_scope = ? WHERE id = ?",  # changed_record's order
                 (
                     content, content_hash,
                     changes.estimated_tokens if changes.estimated_tokens is not None else old.estimated_tokens,
@@ -461,6 +491,7 @@ class SQLiteStore:
                     changes.importance if changes.importance is not None else old.importance,
                     (changes.ttl_tier or old.ttl_tier).value,
                     int(changes.is_anchor if changes.is_anchor is not None else old.is_anchor),
+                    *_changed_record_values(old, changes),
                     old.id,
                 ),
             )
@@ -523,6 +554,31 @@ class SQLiteStore:
             for agent, seqs in removed.items():
                 self._vectors_removed(agent, seqs, span)
         return gone
+
+    def soft_delete(self, scope: AgentScope, ids: Sequence[str], now: datetime) -> list[str]:
+        with self._tx() as conn:
+            found = self._visible(conn, scope, list(ids))
+            _writable(scope, found)
+            gone = [f.id for f in found]
+            if gone:
+                marks = ",".join("?" * len(gone))
+                conn.execute(f"UPDATE fragments SET deleted_at = ? WHERE id IN ({marks})", [ts(now), *gone])
+        return gone
+
+    def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        where, params = _scope_sql(scope)
+        where = where.replace("f.deleted_at IS NULL", "f.deleted_at IS NOT NULL", 1)
+        with self._tx() as conn:
+            rows = conn.execute(
+                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
+                [*ids, *params],
+            ).fetchall() if ids else []
+            found = [_row_to_fragment(r) for r in rows]
+            _writable(scope, found)
+            back = [f.id for f in found]
+            if back:
+                conn.execute(f"UPDATE fragments SET deleted_at = NULL WHERE id IN ({','.join('?' * len(back))})", back)
+        return back
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Anchors first, then by importance, newest first among equals."""
@@ -919,18 +975,14 @@ class SQLiteStore:
 
     def _import_fragment(self, conn: sqlite3.Connection, row: dict[str, object]) -> int:
         keywords = [str(k) for k in row["keywords"]]  # type: ignore[attr-defined]
+        values = _import_values("fragments", row)
+        if values["memory_system"] is None:
+            working = values["session_id"] is not None
+            values["memory_system"] = memory_system_for(FragmentType(str(values["type"])), working=working).value
         found = conn.execute(
-            "INSERT INTO fragments (id, content, topic, keywords, type, importance, content_hash, source, linked_to,"
-            " agent_id, access_count, accessed_at, created_at, ttl_tier, estimated_tokens, utility_score, verified_at,"
-            " is_anchor, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            f"INSERT INTO fragments ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
             " ON CONFLICT DO NOTHING RETURNING seq",
-            (
-                row["id"], row["content"], row["topic"], json.dumps(keywords, ensure_ascii=False), row["type"],
-                row["importance"], row["content_hash"], row["source"], json.dumps(list(row["linked_to"])),  # type: ignore[call-overload]
-                row["agent_id"], row["access_count"], _ts_or_none(row["accessed_at"]), _ts_or_none(row["created_at"]),
-                row["ttl_tier"], row["estimated_tokens"], row["utility_score"], _ts_or_none(row["verified_at"]),
-                int(bool(row["is_anchor"])), row["session_id"],
-            ),
+            list(values.values()),
         ).fetchone()
         if found is None:
             return 0
@@ -976,16 +1028,37 @@ def _ts_or_none(value: object) -> str | None:
     return ts(datetime.fromisoformat(str(value)))
 
 
-_JSON_COLUMNS = {"keywords", "linked_to", "tool_highlights", "tool_pain_points"}
-_BOOL_COLUMNS = {"is_anchor", "relevant", "sufficient", "overall_success"}
-_TIME_COLUMNS = {"accessed_at", "created_at", "verified_at", "amended_at"}
+_JSON_COLUMNS = {"keywords", "linked_to", "tool_highlights", "tool_pain_points", "tags", "metadata", "origin_trace"}
+_BOOL_COLUMNS = {"is_anchor", "relevant", "sufficient", "overall_success", "pinned"}
+_TIME_COLUMNS = {"accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at"}
+
+
+def _record_values(new: NewFragment) -> list[object]:
+    """The shared-record columns of an insert, in RECORD_COLUMNS order."""
+    return [_sqlite_value(n, v) for n, v in new_record(new).items()]
+
+
+def _changed_record_values(old: Fragment, changes: FragmentChanges) -> list[object]:
+    """The record columns of an amend's UPDATE, in changed_record's order."""
+    return [_sqlite_value(n, v) for n, v in changed_record(old, changes).items()]
+
+
+def _sqlite_value(name: str, value: object) -> object:
+    """A plain Python column value as SQLite stores it."""
+    if name in _JSON_COLUMNS:
+        return None if value is None else json.dumps(value, ensure_ascii=False, default=list)
+    if name in _BOOL_COLUMNS:
+        return int(bool(value))
+    if name in _TIME_COLUMNS:
+        return _ts_or_none(value)
+    return value
 
 
 def _export_row(table: str, row: dict[str, Any]) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, value in row.items():
         if name in _JSON_COLUMNS:
-            out[name] = json.loads(value)
+            out[name] = None if value is None else json.loads(value)
         elif name in _BOOL_COLUMNS:
             out[name] = bool(value)
         elif name in _TIME_COLUMNS:
@@ -1001,12 +1074,7 @@ def _import_values(table: str, row: dict[str, object]) -> dict[str, object]:
     values: dict[str, object] = {}
     for name in BULK_COLUMNS[table]:
         value = row.get(name)
-        if name in _JSON_COLUMNS:
-            values[name] = json.dumps(list(value), ensure_ascii=False)  # type: ignore[call-overload]
-        elif name in _BOOL_COLUMNS:
-            values[name] = int(bool(value))
-        elif name in _TIME_COLUMNS:
-            values[name] = _ts_or_none(value)
-        else:
-            values[name] = value
+        if value is None and table == "fragments":
+            value = FRAGMENT_DEFAULTS.get(name)
+        values[name] = _sqlite_value(name, value)
     return values
