@@ -121,6 +121,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "migrate":
         return _migrate(args)
     if args.command == "serve":
+        from .mcp.toolsets import selected_tools
+
+        selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
         from .mcp.http import serve_http
         from .mcp.stdio import serve_stdio

@@ -123,6 +123,7 @@ class Settings(BaseSettings):
     ann_threshold: int = Field(5000, ge=0, validation_alias=AliasChoices("MEMENTO_ANN_THRESHOLD"), description="Vectors per agent above which search uses the HNSW graph instead of an exact scan.")
     hnsw_ef_search: int = Field(512, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time.")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
+    toolsets: str = Field("memento", validation_alias=AliasChoices("MEMENTO_TOOLSETS"), description="Comma list of the toolsets tools/list shows (docs/toolsets.md): memento (seed 000's eleven tools, the default) or all.")
     conformance_fixtures: bool = Field(False, validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"), description="Expose the MCP conformance suite's test_* tools, test:// resources and prompts (testing only; never in production).")
 
     @field_validator("public_url")

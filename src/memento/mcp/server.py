@@ -34,8 +34,8 @@ from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCl
 from memento.mcp.client_features import confirm_forget
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
-from memento.mcp.tasks import tool_execution
-from memento.mcp.tools import TOOLS, ToolSpec, call_tool
+from memento.mcp.tools import ToolSpec, call_tool
+from memento.mcp.toolsets import selected_tools, tool_definitions
 from memento.mcp.namespace import service_context
 
 if TYPE_CHECKING:
@@ -87,12 +87,12 @@ class McpServer:
         self,
         app: App,
         *,
-        tools: Sequence[ToolSpec] = TOOLS,
+        tools: Sequence[ToolSpec] | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         features: Sequence[Feature] = (),
     ) -> None:
         self.app = app
-        self.tools = tuple(tools)
+        self.tools = selected_tools(app.settings.toolsets) if tools is None else tuple(tools)
         self.tools_by_name = {spec.name: spec for spec in self.tools}
         self.page_size = page_size
         self.session_table: dict[str, Session] = {}
@@ -382,13 +382,7 @@ class McpServer:
 
     async def _tools_list(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         version = ctx.version
-        definitions: list[dict[str, Any]] = []
-        for spec in self.tools:
-            definition = spec.definition(version)
-            execution = tool_execution(version, spec.name)
-            if execution:
-                definition["execution"] = execution
-            definitions.append(definition)
+        definitions = tool_definitions(self.tools, version)
         definitions += [tool.definition(version) for tool in self.fixture_tools]
         start = 0
         if params.get("cursor") is not None:

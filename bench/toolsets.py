@@ -1,0 +1,25 @@
+"""Print what each toolset's tools/list costs a client, in cl100k tokens, per MCP revision.
+
+    python bench/toolsets.py
+
+The figures are the compact JSON of the tools/list result as the server sends it; docs/toolsets.md
+carries them (tests/test_toolsets.py checks that the page is current).
+"""
+
+from __future__ import annotations
+
+from memento.mcp import versions
+from memento.mcp.toolsets import REGISTRY, list_tokens
+
+
+def main() -> None:
+    print("| Toolset | Tools | " + " | ".join(versions.SUPPORTED) + " |")
+    print("|---|---|" + "---|" * len(versions.SUPPORTED))
+    for name in REGISTRY.names():
+        tools = REGISTRY.get(name).tools
+        figures = " | ".join(f"{list_tokens(tools, v):,}" for v in versions.SUPPORTED)
+        print(f"| `{name}` | {len(tools)} | {figures} |")
+
+
+if __name__ == "__main__":
+    main()

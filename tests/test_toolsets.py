@@ -1,0 +1,125 @@
+"""Toolsets (MEMENTO_TOOLSETS): the registry, its selection rules, and the served tools/list over
+stdio and Streamable HTTP with the official client."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_helpers import SERVE, TIMEOUT_S, server_env, start_http_server
+
+from memento.errors import InvalidArgument
+from memento.mcp import versions
+from memento.mcp.tools import TOOLS, ToolSpec
+from memento.mcp.toolsets import REGISTRY, Toolset, ToolsetRegistry, list_tokens
+from memento.models import MemoryStatsInput
+
+ELEVEN = {
+    "remember", "recall", "forget", "link", "amend", "reflect", "context", "tool_feedback", "memory_stats",
+    "memory_consolidate", "graph_explore",
+}
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "toolsets.md"
+
+
+def extra_tool(name: str) -> ToolSpec:
+    return ToolSpec(name, name.title(), f"The {name} tool.", MemoryStatsInput, "memory_stats")
+
+
+def test_the_default_toolset_is_seeds_000_eleven_tools() -> None:
+    assert {spec.name for spec in REGISTRY.select("")} == ELEVEN
+    assert {spec.name for spec in REGISTRY.select("memento")} == ELEVEN
+    assert REGISTRY.names()[0] == "memento"
+
+
+def test_selection_is_a_comma_list_in_registration_order_and_all_shows_everything() -> None:
+    registry = ToolsetRegistry([
+        Toolset("memento", "000", TOOLS),
+        Toolset("entity", "001", (extra_tool("store_memory"), extra_tool("recall_memories"))),
+        Toolset("vault", "002", (extra_tool("commit_memory"),)),
+    ])
+    assert [s.name for s in registry.select("vault, entity")] == ["store_memory", "recall_memories", "commit_memory"]
+    assert len(registry.select("all")) == 14 == len(registry.select("memento,all"))
+    assert registry.select("entity,entity") == registry.select("entity")
+
+
+def test_unknown_toolsets_are_refused_with_the_known_ones_named() -> None:
+    with pytest.raises(InvalidArgument, match=r"unknown toolset\(s\) entiti, bogus; known: memento, all"):
+        REGISTRY.select("memento,entiti,bogus")
+
+
+def test_tool_names_never_collide_across_toolsets() -> None:
+    registry = ToolsetRegistry([Toolset("memento", "000", TOOLS)])
+    with pytest.raises(ValueError, match=r"reuses tool names: recall \(in memento\)"):
+        registry.register(Toolset("other", "x", (extra_tool("recall"),)))
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(Toolset("memento", "again", ()))
+    with pytest.raises(ValueError, match="reserved"):
+        registry.register(Toolset("all", "x", ()))
+    with pytest.raises(ValueError, match="twice"):
+        registry.register(Toolset("twice", "x", (extra_tool("a"), extra_tool("a"))))
+    assert registry.names() == ["memento"]  # a refused registration leaves nothing behind
+
+
+def test_the_documented_token_costs_are_the_measured_ones() -> None:
+    """docs/toolsets.md lists every toolset's tools/list cost; the figures must be current."""
+    text = DOCS.read_text(encoding="utf-8")
+    for name in REGISTRY.names():
+        row = re.search(rf"^\| `{name}` \|(.+)$", text, re.MULTILINE)
+        assert row is not None, f"docs/toolsets.md has no row for {name}"
+        cells = [c.strip() for c in row.group(1).split("|")]
+        tools = REGISTRY.get(name).tools
+        assert int(cells[0]) == len(tools)
+        figures = [int(c.replace(",", "")) for c in cells[1:1 + len(versions.SUPPORTED)]]
+        assert figures == [list_tokens(tools, v) for v in versions.SUPPORTED], f"re-measure {name}: python bench/toolsets.py"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _listed_over_stdio(env: dict[str, str]) -> set[str]:
+    params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=env)
+    async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
+        return {tool.name for tool in (await client.list_tools()).tools}
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_memento_toolsets_over_stdio(tmp_path: Path) -> None:
+    env = server_env(tmp_path / "store.db")
+    assert await _listed_over_stdio({**env, "MEMENTO_TOOLSETS": "memento"}) == ELEVEN
+    assert await _listed_over_stdio({**env, "MEMENTO_TOOLSETS": "all"}) == {s.name for s in REGISTRY.select("all")}
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_memento_toolsets_over_streamable_http(tmp_path: Path) -> None:
+    server = start_http_server({**server_env(tmp_path / "store.db"), "MEMENTO_TOOLSETS": "all"}, tmp_path / "server.log")
+    try:
+        async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
+            listed = await client.list_tools()
+            assert {tool.name for tool in listed.tools} == {s.name for s in REGISTRY.select("all")}
+            called = await client.call_tool("memory_stats", {})
+            assert not called.is_error
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_an_unknown_toolset_stops_the_server_with_a_clear_message(tmp_path: Path, transport: str) -> None:
+    env = {**os.environ, **server_env(tmp_path / "store.db"), "MEMENTO_TOOLSETS": "memento,entiti"}
+    done = subprocess.run(
+        [*SERVE, "--transport", transport, "--host", "127.0.0.1", "--port", "0"] if transport == "http" else [*SERVE, "--transport", "stdio"],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False,
+    )
+    assert done.returncode != 0
+    assert "unknown toolset(s) entiti; known: memento, all" in done.stderr.decode()
+    assert "Traceback" not in done.stderr.decode()
+    assert not (tmp_path / "store.db").exists()  # refused before anything was opened
