@@ -223,13 +223,13 @@ def explain_search_queries(app, question: str) -> dict[str, list[str]]:
     and of the keyword tier's statement (the question's extracted keywords), as recall runs them."""
     from memento.analysis import extract_keywords, query_terms
     from memento.service import CANDIDATE_POOL
-    from memento.storage.postgres_sql import common_df, df_sql, keyword_sql, text_sql
+    from memento.storage.postgres_sql import df_sql, keyword_sql, text_sql
+    from memento.storage.terms import common_df
 
     scope, filt = AgentScope(AGENT), SearchFilter()
     terms = query_terms(question)
     with app.store._tx(AGENT) as cur:
-        cur.execute("SELECT COALESCE(MAX(seq), 0) AS n FROM agent_memory.fragments")
-        total = int(cur.fetchone()["n"])
+        total = app.store._scope_size(cur, scope)
         selected = app.store._selective_terms(cur, scope, terms)
         statements = {
             "df probe": df_sql(scope, terms, common_df(total)),

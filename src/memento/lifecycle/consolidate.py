@@ -43,6 +43,7 @@ class Consolidator:
         self.session_ttl = session_ttl
 
     def run(self, scope: AgentScope, progress: Progress | None = None) -> dict[str, Any]:
+        self.store.flush_access()  # every stage reads access statistics: settle the pending ones first
         now = self.clock()
         cfg = self.config
         m = self.maintenance

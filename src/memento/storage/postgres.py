@@ -22,7 +22,6 @@ import functools
 import logging
 import selectors
 import threading
-import time
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Callable, Iterator, ParamSpec, Sequence, TypeVar
@@ -40,11 +39,13 @@ from ..models import (
     DEFAULT_AGENT, AgentScope, Fragment, FragmentType, Link, MemorySystem, PoolWrites, PrivacyScope, RelationType, TTLTier,
     memory_system_for, session_refusal,
 )
+from . import terms as terms_policy
+from .access import AccessBuffer, Pending
 from .protocol import (
     BULK_COLUMNS, BULK_KEYS, BULK_TABLES, FRAGMENT_DEFAULTS, RECORD_COLUMNS, FragmentChanges, Hit, NewFragment,
     RankFeatures, SearchFilter, changed_record, new_record,
 )
-from .postgres_sql import common_df, df_sql, filter_sql, keyword_sql, refuse_unwritable, scope_sql, search_vector, text_sql
+from .postgres_sql import df_sql, filter_sql, keyword_sql, refuse_unwritable, scope_sql, search_vector, text_sql
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +79,6 @@ def retried(method: Callable[P, R]) -> Callable[P, R]:
 
 Cursor = psycopg.Cursor[dict[str, Any]]
 
-ACCESS_FLUSH_SECONDS = 5.0
-ACCESS_FLUSH_SIZE = 512
-COMMON_TERM_MIN_DOCS = 2_000
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 SYSTEM = "system"
 
@@ -130,12 +128,8 @@ class PostgresStore:
         self.embedding_model = embedding_model if dimensions else None
         self.dimensions = dimensions
         self.ef_search = max(1, min(ef_search, MAX_EF_SEARCH))
-        self._pending_access: dict[str, tuple[int, datetime]] = {}
-        self._access_lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._last_flush = time.monotonic()
-        self._flush_due = threading.Event()
-        self._flusher: threading.Thread | None = None
+        self._sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
+        self._access = AccessBuffer(self._write_access)
         self._closed = False
         self._local = threading.local()  # .open: this thread's transaction (cursor, agent, pool), if any
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
@@ -265,11 +259,8 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
-        self._flush_due.set()
-        if self._flusher is not None:
-            self._flusher.join(10.0)
         try:
-            self.flush_access()
+            self._access.close()
         except Unavailable as exc:  # shutting down during an outage: only access counts are lost
             log.warning("access statistics not saved: %s", exc)
         finally:
@@ -637,28 +628,32 @@ class PostgresStore:
             return [Hit(r["id"], float(r["matched"])) for r in cur.fetchall()]
 
     def _selective_terms(self, cur: Cursor, scope: AgentScope, terms: list[str]) -> list[str]:
-        """Drop near-universal terms in a large store, as the SQLite backend does: in more than
-        COMMON_TERM_SHARE of the fragments, a term is dropped when rarer ones remain. Exact
-        counts of common terms are taken only when none does, to keep the two rarest."""
-        cur.execute("SELECT COALESCE(MAX(seq), 0) AS n FROM agent_memory.fragments")
-        row = cur.fetchone()
-        total = int(row["n"]) if row else 0
-        if total < COMMON_TERM_MIN_DOCS:
-            return terms
-        common = common_df(total)
-        cur.execute(*df_sql(scope, terms, common))
-        df = {r["term"]: int(r["n"]) for r in cur.fetchall() if r["n"]}
-        present = [t for t in terms if t in df]
-        kept = [t for t in present if df[t] < common]
-        if kept or not present:
-            return kept
-        where, params = scope_sql(scope, "t")
-        cur.execute(
-            f"SELECT t.term, COUNT(*) AS n FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {where} GROUP BY t.term",
-            [present, *params],
-        )
-        df.update((r["term"], int(r["n"])) for r in cur.fetchall())
-        return sorted(present, key=lambda t: df[t])[:2]
+        """The common-term policy (storage/terms.py) with counts taken within `scope`."""
+
+        def capped(words: Sequence[str], common: int) -> dict[str, int]:
+            cur.execute(*df_sql(scope, words, common))
+            return {r["term"]: int(r["n"]) for r in cur.fetchall()}
+
+        def exact(words: Sequence[str]) -> dict[str, int]:
+            where, params = scope_sql(scope, "t")
+            cur.execute(
+                f"SELECT t.term, COUNT(*) AS n FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {where} GROUP BY t.term",
+                [list(words), *params],
+            )
+            return {r["term"]: int(r["n"]) for r in cur.fetchall()}
+
+        return terms_policy.choose(terms, self._scope_size(cur, scope), capped, exact)
+
+    def _scope_size(self, cur: Cursor, scope: AgentScope) -> int:
+        """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
+
+        def count() -> int:
+            where, params = scope_sql(scope)
+            cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where}", params)
+            row = cur.fetchone()
+            return int(row["n"]) if row else 0
+
+        return self._sizes.get(scope.visible_agents(), count)
 
     def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
         """The query's selective terms OR-ed, ranked by ts_rank (see text_sql)."""
@@ -703,72 +698,35 @@ class PostgresStore:
         return hits
 
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
-        """Buffer access statistics; they are flushed in batches (and on close)."""
-        with self._access_lock:
-            for fid in ids:
-                count, _ = self._pending_access.get(fid, (0, at))
-                self._pending_access[fid] = (count + 1, at)
-            due = len(self._pending_access) >= ACCESS_FLUSH_SIZE or time.monotonic() - self._last_flush > ACCESS_FLUSH_SECONDS
-        if due:
-            self._start_flusher()
-            self._flush_due.set()
-
-    def _start_flusher(self) -> None:
-        # Writing the counts rewrites each fragment's row (and, when the new version lands on
-        # another page, its index entries, the HNSW graph's included): a batch can take a
-        # noticeable time, so it runs beside the recall that made it due, not inside it.
-        with self._access_lock:
-            if self._flusher is not None or self._closed:
-                return
-            self._flusher = threading.Thread(target=self._flush_loop, name="memento-access-flush", daemon=True)
-        self._flusher.start()
-
-    def _flush_loop(self) -> None:
-        while not self._closed:
-            self._flush_due.wait(ACCESS_FLUSH_SECONDS)
-            self._flush_due.clear()
-            if self._closed:
-                return
-            try:
-                self.flush_access()
-            except Exception as exc:  # noqa: BLE001 - statistics only: log and keep going
-                log.warning("access statistics not saved: %s", exc)
+        """Buffer access statistics; they are written in batches (storage/access.py)."""
+        self._access.record(ids, at)
 
     def flush_access(self) -> None:
-        """Write the buffered access statistics. Returns once every access recorded before the
-        call is stored, even one the background flusher took (views then read settled counts).
+        """Write the buffered access statistics now (views and consolidation read settled counts)."""
+        self._access.flush()
 
-        Rows another transaction holds locked are skipped and kept for the next flush: waiting
-        for them could deadlock with a writer that locks the same rows in another order (a
-        forget cleaning the links of many agents' fragments), and statistics can wait."""
-        with self._flush_lock:
-            with self._access_lock:
-                pending, self._pending_access = self._pending_access, {}
-                self._last_flush = time.monotonic()
-            if not pending:
-                return
-            ids = sorted(pending)
-            with self._tx(SYSTEM) as cur:
-                cur.execute(
-                    "WITH v AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at)),"
-                    " free AS (SELECT f.id FROM agent_memory.fragments f JOIN v ON f.id = v.id"
-                    " ORDER BY f.id FOR UPDATE OF f SKIP LOCKED)"
-                    " UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
-                    " accessed_at = GREATEST(f.accessed_at, v.at)"
-                    " FROM v WHERE f.id = v.id AND f.id IN (SELECT id FROM free) RETURNING f.id",
-                    (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
-                )
-                done = {r["id"] for r in cur.fetchall()}
-                skipped = [i for i in ids if i not in done]
-                if skipped:  # locked, or deleted meanwhile: only the live ones wait for the next flush
-                    cur.execute("SELECT id FROM agent_memory.fragments WHERE id = ANY(%s)", (skipped,))
-                    self._requeue({r["id"]: pending[r["id"]] for r in cur.fetchall()})
-
-    def _requeue(self, counts: dict[str, tuple[int, datetime]]) -> None:
-        with self._access_lock:
-            for fid, (count, at) in counts.items():
-                more, later = self._pending_access.get(fid, (0, at))
-                self._pending_access[fid] = (count + more, max(at, later))
+    def _write_access(self, pending: Pending) -> Pending:
+        """Rows another transaction holds locked are skipped and handed back for the next batch:
+        waiting for them could deadlock with a writer that locks the same rows in another order
+        (a forget cleaning the links of many agents' fragments), and statistics can wait."""
+        ids = sorted(pending)
+        with self._tx(SYSTEM) as cur:
+            cur.execute(
+                "WITH v AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::timestamptz[]) AS v(id, n, at)),"
+                " free AS (SELECT f.id FROM agent_memory.fragments f JOIN v ON f.id = v.id"
+                " ORDER BY f.id FOR UPDATE OF f SKIP LOCKED)"
+                " UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
+                " accessed_at = GREATEST(f.accessed_at, v.at)"
+                " FROM v WHERE f.id = v.id AND f.id IN (SELECT id FROM free) RETURNING f.id",
+                (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
+            )
+            done = {r["id"] for r in cur.fetchall()}
+            skipped = [i for i in ids if i not in done]
+            if not skipped:
+                return {}
+            # locked, or deleted meanwhile: only the live ones wait for the next batch
+            cur.execute("SELECT id FROM agent_memory.fragments WHERE id = ANY(%s)", (skipped,))
+            return {r["id"]: pending[r["id"]] for r in cur.fetchall()}
 
     # ------------------------------------------------------------ embeddings
 

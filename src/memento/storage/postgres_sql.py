@@ -18,8 +18,6 @@ from .protocol import SearchFilter
 from .sqlfilter import filter_sql as shared_filter_sql
 from .sqlfilter import live_sql
 
-COMMON_TERM_SHARE = 0.02
-
 
 def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
     """The visibility predicate (live rows: not soft-deleted, not expired), written out as well as enforced by the RLS policy. The term
@@ -72,11 +70,6 @@ def search_vector(content: str, keywords: Sequence[str], topic: str) -> str:
     for pos, term in enumerate(index_terms(topic), start=len(body) + 1):
         positions.setdefault(term, []).append(f"{min(pos, 16383)}B")
     return " ".join(f"{quote_lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items())
-
-
-def common_df(total: int) -> int:
-    """The document frequency from which a term is common: df <= total * share  <=>  df < this."""
-    return int(total * COMMON_TERM_SHARE) + 1
 
 
 def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, list[Any]]:

@@ -31,17 +31,15 @@ from .protocol import (
     BULK_COLUMNS, BULK_KEYS, FRAGMENT_DEFAULTS, RECORD_COLUMNS, FragmentChanges, changed_record, new_record,
 )
 from .protocol import Hit, NewFragment, RankFeatures, SearchFilter
+from . import terms as terms_policy
+from .access import AccessBuffer, Pending
 from .sqlfilter import filter_sql, live_sql
 from .sqlite_vectors import SQLiteVectorSource, clock as vector_clock
 from .vectors import Span, VectorIndex
 
 log = logging.getLogger(__name__)
 
-ACCESS_FLUSH_SECONDS = 5.0
-ACCESS_FLUSH_SIZE = 512
 EXACT_FALLBACK_LIMIT = 20_000
-COMMON_TERM_SHARE = 0.02  # in a large store, a term in >2% of fragments acts as a stop word
-COMMON_TERM_MIN_DOCS = 2_000
 
 
 def ts(value: datetime) -> str:
@@ -178,11 +176,10 @@ class SQLiteStore:
         self._readers_lock = threading.Lock()
         self._writer = self._connect()
         self._migrate()
-        self._pending_access: dict[str, tuple[int, str]] = {}
-        self._access_lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._last_flush = time.monotonic()
+        self._access = AccessBuffer(self._write_access)
         self._closed = False
+        self._sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
+        self._agents: terms_policy.CountCache[frozenset[str]] = terms_policy.CountCache()
         self.vectors: VectorIndex | None = None
         if embedding_model and dimensions:
             self.vectors = VectorIndex(
@@ -321,7 +318,7 @@ class SQLiteStore:
         if self._closed:
             return
         self._closed = True
-        self.flush_access()
+        self._access.close()
         if self.vectors is not None:
             self.vectors.save()
         with self._readers_lock:
@@ -425,6 +422,9 @@ class SQLiteStore:
                 ),
             ).fetchone()[0]
             self._index_text(conn, seq, d.content, d.keywords, d.topic)
+            known = self._agents.peek("agents")
+            if known is not None and new.agent_id not in known:  # a new namespace: scopes change
+                self._on_commit(self._agents.clear)
             for target in targets:
                 conn.execute(
                     "INSERT OR IGNORE INTO fragment_links (from_id, to_id, relation_type, created_at) VALUES (?, ?, 'related', ?)",
@@ -722,27 +722,55 @@ class SQLiteStore:
         ).fetchall()
         return [Hit(r[0], float(r[1])) for r in rows]
 
-    def _selective_terms(self, terms: Sequence[str]) -> list[str]:
-        """Drop terms found in more than COMMON_TERM_SHARE of all fragments when rarer ones remain.
+    def _selective_terms(self, scope: AgentScope, terms: Sequence[str]) -> list[str]:
+        """The common-term policy (storage/terms.py) with counts taken within `scope`.
 
-        Such terms carry almost no BM25 weight, yet scoring every fragment that contains them is
-        what makes a question like "what did X say" slow on a large store.
-        """
+        FTS5's vocabulary table counts over every agent; it is exact for a scope that sees every
+        agent present (one agent per store, or maintenance) and an upper bound otherwise: a term
+        under the bound is rare in the scope too, the others are counted through the index."""
         conn = self._reader()
-        total = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM fragments").fetchone()[0]
-        if total < COMMON_TERM_MIN_DOCS:
-            return list(terms)
-        df = dict(conn.execute(
-            f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({','.join('?' * len(terms))})", list(terms)
-        ).fetchall())
-        present = [t for t in terms if t in df]
-        if not present:
-            return []
-        kept = [t for t in present if df[t] <= total * COMMON_TERM_SHARE]
-        return kept or sorted(present, key=lambda t: df[t])[:2]
+        agents = scope.visible_agents()
+        present = self._agents.get("agents", lambda: frozenset(
+            r[0] for r in conn.execute("SELECT DISTINCT agent_id FROM fragments")
+        ))
+        whole = agents is None or present <= set(agents)
+
+        def vocab(words: Sequence[str]) -> dict[str, int]:
+            marks = ",".join("?" * len(words))
+            return dict(conn.execute(f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({marks})", list(words)).fetchall())
+
+        def scoped(word: str, cap: int | None) -> int:
+            where, params = _scope_sql(scope)
+            inner = (
+                "SELECT 1 FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid"
+                f" WHERE fragments_fts MATCH ? AND {where}" + (" LIMIT ?" if cap is not None else "")
+            )
+            args = [_fts_query([word]), *params, *([cap] if cap is not None else [])]
+            return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", args).fetchone()[0])
+
+        def capped(words: Sequence[str], common: int) -> dict[str, int]:
+            bound = vocab(words)
+            if whole:
+                return bound
+            return {w: (n if n < common else scoped(w, common)) for w, n in bound.items()}
+
+        def exact(words: Sequence[str]) -> dict[str, int]:
+            return vocab(words) if whole else {w: scoped(w, None) for w in words}
+
+        return terms_policy.choose(terms, self._scope_size(scope, whole), capped, exact)
+
+    def _scope_size(self, scope: AgentScope, whole: bool) -> int:
+        """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
+        key = None if whole else scope.visible_agents()
+
+        def count() -> int:
+            where, params = _scope_sql(scope, use_index=True) if not whole else _scope_sql(AgentScope("system"))
+            return int(self._reader().execute(f"SELECT COUNT(*) FROM fragments f WHERE {where}", params).fetchone()[0])
+
+        return self._sizes.get(key, count)
 
     def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
-        terms = self._selective_terms(terms) if terms else []
+        terms = self._selective_terms(scope, terms) if terms else []
         if not terms:
             return []
         where, params = _scope_sql(scope)
@@ -803,30 +831,20 @@ class SQLiteStore:
         return [Hit(rows[i][0], float(sims[i])) for i in order]
 
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
-        """Buffer access statistics; they are flushed in batches (and on close)."""
-        stamp = ts(at)
-        with self._access_lock:
-            for fid in ids:
-                count, _ = self._pending_access.get(fid, (0, stamp))
-                self._pending_access[fid] = (count + 1, stamp)
-            due = len(self._pending_access) >= ACCESS_FLUSH_SIZE or time.monotonic() - self._last_flush > ACCESS_FLUSH_SECONDS
-        if due:
-            self.flush_access()
+        """Buffer access statistics; they are written in batches (storage/access.py)."""
+        self._access.record(ids, at)
 
     def flush_access(self) -> None:
-        """Write the buffered access statistics. Returns once every access recorded before the
-        call is stored, even one a concurrent flush took (views then read settled counts)."""
-        with self._flush_lock:
-            with self._access_lock:
-                pending, self._pending_access = self._pending_access, {}
-                self._last_flush = time.monotonic()
-            if not pending:
-                return
-            with self._tx() as conn:
-                conn.executemany(
-                    "UPDATE fragments SET access_count = access_count + ?, accessed_at = MAX(COALESCE(accessed_at, ''), ?) WHERE id = ?",
-                    [(count, stamp, fid) for fid, (count, stamp) in pending.items()],
-                )
+        """Write the buffered access statistics now (views and consolidation read settled counts)."""
+        self._access.flush()
+
+    def _write_access(self, pending: Pending) -> Pending:
+        with self._tx() as conn:
+            conn.executemany(
+                "UPDATE fragments SET access_count = access_count + ?, accessed_at = MAX(COALESCE(accessed_at, ''), ?) WHERE id = ?",
+                [(count, ts(at), fid) for fid, (count, at) in pending.items()],
+            )
+        return {}
 
     # ------------------------------------------------------------ embeddings
 
@@ -959,6 +977,7 @@ class SQLiteStore:
         were inserted. Fragments get their full-text and keyword entries and their vectors."""
         _bulk_table(table)
         inserted = 0
+        self._agents.clear()
         with self._tx() as conn:  # vector indexes catch up through the change log
             for row in rows:
                 if table == "fragments":
