@@ -250,18 +250,11 @@ def test_reflect_creates_typed_fragments_and_task_feedback(service: MemoryServic
     assert recall_ids(service, ctx, text="pgbouncer transaction mode")[0] == result["fragments"][1]["id"]
 
 
-def tool_feedback_row(app: Any, backend: str, feedback_id: int) -> Any:
-    """The stored row; the SQLite store has no read method for it, so the test reads the table."""
-    if backend == "sqlite":
-        return app.store._reader().execute("SELECT * FROM tool_feedback WHERE id = ?", (feedback_id,)).fetchone()
-    return app.store.tool_feedback(feedback_id)
-
-
-def test_tool_feedback_is_recorded(service: MemoryService, ctx: CallContext, app: Any, backend: str) -> None:
+def test_tool_feedback_is_recorded(service: MemoryService, ctx: CallContext, app: Any) -> None:
     result = service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=False, suggestion="more"), ctx)
-    row = tool_feedback_row(app, backend, result["id"])
-    assert row["tool_name"] == "recall" and row["sufficient"] == 0 and row["session_id"] == "session-1"
-    assert row["trigger_type"] == "voluntary"
+    row = app.store.tool_feedback(result["id"])
+    assert row["tool_name"] == "recall" and row["sufficient"] is False and row["session_id"] == "session-1"
+    assert row["trigger_type"] == "voluntary" and row["relevant"] is True and row["suggestion"] == "more"
 
 
 def test_graph_explore_follows_causal_edges(service: MemoryService, ctx: CallContext) -> None:

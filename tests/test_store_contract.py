@@ -299,3 +299,25 @@ def test_the_access_buffer_writes_in_the_background_and_keeps_what_it_could_not_
     assert keeping.pending() == ACCESS_FLUSH_SIZE  # a failed write loses no count
     with pytest.raises(RuntimeError):
         keeping.close()
+
+
+def test_the_capabilities_every_backend_provides(service: MemoryService, app: Any) -> None:
+    """App holds an AppStore: ping, size summary, reindexing, feedback reads and the migration log."""
+    from memento.storage.protocol import AppStore
+
+    store: AppStore = app.store
+    store.ping()
+    put(service, "capability probe", type_="error", importance=0.6)
+    put(service, "capability scratch", "bob", session="sess-cap")
+    summary = store.size_summary()
+    assert summary["working_memory"] == 1 and summary["agents"] == 2 and sum(summary["by_tier"].values()) == 1
+    assert store.clear_embeddings() == 2 and store.missing_embeddings(A, 10)
+    fid = store.add_tool_feedback("alice", {"tool_name": "recall", "relevant": False, "sufficient": True, "suggestion": "x",
+                                            "context": None, "session_id": None, "trigger_type": "sampled"}, NOW)
+    row = store.tool_feedback(fid)
+    assert row is not None and (row["tool_name"], row["relevant"], row["sufficient"], row["trigger_type"]) == ("recall", False, True, "sampled")
+    assert store.tool_feedback(fid + 1000) is None
+    store.add_task_feedback("alice", {"session_id": "s-cap", "overall_success": False, "tool_highlights": [],
+                                      "tool_pain_points": ["slow"]}, NOW)
+    assert [r["tool_pain_points"] for r in store.task_feedback("s-cap")] == [["slow"]]
+    assert "0004_shared_record.sql" in store.migrations()

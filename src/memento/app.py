@@ -12,12 +12,11 @@ from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
 from .service import MemoryService, utc_now
 from .settings import Settings
-from .storage.protocol import MaintenanceStore
+from .storage.protocol import AppStore, MaintenanceStore
 from .storage.sqlite import SQLiteStore
 from .storage.sqlite_maintenance import SQLiteMaintenance
 
 if TYPE_CHECKING:  # psycopg and redis are optional dependencies (the `postgres`, `redis` extras)
-    from .storage.postgres import PostgresStore
     from .storage.redis import RedisKeywordIndex
     from .storage.redis_bus import RedisBus
 
@@ -30,7 +29,7 @@ class App:
 
     settings: Settings
     service: MemoryService
-    store: SQLiteStore | PostgresStore
+    store: AppStore  # a protocol: faces never depend on the backend
     embedder: Embedder | None
     keyword_index: RedisKeywordIndex | None = None
     bus: RedisBus | None = None  # messages between replicas (Redis pub/sub), when Redis is enabled
@@ -83,7 +82,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     return App(settings=settings, service=service, store=store, embedder=chosen, keyword_index=keyword_index, bus=bus)
 
 
-def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[SQLiteStore | PostgresStore, MaintenanceStore]:
+def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[AppStore, MaintenanceStore]:
     """SQLite by default; PostgreSQL when DATABASE_URL is postgresql:// or POSTGRES_HOST is set."""
     model = embedder.name if embedder else None
     dimensions = embedder.dimensions if embedder else None

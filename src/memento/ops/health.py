@@ -38,22 +38,11 @@ def _iso(stamp: float | None) -> str | None:
     return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds") if stamp is not None else None
 
 
-def _ping(store: Any) -> None:
-    ping = getattr(store, "ping", None)
-    if callable(ping):
-        ping()
-        return
-    from memento.models import AgentScope
-    from memento.storage.protocol import SearchFilter
-
-    store.count(AgentScope("system"), SearchFilter())  # a backend without ping(): any real read
-
-
 async def check_database(app: App) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         with anyio.fail_after(DATABASE_TIMEOUT_S):
-            await anyio.to_thread.run_sync(_ping, app.store, abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(app.store.ping, abandon_on_cancel=True)
     except TimeoutError:
         return {"status": "down", "backend": app.settings.backend, "error": f"no answer within {DATABASE_TIMEOUT_S:g}s"}
     except Exception as exc:  # noqa: BLE001 - any failure of the query is an outage

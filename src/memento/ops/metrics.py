@@ -158,10 +158,8 @@ class _ScrapeCollector(Collector):
             return
         up = GaugeMetricFamily("memento_database_up", "1 when the database answered a query at scrape time.")
         try:
-            ping = getattr(service.store, "ping", None)
-            if callable(ping):
-                ping()
-            size = store_size(service.store)
+            service.store.ping()
+            size = service.store.size_summary()
         except Exception as exc:  # noqa: BLE001 - a scrape must answer even with the database down
             log.warning("database unavailable for metrics: %s", type(exc).__name__)
             up.add_metric([], 0)
@@ -179,18 +177,6 @@ class _ScrapeCollector(Collector):
         agents = GaugeMetricFamily("memento_agents", "Agents owning at least one fragment.")
         agents.add_metric([], size["agents"])
         yield agents
-
-
-def store_size(store: Any) -> dict[str, Any]:
-    """Fragments per tier, working memory and agent count: the store's `size_summary()`,
-    or (a backend without it) its `stats()` over every agent."""
-    summary = getattr(store, "size_summary", None)
-    if callable(summary):
-        return dict(summary())
-    from memento.models import AgentScope
-
-    stats = store.stats(AgentScope("system"))
-    return {"by_tier": dict(stats["by_tier"]), "working_memory": int(stats["working_memory"]), "agents": 0}
 
 
 # ---------------------------------------------------------------- per-app state and hooks

@@ -250,6 +250,23 @@ class PostgresStore:
         with self._tx(SYSTEM) as cur:
             cur.execute("SELECT 1")
 
+    def size_summary(self) -> dict[str, Any]:
+        """Fragments per TTL tier (working memory apart) and the number of agents, for metrics."""
+        with self._tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT ttl_tier, session_id IS NOT NULL AS working, COUNT(*) AS n FROM agent_memory.fragments GROUP BY 1, 2"
+            )
+            by_tier = {t.value: 0 for t in TTLTier}
+            working = 0
+            for r in cur.fetchall():
+                if r["working"]:
+                    working += int(r["n"])
+                else:
+                    by_tier[str(r["ttl_tier"])] = by_tier.get(str(r["ttl_tier"]), 0) + int(r["n"])
+            cur.execute("SELECT COUNT(DISTINCT agent_id) AS n FROM agent_memory.fragments")
+            row = cur.fetchone()
+            return {"by_tier": by_tier, "working_memory": working, "agents": int(row["n"]) if row else 0}
+
     def migrations(self) -> list[str]:
         with self._tx(SYSTEM) as cur:
             cur.execute("SELECT name FROM agent_memory.schema_migrations ORDER BY name")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -262,3 +262,39 @@ class KeywordIndex(Protocol):
 
     def lookup(self, scope: AgentScope, keywords: Sequence[str]) -> list[str] | None: ...
     def discard(self, ids: Sequence[str]) -> None: ...
+
+
+# ---------------------------------------------------------------- capabilities beyond the service's needs
+
+
+class Pingable(Protocol):
+    def ping(self) -> None:
+        """One real round trip to the database (health checks); raises when it cannot answer."""
+        ...
+
+
+class SizeReporter(Protocol):
+    def size_summary(self) -> dict[str, Any]:
+        """Fragments per TTL tier (working memory apart), working memory and agent count (metrics)."""
+        ...
+
+
+class Reindexable(Protocol):
+    def clear_embeddings(self) -> int:
+        """Drop every stored vector (`memento reindex`); returns how many."""
+        ...
+
+
+class FeedbackReader(Protocol):
+    def task_feedback(self, session_id: str) -> list[dict[str, object]]: ...
+    def tool_feedback(self, feedback_id: int) -> dict[str, object] | None: ...
+
+
+class MigrationLog(Protocol):
+    def migrations(self) -> list[str]:
+        """The names of the applied schema migrations, in order."""
+        ...
+
+
+class AppStore(Store, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, Protocol):
+    """What the composition root holds and hands to the faces: every backend provides all of it."""

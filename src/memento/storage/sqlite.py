@@ -135,6 +135,7 @@ def _fts_query(terms: Sequence[str]) -> str:
 
 
 WAL_SWITCH_ATTEMPTS = 100
+PING_TIMEOUT_S = 2.0
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:
@@ -283,7 +284,7 @@ class SQLiteStore:
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (entry.name, ts(datetime.now(UTC))))
             log.info("applied migration %s", entry.name)
 
-    def ping(self, timeout_s: float = 2.0) -> None:
+    def ping(self, timeout_s: float = PING_TIMEOUT_S) -> None:
         """A real query on a fresh connection to the configured file (`/health`); raises when the
         database cannot be reached. A fresh connection, because the long-lived ones keep working
         on an open file descriptor after the file or its volume is gone."""
@@ -895,8 +896,14 @@ class SQLiteStore:
             ).fetchone()[0])
 
     def task_feedback(self, session_id: str) -> list[dict[str, object]]:
-        rows = self._reader().execute("SELECT * FROM task_feedback WHERE session_id = ?", (session_id,)).fetchall()
-        return [dict(r) for r in rows]
+        """A session's task_feedback rows, oldest first, in plain Python values."""
+        rows = self._reader().execute("SELECT * FROM task_feedback WHERE session_id = ? ORDER BY id", (session_id,)).fetchall()
+        return [_export_row("task_feedback", dict(r)) for r in rows]
+
+    def tool_feedback(self, feedback_id: int) -> dict[str, object] | None:
+        """One tool_feedback row (for operators and tests), in plain Python values."""
+        row = self._reader().execute("SELECT * FROM tool_feedback WHERE id = ?", (feedback_id,)).fetchone()
+        return _export_row("tool_feedback", dict(row)) if row is not None else None
 
     def stats(self, scope: AgentScope) -> dict[str, object]:
         conn = self._reader()
