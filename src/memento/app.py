@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
+from .extras import require
 from .service import MemoryService, utc_now
 from .settings import Settings
 from .storage.protocol import AppStore, MaintenanceStore
@@ -62,6 +63,10 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     chosen: Embedder | None = build_embedder(settings) if embedder == "auto" else embedder  # type: ignore[assignment]
     if chosen is None:
         log.warning("no embedding provider: recall runs keyword-only (semantic search disabled)")
+    if settings.backend == "postgres":
+        require("postgres", "A PostgreSQL DATABASE_URL (or POSTGRES_HOST)")
+    if settings.redis_enabled:
+        require("redis", "REDIS_ENABLED=true")
     store, maintenance = _open_store(settings, chosen)
     keyword_index: RedisKeywordIndex | None = None
     bus: RedisBus | None = None

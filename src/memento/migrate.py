@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from .extras import require
 from .errors import InvalidArgument, MementoError, Unavailable
 from .storage.protocol import BULK_KEYS, BULK_TABLES, BulkStore
 from .storage.sqlite import SQLiteStore
@@ -92,6 +93,7 @@ def parse_url(url: str) -> Endpoint:
             raise InvalidArgument(f"no file in {url!r}: use sqlite:///path/to/memento.db")
         return Endpoint(url, "sqlite", path=Path(rest).expanduser())
     if url.startswith(("postgresql://", "postgres://")):
+        require("postgres", "memento migrate with a PostgreSQL URL")
         return Endpoint(url, "postgres", dsn=url)
     scheme = url.split("://", 1)[0] if "://" in url else url
     raise InvalidArgument(f"unknown scheme in {scheme!r}: use sqlite:///path or postgresql://user@host/db")

@@ -19,6 +19,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ..errors import Unavailable
+
 log = logging.getLogger(__name__)
 
 MIGRATION_LOCK = 0x6D656D656E746F  # pg_advisory_xact_lock key: "memento"
@@ -52,6 +54,8 @@ def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = N
                 "CREATE TABLE agent_memory.schema_migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT NOW())"
             )
         applied = {r[0] for r in conn.execute("SELECT name FROM agent_memory.schema_migrations")}
+        if any(name not in applied for name, _ in _migration_files()):
+            _ensure_vector(conn)
         for name, text in _migration_files():
             if name not in applied:
                 conn.execute(text.encode())
@@ -72,6 +76,29 @@ def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = N
     for name in ran:
         log.info("applied migration %s", name)
     return ran
+
+
+def _ensure_vector(conn: psycopg.Connection[Any]) -> None:
+    """pgvector's extension, created when this role may; otherwise stop with the one SQL line the
+    operator must run (CREATE EXTENSION needs a superuser: pgvector is not a trusted extension)."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+        return
+    where = conn.execute("SELECT current_database(), current_user").fetchone()
+    database, role = (where[0], where[1]) if where else ("?", "?")
+    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+        raise Unavailable(
+            f"the PostgreSQL server has no pgvector extension to install (package postgresql-<version>-pgvector);"
+            f" install it on the server, then run in database {database} as a superuser: CREATE EXTENSION vector;"
+        )
+    try:
+        with conn.transaction():  # a savepoint: a refusal leaves the migration's transaction usable
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise Unavailable(
+            f"the pgvector extension is not enabled in database {database} and role {role} may not create it;"
+            f" run once, as a superuser in database {database}: CREATE EXTENSION vector;"
+        ) from exc
+    log.info("created the vector extension in database %s", database)
 
 
 def _column_dimensions(conn: psycopg.Connection[Any]) -> int | None:
