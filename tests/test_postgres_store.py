@@ -21,9 +21,9 @@ from memento.settings import Settings
 from memento.storage.postgres_maintenance import PostgresMaintenance
 from memento.storage.protocol import SearchFilter
 
-from pg_harness import APP_ROLE, PostgresServer, connect
+from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 
-pytest.importorskip("psycopg")
+psycopg = postgres_module("psycopg")
 
 
 @pytest.fixture
@@ -135,7 +135,6 @@ def test_korean_particles_and_english_stems_match_in_full_text(pg_app: App) -> N
 
 
 def test_the_application_role_cannot_change_the_schema(pg_app: App, postgres_server: PostgresServer) -> None:
-    psycopg = pytest.importorskip("psycopg")
     with connect(postgres_server.app_dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("DROP TABLE agent_memory.fragments")
