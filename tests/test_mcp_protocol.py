@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mcp_helpers import TOOL_NAMES
 
 from memento.app import App
 from memento.mcp import jsonrpc, versions
@@ -22,21 +23,6 @@ from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
 both_backends = pytest.mark.backends("sqlite", "postgres+redis")
-
-TOOL_NAMES = {
-    "remember",
-    "recall",
-    "forget",
-    "link",
-    "amend",
-    "reflect",
-    "context",
-    "tool_feedback",
-    "memory_stats",
-    "memory_consolidate",
-    "graph_explore",
-}
-
 
 @pytest.fixture
 def anyio_backend() -> str:
