@@ -183,7 +183,7 @@ def two_apps(tmp_path: Any, redis_server: RedisServer) -> Iterator[tuple[Any, An
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_task_started_on_one_replica_is_polled_awaited_and_cancelled_through_another(
-    two_apps: tuple[Any, Any], anyio_backend: str
+    two_apps: tuple[Any, Any], anyio_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import anyio
     from mcp_fakes import FakeContext, FakeHub, FakeSession
@@ -241,7 +241,7 @@ async def test_a_task_started_on_one_replica_is_polled_awaited_and_cancelled_thr
                 polled_twice.set()
             return load(tid)
 
-        there.board.load = counting_load  # type: ignore[method-assign]
+        monkeypatch.setattr(there.board, "load", counting_load)
         with anyio.fail_after(10):
             await polled_twice.wait()
         assert not results  # still awaiting the result

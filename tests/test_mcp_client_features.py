@@ -29,7 +29,7 @@ from memento.models import CallContext, FragmentType, RememberInput
 from memento.settings import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres+redis")]
-ELICIT = {"elicitation": {}}
+ELICIT: dict[str, Any] = {"elicitation": {}}
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ async def _served_surface(settings: Settings) -> dict[str, set[str]]:
             for request_id in range(2, 100):  # pages, bounded
                 reply = await server.handle({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
                                             session, sink)
-                assert reply is not None and "result" in reply, reply
+                assert isinstance(reply, dict) and "result" in reply, reply
                 names |= {str(item[field]) for item in reply["result"][key]}
                 if not reply["result"].get("nextCursor"):
                     return names
@@ -127,7 +127,7 @@ async def _served_surface(settings: Settings) -> dict[str, set[str]]:
         init = await server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
             session, sink)
-        assert init is not None and "result" in init, init
+        assert isinstance(init, dict) and "result" in init, init
         await server.handle({"jsonrpc": "2.0", "method": "notifications/initialized"}, session, sink)
         return {
             "tools": await listed("tools/list", "tools", "name"),

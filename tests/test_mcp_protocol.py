@@ -48,7 +48,7 @@ class Peer:
         if params is not None:
             message["params"] = params
         reply = await self.server.handle(message, self.session)
-        assert reply is not None and reply["id"] == self.next_id
+        assert isinstance(reply, dict) and reply["id"] == self.next_id  # one message, one response
         return reply
 
     async def initialize(self, version: str = versions.LATEST) -> dict[str, Any]:
@@ -172,7 +172,7 @@ async def test_notifications_and_responses_get_no_reply(server: McpServer) -> No
 )
 async def test_malformed_envelopes_are_invalid_requests(server: McpServer, message: Any) -> None:
     reply = await server.handle(message, server.create_session())
-    assert reply is not None and reply["error"]["code"] == jsonrpc.INVALID_REQUEST
+    assert isinstance(reply, dict) and reply["error"]["code"] == jsonrpc.INVALID_REQUEST
 
 
 def test_malformed_json_is_a_parse_error() -> None:
