@@ -22,6 +22,22 @@ from runtime_env import runtime_python
 
 TIMEOUT_S = 30.0
 
+# The public contract: the tools every server serves (conformance fixtures off). Hard-coded on
+# purpose, not derived from memento.mcp.tools, so that renaming or dropping a tool fails a test.
+TOOL_NAMES = {
+    "remember",
+    "recall",
+    "forget",
+    "link",
+    "amend",
+    "reflect",
+    "context",
+    "tool_feedback",
+    "memory_stats",
+    "memory_consolidate",
+    "graph_explore",
+}
+
 
 class _ServeCommand(Sequence[str]):
     """`python -m memento serve` from the runtime-only environment (tests/runtime_env.py), so

@@ -20,12 +20,14 @@ the application connects as, so row-level security really applies. Each test sta
 tables (TRUNCATE, a few milliseconds) rather than a fresh database. `stop()` and `start()` shut
 the server down and bring it back on the same port with the same data (fault tests).
 
-When PostgreSQL cannot start, its tests are skipped, unless MEMENTO_REQUIRE_POSTGRES=1, which
-turns that into a failure.
+When PostgreSQL cannot start, or a PostgreSQL module (psycopg, ...) is missing, its tests are
+skipped, unless MEMENTO_REQUIRE_POSTGRES=1, which turns that into a failure. Test modules import
+such modules with `postgres_module("psycopg")`, not `pytest.importorskip`.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import pwd
@@ -36,7 +38,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -44,6 +46,32 @@ DATABASE = "memento_test"
 OWNER = "memento_owner"
 APP_ROLE = "memento_app"
 TABLES = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback")
+
+
+REQUIRE_ENV = "MEMENTO_REQUIRE_POSTGRES"
+
+
+def postgres_required() -> bool:
+    """MEMENTO_REQUIRE_POSTGRES=1 (CI): a PostgreSQL test that cannot run is a failure, not a skip."""
+    return os.environ.get(REQUIRE_ENV) == "1"
+
+
+def postgres_unavailable(reason: str, cause: BaseException | None = None) -> NoReturn:
+    """Skip for `reason`; when PostgreSQL is required, fail instead (re-raising `cause` if any,
+    so its traceback shows)."""
+    if postgres_required():
+        if cause is not None:
+            raise cause
+        pytest.fail(f"{reason} ({REQUIRE_ENV}=1)", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)  # also from a test module's top level
+
+
+def postgres_module(name: str) -> Any:
+    """`pytest.importorskip(name)` for the PostgreSQL tests' modules, honouring MEMENTO_REQUIRE_POSTGRES."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        postgres_unavailable(f"could not import {name!r}: {exc}", exc)
 
 
 @dataclass
@@ -219,18 +247,13 @@ def _stop(started: _Started) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """The session's PostgreSQL server (skips, or fails with MEMENTO_REQUIRE_POSTGRES=1)."""
+    """The session's PostgreSQL server (skips, or raises with MEMENTO_REQUIRE_POSTGRES=1)."""
+    for name in ("pgvector", "psycopg", "psycopg_pool"):
+        postgres_module(name)
     try:
-        import pgvector  # noqa: F401
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-
         started, server = _start()
-    except Exception as exc:  # any reason at all means "no PostgreSQL here"
-        message = f"PostgreSQL could not be started: {exc}"
-        if os.environ.get("MEMENTO_REQUIRE_POSTGRES") == "1":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    except Exception as exc:  # without the requirement, any reason at all means "no PostgreSQL here"
+        postgres_unavailable(f"PostgreSQL could not be started: {exc}", exc)
     try:
         yield server
     finally:

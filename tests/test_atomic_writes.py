@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pysqlite3.dbapi2 as sqlite3
 import pytest
@@ -16,6 +16,13 @@ from memento.service import MemoryService
 from memento.settings import Settings
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
+@runtime_checkable
+class TaskFeedbackReader(Protocol):
+    """The stores' read-back of reflect's task feedback, which is outside the Store protocol."""
+
+    def task_feedback(self, session_id: str) -> list[dict[str, object]]: ...
 
 SQLITE_TRIGGER = "CREATE TRIGGER injected_fault BEFORE {event} ON fragments WHEN {when} BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
 PG_FUNCTION = (
@@ -74,7 +81,9 @@ def test_a_reflect_that_fails_half_way_stores_none_of_its_fragments(
     with fault(settings, request, "INSERT", "NEW.content LIKE '%BOOM%'"), pytest.raises(Exception):
         service.reflect(inp, ctx)
     assert contents(service, ctx) == set()
-    assert service.store.task_feedback("unspecified") == []
+    store = service.store
+    assert isinstance(store, TaskFeedbackReader)  # both stores have it; the Store protocol does not
+    assert store.task_feedback("unspecified") == []
     # and without the fault, the same reflect stores all of it
     result = service.reflect(inp, ctx)
     assert result["count"] == 3 and len(contents(service, ctx)) == 3

@@ -52,11 +52,13 @@ def test_events_resume_in_order_per_stream_from_any_store(client: Any) -> None:
 def test_events_fall_back_to_memory_while_redis_is_down(client: Any, redis_server: RedisServer) -> None:  # noqa: F811
     store = RedisEventStore(client, ttl_s=60)
     redis_server.stop()
-    first = store.append("s1", "standalone", None)
-    second = store.append("s1", "standalone", {"jsonrpc": "2.0", "method": "notifications/message", "params": {}})
-    assert store.stream_of("s1", first) == "standalone"
-    assert [e.id for e in store.after("s1", "standalone", first)] == [second]
-    redis_server.start()
+    try:
+        first = store.append("s1", "standalone", None)
+        second = store.append("s1", "standalone", {"jsonrpc": "2.0", "method": "notifications/message", "params": {}})
+        assert store.stream_of("s1", first) == "standalone"
+        assert [e.id for e in store.after("s1", "standalone", first)] == [second]
+    finally:  # the fixture's server is shared by the rest of the test: never leave it down
+        redis_server.start()
 
 
 class FakeBus:
@@ -110,9 +112,29 @@ def test_a_session_saved_by_one_replica_is_continued_by_another(client: Any) -> 
 
 
 def test_a_session_record_expires_after_the_ttl_unless_touched(client: Any) -> None:
-    directory = RedisSessionDirectory(client, FakeBus("a"), ttl_s=60)
-    directory.register(Session(id="sid-2"))
-    assert 0 < client.ttl("memento:mcp:session:sid-2") <= 60
+    ttl_s = 2
+    directory = RedisSessionDirectory(client, FakeBus("a"), ttl_s=ttl_s, touch_every_s=0.1)
+    touched, left = Session(id="sid-touched"), Session(id="sid-left")
+    directory.register(touched)
+    directory.register(left)
+    registered = time.monotonic()
+    assert 0 < client.ttl("memento:mcp:session:sid-left") <= ttl_s
+
+    # Touch one (an unchanged sync refreshes the expiry) and not the other, until the other is
+    # gone and the touched one has outlived its first ttl twice over.
+    deadline = registered + 10 * ttl_s
+    while directory.alive("sid-left") or time.monotonic() - registered < 2 * ttl_s:
+        assert time.monotonic() < deadline, "the untouched record never expired"
+        directory.sync(touched)
+        assert directory.alive("sid-touched"), "a touched record expired"
+        time.sleep(0.05)  # the polling step, not a timing assertion
+    assert directory.load("sid-left") is None
+    assert directory.load("sid-touched") is not None
+
+    # Once nobody touches it, the touched record expires too.
+    while directory.alive("sid-touched"):
+        assert time.monotonic() < deadline + 10 * ttl_s, "the record outlived its ttl without touches"
+        time.sleep(0.05)
 
 
 def test_the_bus_carries_changes_between_replicas_but_not_back_to_the_sender(client: Any, redis_server: RedisServer) -> None:  # noqa: F811
@@ -161,7 +183,7 @@ def two_apps(tmp_path: Any, redis_server: RedisServer) -> Iterator[tuple[Any, An
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_task_started_on_one_replica_is_polled_awaited_and_cancelled_through_another(
-    two_apps: tuple[Any, Any], anyio_backend: str
+    two_apps: tuple[Any, Any], anyio_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import anyio
     from mcp_fakes import FakeContext, FakeHub, FakeSession
@@ -205,8 +227,26 @@ async def test_a_task_started_on_one_replica_is_polled_awaited_and_cancelled_thr
             results.append(await call(there, on_b, "tasks/result", taskId=task_id))
 
         group.start_soon(wait_result)
-        await anyio.sleep(0.2)
-        assert not results  # still running on A
+        # B does not run the task: its tasks/result polls the shared record. Wait until it has
+        # read that record twice (so it saw "working" and went on waiting), then check that it
+        # is still pending and that the task is still working on both replicas.
+        assert there.board is not None
+        polls: list[str] = []
+        polled_twice = anyio.Event()
+        load = there.board.load
+
+        def counting_load(tid: str) -> dict[str, Any] | None:
+            polls.append(tid)
+            if len(polls) >= 2:
+                polled_twice.set()
+            return load(tid)
+
+        monkeypatch.setattr(there.board, "load", counting_load)
+        with anyio.fail_after(10):
+            await polled_twice.wait()
+        assert not results  # still awaiting the result
+        assert (await call(here, on_a, "tasks/get", taskId=task_id))["status"] == "working"
+        assert (await call(there, on_b, "tasks/get", taskId=task_id))["status"] == "working"
         released.set()
     assert results[0]["content"][0]["text"] == "consolidated"
     assert results[0]["_meta"][RELATED_TASK] == {"taskId": task_id}

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from memento.factory import (
-    FragmentFactory, TokenCounter, content_hash, infer_ttl, new_fragment_id, redact_pii, truncate,
+    FragmentFactory, TokenCounter, content_hash, infer_ttl, new_fragment_id, truncate,
 )
+from memento.redaction import redact_pii
 from memento.models import FragmentType, TTLTier
 from memento.analysis import extract_keywords
 

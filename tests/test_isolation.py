@@ -25,9 +25,10 @@ from urllib.parse import unquote
 
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client  # its defining module (__all__)
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import PromptReference, ResourceTemplateReference
+from mcp_types import PromptReference, ResourceTemplateReference, TextResourceContents
 
 from conftest import StoreEnv
 from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
@@ -453,7 +454,9 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
         data(await a.call_tool("memory_consolidate", {}))
 
     async with connect(server, OPERATOR_KEY) as op:
-        tier = json.loads((await op.read_resource(f"memory://fragments/{stale}")).contents[0].text)["ttl_tier"]
+        contents = (await op.read_resource(f"memory://fragments/{stale}")).contents[0]
+        assert isinstance(contents, TextResourceContents)
+        tier = json.loads(contents.text)["ttl_tier"]
         if not writes:
             assert await snapshot(op) == pool_before  # not one byte of the pool changed
             assert tier == "warm"

@@ -22,11 +22,12 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 def remember(service: MemoryService, content: str, **kw: object) -> str:
     payload = {"topic": "t", "type": "fact", **kw, "content": content}
-    return service.remember(RememberInput.model_validate(payload), CallContext())["id"]
+    return str(service.remember(RememberInput.model_validate(payload), CallContext())["id"])
 
 
 def tiers(service: MemoryService) -> dict[str, int]:
-    return service.memory_stats(MemoryStatsInput(), CallContext())["by_tier"]
+    by_tier: dict[str, int] = service.memory_stats(MemoryStatsInput(), CallContext())["by_tier"]
+    return by_tier
 
 
 def consolidate(service: MemoryService) -> dict[str, object]:

@@ -3,23 +3,33 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcp_fakes import FakeContext, FakeHub, FakeSession
-from memento.app import App
+from memento.app import App, build_app
 from memento.errors import Unavailable
 from memento.mcp.client_features import confirm_forget, sample
-from memento.mcp.fixtures import FIXTURE_TOOLS_BY_NAME, install
+from memento.mcp.fixtures import (
+    FIXTURE_PROMPTS,
+    FIXTURE_RESOURCES,
+    FIXTURE_TEMPLATES,
+    FIXTURE_TOOLS,
+    FIXTURE_TOOLS_BY_NAME,
+    install,
+)
 from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.prompts import PromptsFeature
+from memento.mcp.registry import default_features
 from memento.mcp.resources import ResourcesFeature
+from memento.mcp.server import McpServer
 from memento.models import CallContext, FragmentType, RememberInput
 from memento.settings import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres+redis")]
-ELICIT = {"elicitation": {}}
+ELICIT: dict[str, Any] = {"elicitation": {}}
 
 
 @pytest.fixture
@@ -90,11 +100,70 @@ async def test_sample_without_the_capability_is_unavailable() -> None:
         await sample(FakeContext(FakeSession("s1")), "hi")
 
 
-def test_fixtures_are_off_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+async def _served_surface(settings: Settings) -> dict[str, set[str]]:
+    """The names a client discovers on a server built as every transport builds it."""
+    built = build_app(settings)
+    try:
+        server = McpServer(built, features=default_features(built.settings))
+        session = server.create_session()
+        sink_messages: list[dict[str, Any]] = []
+
+        async def sink(message: dict[str, Any]) -> None:
+            sink_messages.append(message)
+
+        async def listed(method: str, key: str, field: str) -> set[str]:
+            names: set[str] = set()
+            params: dict[str, Any] = {}
+            for request_id in range(2, 100):  # pages, bounded
+                reply = await server.handle({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
+                                            session, sink)
+                assert isinstance(reply, dict) and "result" in reply, reply
+                names |= {str(item[field]) for item in reply["result"][key]}
+                if not reply["result"].get("nextCursor"):
+                    return names
+                params = {"cursor": reply["result"]["nextCursor"]}
+            raise AssertionError(f"{method} kept paging")
+
+        init = await server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+            session, sink)
+        assert isinstance(init, dict) and "result" in init, init
+        await server.handle({"jsonrpc": "2.0", "method": "notifications/initialized"}, session, sink)
+        return {
+            "tools": await listed("tools/list", "tools", "name"),
+            "resources": await listed("resources/list", "resources", "uri"),
+            "templates": await listed("resources/templates/list", "resourceTemplates", "uriTemplate"),
+            "prompts": await listed("prompts/list", "prompts", "name"),
+        }
+    finally:
+        built.close()
+
+
+async def test_fixtures_are_off_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fixtures = {
+        "tools": {t.name for t in FIXTURE_TOOLS},
+        "resources": {r.uri for r in FIXTURE_RESOURCES},
+        "templates": {t.uri_template for t in FIXTURE_TEMPLATES},
+        "prompts": {p.name for p in FIXTURE_PROMPTS},
+    }
+    assert all(fixtures.values())
+    store = {"DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}", "EMBEDDING_PROVIDER": "hash"}
+
     monkeypatch.delenv("MEMENTO_CONFORMANCE_FIXTURES", raising=False)
     assert Settings().conformance_fixtures is False
+    off = await _served_surface(Settings(**store))  # type: ignore[arg-type]
+    assert off["tools"] and off["resources"] and off["prompts"]  # the real surface is there
+    for kind, names in fixtures.items():
+        assert not names & off[kind], f"conformance fixture {kind} served by default"
+    assert not any(uri.startswith("test://") for uri in off["resources"] | off["templates"])
+    assert not any(name.startswith("test_") for name in off["tools"] | off["prompts"])
+
     monkeypatch.setenv("MEMENTO_CONFORMANCE_FIXTURES", "1")
     assert Settings().conformance_fixtures is True
+    on = await _served_surface(Settings(**store))  # type: ignore[arg-type]
+    for kind, names in fixtures.items():
+        assert names <= on[kind], f"conformance fixture {kind} missing when enabled"
+    assert off["tools"] <= on["tools"] and off["prompts"] <= on["prompts"]  # in addition to the real surface
 
 
 async def test_fixture_tools_answer_as_the_suite_expects() -> None:

@@ -22,28 +22,13 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, TextContent
 
 from conftest import StoreEnv
-from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, assert_backend, start_http_server
+from mcp_helpers import SERVE, TIMEOUT_S, TOOL_NAMES, HttpServer, assert_backend, start_http_server
 from mcp_helpers import server_env as helper_env
 from memento.app import build_app
 from memento.models import CallContext, MemoryStatsInput
 from memento.settings import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-TOOL_NAMES = {
-    "remember",
-    "recall",
-    "forget",
-    "link",
-    "amend",
-    "reflect",
-    "context",
-    "tool_feedback",
-    "memory_stats",
-    "memory_consolidate",
-    "graph_explore",
-}
-
 
 @pytest.fixture
 def anyio_backend() -> str:

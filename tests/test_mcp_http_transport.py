@@ -282,22 +282,22 @@ async def test_batches_over_http_only_for_2025_03_26(app: App) -> None:
 
 async def test_official_client_gets_progress_and_logs(app: App) -> None:
     logs: list[Any] = []
-    progress: list[tuple[float, float | None, str | None]] = []
+    reported: list[tuple[float, float | None, str | None]] = []
     got_log = anyio.Event()
 
     async def on_log(params: Any) -> None:
         logs.append(params)
         got_log.set()
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
 
     async with serving(app) as base:
         async with Client(base + "/mcp", read_timeout_seconds=TIMEOUT_S, logging_callback=on_log) as client:
             result = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
             assert result.is_error is False
-            assert len(progress) >= 2 and progress[-1][0] == progress[-1][1]
-            assert [p[0] for p in progress] == sorted(p[0] for p in progress)
+            assert len(reported) >= 2 and reported[-1][0] == reported[-1][1]
+            assert [p[0] for p in reported] == sorted(p[0] for p in reported)
             assert logs == []  # tool-call logs are debug; the default level is info
             with warnings.catch_warnings():  # deprecated only from 2026-07-28, not for this session
                 warnings.simplefilter("ignore", MCPDeprecationWarning)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mcp_helpers import TOOL_NAMES
 
 from memento.app import App
 from memento.mcp import jsonrpc, versions
@@ -22,21 +23,6 @@ from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
 both_backends = pytest.mark.backends("sqlite", "postgres+redis")
-
-TOOL_NAMES = {
-    "remember",
-    "recall",
-    "forget",
-    "link",
-    "amend",
-    "reflect",
-    "context",
-    "tool_feedback",
-    "memory_stats",
-    "memory_consolidate",
-    "graph_explore",
-}
-
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -62,7 +48,7 @@ class Peer:
         if params is not None:
             message["params"] = params
         reply = await self.server.handle(message, self.session)
-        assert reply is not None and reply["id"] == self.next_id
+        assert isinstance(reply, dict) and reply["id"] == self.next_id  # one message, one response
         return reply
 
     async def initialize(self, version: str = versions.LATEST) -> dict[str, Any]:
@@ -186,7 +172,7 @@ async def test_notifications_and_responses_get_no_reply(server: McpServer) -> No
 )
 async def test_malformed_envelopes_are_invalid_requests(server: McpServer, message: Any) -> None:
     reply = await server.handle(message, server.create_session())
-    assert reply is not None and reply["error"]["code"] == jsonrpc.INVALID_REQUEST
+    assert isinstance(reply, dict) and reply["error"]["code"] == jsonrpc.INVALID_REQUEST
 
 
 def test_malformed_json_is_a_parse_error() -> None:

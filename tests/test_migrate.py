@@ -21,7 +21,7 @@ from memento.models import (
     AgentScope, AmendInput, CallContext, LinkInput, RecallInput, ReflectInput, RememberInput, ToolFeedbackInput,
 )
 from memento.settings import Settings
-from memento.storage.protocol import BULK_TABLES, SearchFilter
+from memento.storage.protocol import BULK_TABLES, BulkStore, SearchFilter
 from memento.storage.sqlite import SQLiteStore
 
 from pg_harness import APP_ROLE, PostgresServer
@@ -195,7 +195,7 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
         app.close()
 
 
-def _crash_after(monkeypatch: pytest.MonkeyPatch, cls: type, calls: int) -> None:
+def _crash_after(monkeypatch: pytest.MonkeyPatch, cls: type[BulkStore], calls: int) -> None:
     original = cls.import_rows
     seen = {"n": 0}
 
@@ -215,6 +215,7 @@ def test_interrupted_copy_resumes_without_duplicates_and_a_rerun_changes_nothing
 ) -> None:
     clock = Clock()
     src = sqlite_url(build_source(tmp_path / "src.db", clock))
+    cls: type[BulkStore]
     if target == "postgres":
         from memento.storage.postgres import PostgresStore
 

@@ -128,14 +128,14 @@ async def test_official_client_authorises_and_calls_tools(server: HttpServer) ->
     assert "may use agent e2e-agent (read-write)" in log
 
     # Revocation (a form post, like consent and /token) ends the grant.
-    client = {"client_id": storage.client.client_id}
+    credentials = {"client_id": storage.client.client_id}
     if storage.client.client_secret:
-        client["client_secret"] = storage.client.client_secret
+        credentials["client_secret"] = storage.client.client_secret
     revoked = httpx.post(server.url + "/revoke", data={
-        "token": storage.tokens.refresh_token, "token_type_hint": "refresh_token", **client,
+        "token": storage.tokens.refresh_token, "token_type_hint": "refresh_token", **credentials,
     })
     assert revoked.status_code == 200, revoked.text
     refused = httpx.post(server.url + "/token", data={
-        "grant_type": "refresh_token", "refresh_token": storage.tokens.refresh_token, **client,
+        "grant_type": "refresh_token", "refresh_token": storage.tokens.refresh_token, **credentials,
     })
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text

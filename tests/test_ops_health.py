@@ -186,7 +186,7 @@ async def test_idle_sessions_expire_after_session_ttl(app: App) -> None:
 
 OPERATOR_KEY = "health-operator-key-0123456789"
 AGENT_KEY = "health-agent-key-0123456789ab"
-KEYED = {
+KEYED: dict[str, Any] = {  # environment-style values, parsed by Settings
     "MEMENTO_ACCESS_KEY": OPERATOR_KEY,
     "MEMENTO_KEYS": '[{"name": "a", "key": "%s", "agent": "agent-a", "access": "read-write"}]' % AGENT_KEY,
 }

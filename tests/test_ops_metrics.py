@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -143,7 +144,7 @@ OPERATOR_KEY = "metrics-operator-key-0123456789"
 AGENT_KEY = "metrics-agent-key-0123456789ab"
 
 
-def _keyed_app(folder: Path, **settings: str) -> App:
+def _keyed_app(folder: Path, **settings: Any) -> App:  # environment-style values, parsed by Settings
     keys = '[{"name": "a", "key": "%s", "agent": "agent-a", "access": "read-write"}]' % AGENT_KEY
     return build_app(Settings(DATABASE_URL=f"sqlite:///{folder / 'm.db'}", EMBEDDING_PROVIDER="hash",
                               MEMENTO_ACCESS_KEY=OPERATOR_KEY, MEMENTO_KEYS=keys, **settings))

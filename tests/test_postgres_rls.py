@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pg_harness import APP_ROLE, PostgresServer, connect
+from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = postgres_module("psycopg")
 
 ROWS = {"frag-a": "agent-a", "frag-b": "agent-b", "frag-d": "default"}
 

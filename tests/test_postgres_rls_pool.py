@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pg_harness import APP_ROLE, PostgresServer, connect
+from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = postgres_module("psycopg")
 
 ROWS = {  # id: (agent, anchored, session)
     "frag-a": ("agent-a", False, None),

@@ -18,12 +18,13 @@ from memento.embeddings.hashing import HashEmbedder
 from memento.errors import Unavailable
 from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, RecallInput, RememberInput
 from memento.settings import Settings
+from memento.storage.postgres import PostgresStore
 from memento.storage.postgres_maintenance import PostgresMaintenance
 from memento.storage.protocol import SearchFilter
 
-from pg_harness import APP_ROLE, PostgresServer, connect
+from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 
-pytest.importorskip("psycopg")
+psycopg = postgres_module("psycopg")
 
 
 @pytest.fixture
@@ -135,7 +136,6 @@ def test_korean_particles_and_english_stems_match_in_full_text(pg_app: App) -> N
 
 
 def test_the_application_role_cannot_change_the_schema(pg_app: App, postgres_server: PostgresServer) -> None:
-    psycopg = pytest.importorskip("psycopg")
     with connect(postgres_server.app_dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("DROP TABLE agent_memory.fragments")
@@ -185,11 +185,13 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
     service.amend(AmendInput(id=ids["default"][0], content="shared words amended", keywords=["shared"]), CallContext())
     service.forget(ForgetInput(id=mine[5], force=True), ctx)
     service.forget(ForgetInput(topic="ops", force=True), CallContext(agent_id="agent-b"))
+    assert isinstance(pg_app.store, PostgresStore)
     PostgresMaintenance(pg_app.store).decay_importance(AgentScope("agent-a"), 0.9, 100, 2.0, datetime.now(UTC) + timedelta(days=1))
 
     assert as_system(postgres_server, STALE_TERMS) == []
     assert as_system(postgres_server, STALE_KEYWORDS) == []
-    assert as_system(postgres_server, "SELECT COUNT(*) FROM agent_memory.fragment_terms")[0][0] > 0
+    (count,), = as_system(postgres_server, "SELECT COUNT(*) FROM agent_memory.fragment_terms")
+    assert isinstance(count, int) and count > 0
 
 
 def test_stored_term_shares_add_up_to_ts_rank(pg_app: App, postgres_server: PostgresServer) -> None:
@@ -200,7 +202,7 @@ def test_stored_term_shares_add_up_to_ts_rank(pg_app: App, postgres_server: Post
         SELECT MAX(ABS(ts_rank('{0, 0, 0.3, 1}', f.search, q.q, 1)
                - (SELECT COALESCE(SUM(t.rank), 0) FROM agent_memory.fragment_terms t WHERE t.seq = f.seq AND t.term IN ('index', 'databas')) / 2))
         FROM agent_memory.fragments f, (SELECT CAST('''index'' | ''databas''' AS tsquery) AS q) q""")[0][0]
-    assert worst < 1e-6
+    assert isinstance(worst, float) and worst < 1e-6
 
 
 def test_the_search_tables_answer_under_row_level_security_through_their_indexes(pg_app: App, postgres_server: PostgresServer) -> None:

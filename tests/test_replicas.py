@@ -14,8 +14,9 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -38,22 +39,26 @@ def replica_env(postgres: PostgresServer, redis: RedisServer, **extra: str) -> d
     }
 
 
+@contextmanager
+def two_replicas(env: dict[str, str], folder: Path) -> Iterator[tuple[HttpServer, HttpServer]]:
+    """Replicas A and B with the settings `env` (logs in `folder`), stopped afterwards."""
+    a = start_http_server(env, folder / "a.log")
+    try:
+        b = start_http_server(env, folder / "b.log")
+        try:
+            yield a, b
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+
+
 @pytest.fixture
 def replicas(
     tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
 ) -> Iterator[tuple[HttpServer, HttpServer]]:
-    env = replica_env(postgres_server, redis_server)
-    a = start_http_server(env, tmp_path / "a.log")
-    try:
-        b = start_http_server(env, tmp_path / "b.log")
-    except BaseException:
-        a.stop()
-        raise
-    try:
-        yield a, b
-    finally:
-        b.stop()
-        a.stop()
+    with two_replicas(replica_env(postgres_server, redis_server), tmp_path) as pair:
+        yield pair
 
 
 class Client:
@@ -98,6 +103,12 @@ class Client:
 
     def close(self) -> None:
         self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _last_message(reply: httpx.Response) -> dict[str, Any]:
@@ -161,8 +172,7 @@ def test_a_session_moves_between_replicas_and_writes_reach_subscribers_everywher
     replicas: tuple[HttpServer, HttpServer],
 ) -> None:
     a, b = replicas
-    client, writer = Client(), Client()
-    try:
+    with Client() as client, Client() as writer:
         client.initialize(a)
         # The session started on A continues on B: B has never seen it.
         tools = client.call(b, "tools/list", {})
@@ -184,15 +194,11 @@ def test_a_session_moves_between_replicas_and_writes_reach_subscribers_everywher
         found = client.tool(a, "recall", {"text": "when does the billing deploy run", "keywords": ["billing"]})
         assert stored["id"] in [f["id"] for f in found["fragments"]]
         listener.stop()
-    finally:
-        client.close()
-        writer.close()
 
 
 def test_notification_stream_resumes_on_the_other_replica(replicas: tuple[HttpServer, HttpServer]) -> None:
     a, b = replicas
-    client, writer = Client(), Client()
-    try:
+    with Client() as client, Client() as writer:
         client.initialize(a)
         client.call(a, "resources/subscribe", {"uri": "memory://topics/incidents"})
         on_a = Listener(client, a)
@@ -214,15 +220,11 @@ def test_notification_stream_resumes_on_the_other_replica(replicas: tuple[HttpSe
         writer.tool(a, "remember", {"content": "Incident 43: DNS.", "topic": "incidents", "type": "error"})
         on_b.next("notifications/resources/updated", "memory://topics/incidents")
         on_b.stop()
-    finally:
-        client.close()
-        writer.close()
 
 
 def test_a_session_ended_on_one_replica_is_gone_on_both(replicas: tuple[HttpServer, HttpServer]) -> None:
     a, b = replicas
-    client = Client()
-    try:
+    with Client() as client:
         client.initialize(a)
         client.tool(b, "remember", {"content": "Scratch note for this session only.", "scope": "session", "topic": "scratch", "type": "fact"})
         context = client.tool(a, "context", {})
@@ -231,8 +233,6 @@ def test_a_session_ended_on_one_replica_is_gone_on_both(replicas: tuple[HttpServ
         for server in (a, b):
             reply = client.request(server, "tools/list", {})
             assert reply.status_code == 404, (server.url, reply.text)
-    finally:
-        client.close()
 
 
 def test_one_credential_cannot_use_another_credentials_session_through_another_replica(
@@ -242,10 +242,7 @@ def test_one_credential_cannot_use_another_credentials_session_through_another_r
             {"name": "alice", "key": "alice-key-0123456789abcdef", "agent": "alice", "access": "read-write"},
             {"name": "bob", "key": "bob-key-0123456789abcdef01", "agent": "bob", "access": "read-write"},
         ]))
-    a = start_http_server(env, tmp_path / "a.log")
-    b = start_http_server(env, tmp_path / "b.log")
-    alice, bob = Client(), Client()
-    try:
+    with two_replicas(env, tmp_path) as (a, b), Client() as alice, Client() as bob:
         alice.http.headers["Authorization"] = "Bearer alice-key-0123456789abcdef"
         bob.http.headers["Authorization"] = "Bearer bob-key-0123456789abcdef01"
         alice.initialize(a)
@@ -256,19 +253,13 @@ def test_one_credential_cannot_use_another_credentials_session_through_another_r
         # The session is still Alice's, on both replicas, and sees only Alice's memory.
         found = alice.tool(a, "recall", {"text": "private note", "topic": "private"})
         assert [f["content"] for f in found["fragments"]] == ["Alice's private note."]
-    finally:
-        alice.close()
-        bob.close()
-        b.stop()
-        a.stop()
 
 
 def test_replicas_keep_serving_while_redis_is_down_and_share_again_after(
     replicas: tuple[HttpServer, HttpServer], redis_server: RedisServer  # noqa: F811
 ) -> None:
     a, b = replicas
-    client, late = Client(), Client()
-    try:
+    with Client() as client, Client() as late:
         client.initialize(a)
         client.call(b, "tools/list", {})  # B holds a copy of the session from now on
         redis_server.stop()
@@ -297,15 +288,11 @@ def test_replicas_keep_serving_while_redis_is_down_and_share_again_after(
             except AssertionError:
                 assert time.monotonic() < deadline + WAIT_S, "notifications never crossed replicas again"
         listener.stop()
-    finally:
-        client.close()
-        late.close()
 
 
 def test_a_task_started_on_one_replica_is_followed_on_the_other(replicas: tuple[HttpServer, HttpServer]) -> None:
     a, b = replicas
-    client = Client()
-    try:
+    with Client() as client:
         client.initialize(a)
         created = client.call(a, "tools/call", {"name": "memory_consolidate", "arguments": {}, "task": {"ttl": 60000}})
         task_id = created["task"]["taskId"]
@@ -313,14 +300,11 @@ def test_a_task_started_on_one_replica_is_followed_on_the_other(replicas: tuple[
         assert result["isError"] is False and "structuredContent" in result
         assert client.call(b, "tasks/get", {"taskId": task_id})["status"] == "completed"
         assert [t["taskId"] for t in client.call(b, "tasks/list", {})["tasks"]] == [task_id]
-    finally:
-        client.close()
 
 
 def test_a_replica_shutting_down_leaves_its_sessions_to_the_others(replicas: tuple[HttpServer, HttpServer]) -> None:
     a, b = replicas
-    client = Client()
-    try:
+    with Client() as client:
         client.initialize(a)
         client.tool(a, "remember", {"content": "Halfway through the migration plan.", "scope": "session",
                                     "topic": "plan", "type": "fact"})
@@ -328,16 +312,13 @@ def test_a_replica_shutting_down_leaves_its_sessions_to_the_others(replicas: tup
         # The session and its working memory live on: B continues it.
         context = client.tool(b, "context", {})
         assert [f["content"] for f in context["workingMemory"]] == ["Halfway through the migration plan."]
-    finally:
-        client.close()
 
 
 def test_a_fresh_stream_on_another_replica_does_not_replay_what_was_delivered(
     replicas: tuple[HttpServer, HttpServer],
 ) -> None:
     a, b = replicas
-    client, writer = Client(), Client()
-    try:
+    with Client() as client, Client() as writer:
         client.initialize(a)
         client.call(a, "resources/subscribe", {"uri": "memory://topics/builds"})
         on_a = Listener(client, a)
@@ -352,9 +333,6 @@ def test_a_fresh_stream_on_another_replica_does_not_replay_what_was_delivered(
         on_b.next("notifications/resources/list_changed")
         assert on_b.events.empty()  # nothing from before the stream opened came along
         on_b.stop()
-    finally:
-        client.close()
-        writer.close()
 
 
 def test_a_tool_call_stream_resumes_on_the_other_replica_while_the_call_still_runs(
@@ -363,10 +341,7 @@ def test_a_tool_call_stream_resumes_on_the_other_replica_while_the_call_still_ru
     # SEP-1699: the server closes the POST stream mid-call; the client resumes it with
     # Last-Event-ID, here on the replica that is not running the call.
     env = replica_env(postgres_server, redis_server, MEMENTO_CONFORMANCE_FIXTURES="1")
-    a = start_http_server(env, tmp_path / "a.log")
-    b = start_http_server(env, tmp_path / "b.log")
-    client = Client()
-    try:
+    with two_replicas(env, tmp_path) as (a, b), Client() as client:
         client.initialize(a)
         reply = client.request(a, "tools/call", {"name": "test_reconnection", "arguments": {}})
         assert reply.headers["content-type"].startswith("text/event-stream")
@@ -378,7 +353,3 @@ def test_a_tool_call_stream_resumes_on_the_other_replica_while_the_call_still_ru
             messages = [json.loads(line[5:]) for line in resumed.iter_lines() if line.startswith("data:") and line[5:].strip()]
         assert [m.get("id") for m in messages if "result" in m] == [1]
         assert "Reconnection test completed" in messages[-1]["result"]["content"][0]["text"]
-    finally:
-        client.close()
-        b.stop()
-        a.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) -> str:
     payload = {"topic": "general", "type": "fact", **kw, "content": content}
-    return service.remember(RememberInput.model_validate(payload), ctx)["id"]
+    return str(service.remember(RememberInput.model_validate(payload), ctx)["id"])
 
 
 def recall_ids(service: MemoryService, ctx: CallContext, **kw: Any) -> list[str]:
@@ -313,14 +314,15 @@ def test_a_read_only_credential_can_search_but_not_write(service: MemoryService)
     fid = remember(service, writer, "read-only keys may still recall this")
     assert recall_ids(service, reader, text="recall this")[0] == fid
     assert service.context(ContextInput(), reader)["coreMemory"] == []
-    for call in (
+    calls: list[Callable[[], object]] = [
         lambda: service.remember(RememberInput(content="nope", topic="t", type="fact"), reader),
         lambda: service.forget(ForgetInput(id=fid), reader),
         lambda: service.amend(AmendInput(id=fid, content="changed"), reader),
         lambda: service.link(LinkInput(fromId=fid, toId=fid), reader),
         lambda: service.reflect(ReflectInput(summary="s"), reader),
         lambda: service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True), reader),
-    ):
+    ]
+    for call in calls:
         with pytest.raises(Forbidden):
             call()
     assert service.memory_stats(MemoryStatsInput(), reader)["total"] == 1

@@ -8,6 +8,7 @@ expunges only the owner's rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -68,7 +69,7 @@ def test_an_agent_never_reads_the_operators_working_memory(service: MemoryServic
 def test_a_foreign_session_id_is_refused_everywhere_and_changes_nothing(service: MemoryService) -> None:
     remember(service, AGENT_B, "B's scratch", scope="session", sessionId="b-task")
     before = everything(service)
-    attempts = [
+    attempts: list[Callable[[], object]] = [
         lambda: service.remember(RememberInput(content="planted", topic="t", type="fact", scope="session", sessionId="b-task"), AGENT_A),
         lambda: service.remember(RememberInput(content="planted", topic="t", type="fact", sessionId="b-task"), AGENT_A),
         lambda: service.recall(RecallInput(text="scratch", sessionId="b-task"), AGENT_A),

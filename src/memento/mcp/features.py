@@ -8,7 +8,7 @@ objects below — never through a transport.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -37,13 +37,25 @@ class SessionView(Protocol):
 
 
 class RequestContext(Protocol):
-    """One request being answered: its session, id, metadata and a channel back to the client."""
+    """One request being answered: its session, id, metadata and a channel back to the client.
 
-    session: SessionView
-    request_id: str | int
-    version: str
-    meta: dict[str, Any]  # params["_meta"], {} when absent
-    cancelled: anyio.Event  # set when notifications/cancelled names this request
+    The data members are read-only to a feature (properties here, so that an implementation
+    may hold a more specific session type, as the tests' fakes do)."""
+
+    @property
+    def session(self) -> SessionView: ...
+    @property
+    def request_id(self) -> str | int: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def meta(self) -> dict[str, Any]:
+        """params["_meta"], {} when absent."""
+        ...
+    @property
+    def cancelled(self) -> anyio.Event:
+        """Set when notifications/cancelled names this request."""
+        ...
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification related to this request (on its SSE stream when it has one)."""
@@ -83,9 +95,12 @@ NotificationHandler = Callable[[SessionView, dict[str, Any]], Awaitable[None]]
 class ServerHub(Protocol):
     """What a feature may ask of the core beyond one request."""
 
-    app: App
+    @property
+    def app(self) -> App: ...
 
-    def sessions(self) -> list[SessionView]: ...
+    def sessions(self) -> Sequence[SessionView]:
+        """The live sessions (a snapshot: a feature does not add or remove sessions)."""
+        ...
 
 
 class Feature(Protocol):
