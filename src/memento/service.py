@@ -23,22 +23,18 @@ from .models import (
     FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
     RecordFields, ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
 )
-from .retrieval.rank import Candidate, composite, fuse, prior, reason
-from .analysis import normalise_keyword, query_terms
+from .retrieval.recall import CANDIDATE_POOL, Recall  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .settings import Settings
-from .storage.protocol import FragmentChanges, Hit, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
+from .storage.protocol import FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LINK_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY, RelationType.RELATED)
 CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
 AMENDABLE = (
     "content", "topic", "keywords", "type", "importance", "isAnchor", "tags", "confidence", "context", "metadata",
     "expiresAt", "pinned", "memorySystem", "privacyScope",
 )
-CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
-L1_VERIFY_LIMIT = 5000  # L1 candidates checked against the store; more falls back to L2
 
 
 def utc_now() -> datetime:
@@ -60,12 +56,22 @@ class MemoryService:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.keyword_index = keyword_index
+        self._keyword_index = keyword_index
         self.embedder = embedder
         self.factory = factory or FragmentFactory()
         self.clock = clock
         self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock)
+        self.recaller = Recall(store, settings.memory, self._embed_query, self.search_mode, keyword_index)
         self._listeners: list[Callable[[ChangeEvent], None]] = []
+
+    @property
+    def keyword_index(self) -> KeywordIndex | None:
+        """The L1 keyword index recall consults (None: recall starts at the store's keyword tier)."""
+        return self._keyword_index
+
+    @keyword_index.setter
+    def keyword_index(self, index: KeywordIndex | None) -> None:
+        self._keyword_index = self.recaller.keyword_index = index
 
     # ------------------------------------------------------------ change events
 
@@ -312,140 +318,11 @@ class MemoryService:
         """recall with the query vector already computed (lets benchmarks time the store alone)."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        now = self.clock()
         filt = SearchFilter(
             topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id,
             tags_all=tuple(inp.tags or ()), tags_any=tuple(inp.tagsAny or ()), memory_system=inp.memorySystem,
         )
-        pool = max(CANDIDATE_POOL, inp.limit * 3)
-        keywords = [normalise_keyword(k) for k in inp.keywords or []]
-        tiers: dict[str, list[Hit]] = {}
-        semantic = "unused"
-        l1: int | str | None = None
-        if keywords:
-            from_l1, l1 = self._l1_keywords(scope, keywords, filt, pool)
-            tiers["keywords"] = from_l1 if from_l1 is not None else self.store.keyword_search(scope, keywords, filt, pool)
-        # Keywords alone escalate to the text and vector tiers only when they found nothing.
-        query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
-        if query:
-            tiers["text"] = self.store.text_search(scope, query_terms(query), filt, pool)
-            if vector is None and inp.text is None and keywords:
-                vector = self._embed_query(query)
-            if vector is not None:
-                semantic = "used"
-                exempt = {h.id for hits in tiers.values() for h in hits}
-                tiers["semantic"] = [
-                    h for h in self.store.vector_search(scope, vector, filt, pool)
-                    if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
-                ]
-            elif self.embedder is None:
-                semantic = "disabled (keyword-only mode)"
-            else:
-                semantic = "unavailable (embedding provider failed; keyword tiers only)"
-        if tiers:
-            ranked = self._rank_query(scope, tiers, now, inp.limit)
-        else:
-            ranked = self._rank_listing(scope, filt, now, inp.limit)
-        report: dict[str, Any] = {
-            "keywords": len(tiers.get("keywords", [])), "text": len(tiers.get("text", [])),
-            "semantic": len(tiers["semantic"]) if "semantic" in tiers else semantic,
-        }
-        if l1 is not None:
-            report["l1"] = l1
-        return self._assemble(scope, inp, ranked[: inp.limit], now, report)
-
-    def _l1_keywords(
-        self, scope: AgentScope, keywords: list[str], filt: SearchFilter, pool: int
-    ) -> tuple[list[Hit] | None, int | str | None]:
-        """The L1 tier (000 §4.1): the keyword index's intersection, checked against the store.
-
-        Returns (hits, report). hits is None when the store's keyword tier (L2) must answer:
-        no index, index unavailable, nothing found, too many candidates to check, or several
-        keywords with fewer full matches than the pool (L2 then adds the partial matches). So
-        the keyword tier's result is the same with and without L1.
-        """
-        if self.keyword_index is None:
-            return None, None
-        ids = self.keyword_index.lookup(scope, keywords)
-        if ids is None:
-            return None, "unavailable"
-        if not ids:
-            return None, "empty"
-        if len(ids) > L1_VERIFY_LIMIT:
-            return None, "too broad"
-        found = self.store.get_many(scope, ids)
-        present = {f.id for f in found}
-        stale = [i for i in ids if i not in present]
-        if stale:
-            self.keyword_index.discard(stale)  # deleted behind the index's back (e.g. consolidation)
-        matches = [f for f in found if filt.matches(f)]
-        distinct = len(set(keywords))
-        if not matches:
-            return None, "empty"
-        if distinct > 1 and len(matches) < pool:
-            return None, "insufficient"
-        matches.sort(key=lambda f: (f.importance, f.created_at), reverse=True)
-        return [Hit(f.id, float(distinct)) for f in matches[:pool]], len(matches)
-
-    def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> list[tuple[Fragment, Candidate, float]]:
-        cfg = self.settings.memory.ranking
-        cands = fuse(tiers, {"semantic": cfg.semanticWeight})
-        if not cands:
-            return []
-        features = self.store.rank_features(scope, list(cands))
-        best = max(c.relevance for c in cands.values())
-        scored = [(c, composite(c, features[c.id], best, now, cfg)) for c in cands.values() if c.id in features]
-        scored.sort(key=lambda t: -t[1])
-        top = scored[:limit]
-        fragments = {f.id: f for f in self.store.get_many(scope, [c.id for c, _ in top])}
-        return [(fragments[c.id], c, score) for c, score in top if c.id in fragments]
-
-    def _rank_listing(self, scope: AgentScope, filt: SearchFilter, now: datetime, limit: int) -> list[tuple[Fragment, Candidate, float]]:
-        """No query: newest first for small stores, the seed's composite rank above the threshold."""
-        cfg = self.settings.memory.ranking
-        total = self.store.count(scope, filt)
-        if total <= cfg.activationThreshold:
-            rows = self.store.recent(scope, filt, limit)
-            return [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
-        rows = self.store.list_fragments(scope, filt, max(limit * 5, 200))
-        scored = [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
-        scored.sort(key=lambda t: -t[2])
-        return scored
-
-    def _assemble(self, scope: AgentScope, inp: RecallInput, ranked: list[tuple[Fragment, Candidate, float]], now: datetime, tiers: dict[str, Any]) -> dict[str, Any]:
-        out: list[dict[str, Any]] = []
-        used, truncated = 0, False
-        for fragment, cand, score in ranked:
-            if used + fragment.estimated_tokens > inp.tokenBudget:
-                truncated = True
-                break
-            used += fragment.estimated_tokens
-            item = fragment.to_dict() | {"score": round(score, 4), "recall_reason": reason(cand), "matched": sorted(cand.matched)}
-            if cand.similarity is not None:
-                item["similarity"] = round(cand.similarity, 4)
-            out.append(item)
-        if inp.includeLinks and out and not truncated:
-            relations = (inp.linkRelationType,) if inp.linkRelationType else DEFAULT_LINK_RELATIONS
-            present = {i["id"] for i in out}
-            limit = self.settings.memory.linkedFragmentLimit
-            for link, neighbour in self.store.neighbours(scope, list(present), relations, limit * 3):
-                if neighbour.id in present or limit <= 0:
-                    continue
-                if used + neighbour.estimated_tokens > inp.tokenBudget:
-                    truncated = True
-                    break
-                used += neighbour.estimated_tokens
-                present.add(neighbour.id)
-                limit -= 1
-                out.append(neighbour.to_dict() | {
-                    "linked": True, "via": {"from": link.from_id, "to": link.to_id, "relation": link.relation_type.value},
-                    "recall_reason": f"linked ({link.relation_type.value}) to a recalled fragment",
-                })
-        self.store.record_access([i["id"] for i in out], now)
-        return {
-            "fragments": out, "count": len(out), "totalTokens": used, "tokenBudget": inp.tokenBudget,
-            "truncated": truncated, "tiers": tiers, "searchMode": self.search_mode(),
-        }
+        return self.recaller.run(scope, inp, filt, vector, self.clock())
 
     def context(self, inp: ContextInput, ctx: CallContext) -> dict[str, Any]:
         """Core memory (important fragments of the given types) plus the session's working memory."""

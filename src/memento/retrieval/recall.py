@@ -1,0 +1,172 @@
+"""The recall cascade of 000 §4 over the store protocol: the L1 keyword index (checked against the
+store), the keyword tier, full text and vectors; fused, ranked with the composite score, cut to the
+token budget, with linked neighbours appended. MemoryService decides who may see what (the
+scope and filter); this engine decides what comes back and in which order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..analysis import normalise_keyword, query_terms
+from ..models import AgentScope, Fragment, RecallInput, RelationType
+from ..settings import MemoryConfig
+from ..storage.protocol import Hit, KeywordIndex, SearchFilter, Store
+from .rank import Candidate, composite, fuse, prior, reason
+
+CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
+L1_VERIFY_LIMIT = 5000  # L1 candidates checked against the store; more falls back to L2
+DEFAULT_LINK_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY, RelationType.RELATED)
+
+Ranked = list[tuple[Fragment, Candidate, float]]
+
+
+class Recall:
+    """One recall: tiers, fusion, ranking and assembly within the budget."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: MemoryConfig,
+        embed_query: Callable[[str], np.ndarray | None],
+        search_mode: Callable[[], str],
+        keyword_index: KeywordIndex | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.embed_query = embed_query
+        self.search_mode = search_mode
+        self.keyword_index = keyword_index
+
+    def run(self, scope: AgentScope, inp: RecallInput, filt: SearchFilter, vector: np.ndarray | None, now: datetime) -> dict[str, Any]:
+        """Answer `inp` within `scope` and `filt`; `vector` is the query's embedding when there is one."""
+        pool = max(CANDIDATE_POOL, inp.limit * 3)
+        keywords = [normalise_keyword(k) for k in inp.keywords or []]
+        tiers: dict[str, list[Hit]] = {}
+        semantic = "unused"
+        l1: int | str | None = None
+        if keywords:
+            from_l1, l1 = self._l1_keywords(scope, keywords, filt, pool)
+            tiers["keywords"] = from_l1 if from_l1 is not None else self.store.keyword_search(scope, keywords, filt, pool)
+        # Keywords alone escalate to the text and vector tiers only when they found nothing.
+        query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
+        if query:
+            tiers["text"] = self.store.text_search(scope, query_terms(query), filt, pool)
+            if vector is None and inp.text is None and keywords:
+                vector = self.embed_query(query)
+            if vector is not None:
+                semantic = "used"
+                exempt = {h.id for hits in tiers.values() for h in hits}
+                tiers["semantic"] = [
+                    h for h in self.store.vector_search(scope, vector, filt, pool)
+                    if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
+                ]
+            elif self.search_mode() == "keyword-only":
+                semantic = "disabled (keyword-only mode)"
+            else:
+                semantic = "unavailable (embedding provider failed; keyword tiers only)"
+        ranked = self._rank_query(scope, tiers, now, inp.limit) if tiers else self._rank_listing(scope, filt, now, inp.limit)
+        report: dict[str, Any] = {
+            "keywords": len(tiers.get("keywords", [])), "text": len(tiers.get("text", [])),
+            "semantic": len(tiers["semantic"]) if "semantic" in tiers else semantic,
+        }
+        if l1 is not None:
+            report["l1"] = l1
+        return self._assemble(scope, inp, ranked[: inp.limit], now, report)
+
+    def _l1_keywords(
+        self, scope: AgentScope, keywords: list[str], filt: SearchFilter, pool: int
+    ) -> tuple[list[Hit] | None, int | str | None]:
+        """The L1 tier (000 §4.1): the keyword index's intersection, checked against the store.
+
+        Returns (hits, report). hits is None when the store's keyword tier (L2) must answer:
+        no index, index unavailable, nothing found, too many candidates to check, or several
+        keywords with fewer full matches than the pool (L2 then adds the partial matches). So
+        the keyword tier's result is the same with and without L1.
+        """
+        if self.keyword_index is None:
+            return None, None
+        ids = self.keyword_index.lookup(scope, keywords)
+        if ids is None:
+            return None, "unavailable"
+        if not ids:
+            return None, "empty"
+        if len(ids) > L1_VERIFY_LIMIT:
+            return None, "too broad"
+        found = self.store.get_many(scope, ids)
+        present = {f.id for f in found}
+        stale = [i for i in ids if i not in present]
+        if stale:
+            self.keyword_index.discard(stale)  # deleted behind the index's back (e.g. consolidation)
+        matches = [f for f in found if filt.matches(f)]
+        distinct = len(set(keywords))
+        if not matches:
+            return None, "empty"
+        if distinct > 1 and len(matches) < pool:
+            return None, "insufficient"
+        matches.sort(key=lambda f: (f.importance, f.created_at), reverse=True)
+        return [Hit(f.id, float(distinct)) for f in matches[:pool]], len(matches)
+
+    def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> Ranked:
+        cfg = self.config.ranking
+        cands = fuse(tiers, {"semantic": cfg.semanticWeight})
+        if not cands:
+            return []
+        features = self.store.rank_features(scope, list(cands))
+        best = max(c.relevance for c in cands.values())
+        scored = [(c, composite(c, features[c.id], best, now, cfg)) for c in cands.values() if c.id in features]
+        scored.sort(key=lambda t: -t[1])
+        top = scored[:limit]
+        fragments = {f.id: f for f in self.store.get_many(scope, [c.id for c, _ in top])}
+        return [(fragments[c.id], c, score) for c, score in top if c.id in fragments]
+
+    def _rank_listing(self, scope: AgentScope, filt: SearchFilter, now: datetime, limit: int) -> Ranked:
+        """No query: newest first for small stores, the seed's composite rank above the threshold."""
+        cfg = self.config.ranking
+        total = self.store.count(scope, filt)
+        if total <= cfg.activationThreshold:
+            rows = self.store.recent(scope, filt, limit)
+            return [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
+        rows = self.store.list_fragments(scope, filt, max(limit * 5, 200))
+        scored = [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
+        scored.sort(key=lambda t: -t[2])
+        return scored
+
+    def _assemble(self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: dict[str, Any]) -> dict[str, Any]:
+        out: list[dict[str, Any]] = []
+        used, truncated = 0, False
+        for fragment, cand, score in ranked:
+            if used + fragment.estimated_tokens > inp.tokenBudget:
+                truncated = True
+                break
+            used += fragment.estimated_tokens
+            item = fragment.to_dict() | {"score": round(score, 4), "recall_reason": reason(cand), "matched": sorted(cand.matched)}
+            if cand.similarity is not None:
+                item["similarity"] = round(cand.similarity, 4)
+            out.append(item)
+        if inp.includeLinks and out and not truncated:
+            relations = (inp.linkRelationType,) if inp.linkRelationType else DEFAULT_LINK_RELATIONS
+            present = {i["id"] for i in out}
+            limit = self.config.linkedFragmentLimit
+            for link, neighbour in self.store.neighbours(scope, list(present), relations, limit * 3):
+                if neighbour.id in present or limit <= 0:
+                    continue
+                if used + neighbour.estimated_tokens > inp.tokenBudget:
+                    truncated = True
+                    break
+                used += neighbour.estimated_tokens
+                present.add(neighbour.id)
+                limit -= 1
+                out.append(neighbour.to_dict() | {
+                    "linked": True, "via": {"from": link.from_id, "to": link.to_id, "relation": link.relation_type.value},
+                    "recall_reason": f"linked ({link.relation_type.value}) to a recalled fragment",
+                })
+        self.store.record_access([i["id"] for i in out], now)
+        return {
+            "fragments": out, "count": len(out), "totalTokens": used, "tokenBudget": inp.tokenBudget,
+            "truncated": truncated, "tiers": tiers, "searchMode": self.search_mode(),
+        }
