@@ -561,7 +561,8 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
     store: EventStore | None = None
     directory: SessionDirectory | None = None
     if app.bus is not None:  # Redis: any replica can serve any session
-        from memento.mcp.cluster import CHANNEL, Guarded, RedisEventStore, RedisSessionDirectory
+        from memento.mcp.cluster import CHANNEL, RedisSessionDirectory
+        from memento.mcp.cluster_store import Guarded, RedisEventStore
         from memento.storage.redis import connect
 
         # Called on the event loop, so a sick Redis must answer (or fail) fast.
