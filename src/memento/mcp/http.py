@@ -238,18 +238,7 @@ class McpHttp:
             return JSONResponse(exc.to_response(), status_code=400)
 
         if isinstance(message, jsonrpc.Request) and message.method == "initialize":
-            if not await self.make_room():
-                return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many sessions")
-            session = self.server.create_session(principal=principal)
-            session.send = self.replicas.sender(session)
-            reply = await self.server.handle(value, session)
-            assert isinstance(reply, dict)
-            if "error" in reply:
-                await self.server.close_session(session.id)  # a failed handshake keeps no session
-                return JSONResponse(reply)
-            self.directory.register(session)
-            return JSONResponse(reply, headers={"Mcp-Session-Id": session.id})
-
+            return await self._initialize(value, principal)
         found = self._session(request, principal)
         if isinstance(found, Response):
             return found
@@ -267,6 +256,20 @@ class McpHttp:
             return self.gate.forbidden(request, "Forbidden: this token lacks the memory:write scope")
         streamed = sse_q == json_q and self._streams(session, message)
         return await self._answer(session, value, prefer_sse=sse_q > json_q or streamed)
+
+    async def _initialize(self, value: Any, principal: Principal) -> Response:
+        """Start a session with an `initialize` request; its id goes back in `Mcp-Session-Id`."""
+        if not await self.make_room():
+            return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many sessions")
+        session = self.server.create_session(principal=principal)
+        session.send = self.replicas.sender(session)
+        reply = await self.server.handle(value, session)
+        assert isinstance(reply, dict)
+        if "error" in reply:
+            await self.server.close_session(session.id)  # a failed handshake keeps no session
+            return JSONResponse(reply)
+        self.directory.register(session)
+        return JSONResponse(reply, headers={"Mcp-Session-Id": session.id})
 
     def _writes(self, request: jsonrpc.Request) -> bool:
         """Whether the request calls a memory tool that changes memory (not read-only)."""
