@@ -14,10 +14,7 @@ token endpoint, revocation and verification), over `oauth_protocol` (scopes, err
 and `oauth_urls`. This is the protocol logic, free of HTTP; `oauth_http` puts it on routes and
 `oauth_pages` draws the consent page. Tokens are opaque random strings kept as SHA-256
 digests in an `OAuthStore`: in this process by default, in Redis (shared by every replica) with
-REDIS_ENABLED; see `oauth_store` and `oauth_redis`.
-
-Scopes: `memory:read` (search, recall, context) and `memory:write` (everything else an agent
-may do). A grant without `memory:write` is read-only.
+REDIS_ENABLED; see `oauth_store` and `oauth_redis`. The scopes are described in `oauth_protocol`.
 """
 
 from __future__ import annotations
