@@ -1,4 +1,4 @@
-"""The Redis-backed pieces that let replicas share MCP sessions (mcp/cluster.py, storage/redis_bus.py)."""
+"""The Redis-backed pieces that let replicas share MCP sessions (mcp/cluster.py, mcp/cluster_store.py, storage/redis_bus.py)."""
 
 from __future__ import annotations
 

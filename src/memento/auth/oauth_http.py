@@ -29,18 +29,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 
 from . import oauth_pages
-from .oauth import (
-    MAX_KEY_ATTEMPTS,
-    OAuthError,
-    OAuthServer,
-    RateLimited,
-    RedirectError,
-    Refused,
-    agent_error,
-    endpoints,
-    oauth_server,
-    suggested_agent,
-)
+from .oauth import OAuthServer, endpoints, oauth_server
+from .oauth_consent import MAX_KEY_ATTEMPTS, agent_error, suggested_agent
+from .oauth_protocol import OAuthError, RateLimited, RedirectError, Refused
 from .oauth_store import OAuthStoreUnavailable
 
 if TYPE_CHECKING:

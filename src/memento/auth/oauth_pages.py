@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlsplit
 
-from .oauth import WRITE
+from .oauth_protocol import WRITE
 from .oauth_store import Client, PendingAuthorization
 
 _STYLE = """

@@ -18,38 +18,29 @@ HTTP+SSE transport (2024-11-05) lives in `sse_legacy` and shares this app.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import Any
 
-import anyio
-import anyio.to_thread
-import uvicorn
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from memento.auth.keys import describe
 from memento.auth.principal import Principal
-from memento.auth.registry import token_verifiers
-from memento.mcp import http_extras, jsonrpc, versions
-from memento.mcp.cluster import LocalDirectory, SessionDirectory, apply_snapshot, snapshot
+from memento.mcp import jsonrpc, versions
+from memento.mcp.cluster import LocalDirectory, SessionDirectory
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
-from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure, owns, rpc_error
+from memento.mcp.http_app import create_http_app, serve_http  # re-exported: their old home
+from memento.mcp.http_gate import HttpGate, owns, rpc_error
 from memento.mcp.http_json import JSONResponse  # total: always valid JSON
-from memento.mcp.http_limits import RequestLimits, header_timeout_protocol
+from memento.mcp.http_negotiation import accepts
+from memento.mcp.http_replicas import Replicas, answers
 from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
-from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
-from memento.mcp.sse_streams import END, RETRY_MS, STANDALONE, Cut, SseResponse, Stream, Streams
+from memento.mcp.sse_streams import END, STANDALONE, Cut, SseResponse, Stream, Streams
 
-if TYPE_CHECKING:
-    from memento.app import App
+__all__ = ["McpHttp", "create_http_app", "serve_http"]
 
 log = logging.getLogger(__name__)
 
@@ -61,48 +52,6 @@ STREAMED_METHODS = frozenset({"tools/call"})
 """Requests answered as a (primed, resumable) SSE stream from 2025-11-25 even when they send
 nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
 they send related messages; `initialize` is always JSON."""
-FOLLOW_S = 30.0  # how long a replica relays a POST stream another replica is still answering
-FOLLOW_POLL_S = 0.1
-
-
-def _answers(message: dict[str, Any] | None) -> bool:
-    """Whether an event is the response that ends a POST stream."""
-    return message is not None and "method" not in message and ("result" in message or "error" in message)
-
-
-def _media_ranges(request: Request) -> dict[str, float] | None:
-    """Accept's media ranges and their q-values; None when the header is absent."""
-    header = request.headers.get("accept")
-    if not header:
-        return None
-    ranges: dict[str, float] = {}
-    for part in header.split(","):
-        kind, *parameters = (item.strip() for item in part.split(";"))
-        q = 1.0
-        for parameter in parameters:
-            name, _, value = parameter.partition("=")
-            if name.strip().lower() == "q":
-                with contextlib.suppress(ValueError):
-                    q = float(value)
-        if kind:
-            ranges[kind.lower()] = max(q, ranges.get(kind.lower(), 0.0))
-    return ranges
-
-
-def _quality(ranges: dict[str, float] | None, media_type: str) -> float:
-    if ranges is None:
-        return 1.0  # no Accept header accepts anything
-    major = media_type.split("/")[0]
-    for candidate in (media_type, f"{major}/*", "*/*"):
-        if candidate in ranges:
-            return ranges[candidate]
-    return 0.0
-
-
-def _accepts(request: Request) -> tuple[float, float]:
-    """How much the client wants (JSON, SSE), as q-values; 0 means not acceptable."""
-    ranges = _media_ranges(request)
-    return _quality(ranges, "application/json"), _quality(ranges, "text/event-stream")
 
 
 class McpHttp:
@@ -126,6 +75,7 @@ class McpHttp:
         self.store: EventStore = event_store if event_store is not None else MemoryEventStore()
         self.directory: SessionDirectory = directory if directory is not None else LocalDirectory()
         self.streams = Streams(self.store, queue_limit=queue_limit)
+        self.replicas = Replicas(server, self.streams, self.store, self.directory, closing=lambda: self._closing)
         self._stream_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
@@ -151,17 +101,6 @@ class McpHttp:
         if self.legacy is not None:
             self.legacy.close_all()
 
-    # ------------------------------------------------------------------ delivery
-
-    def _standalone_sender(self, session: Session) -> Callable[[dict[str, Any]], Awaitable[None]]:
-        async def send(message: dict[str, Any]) -> None:
-            if self.server.session_table.get(session.id) is not session:
-                return
-            if session.delivers or not self.directory.forward(session.id, "send", message):
-                self.streams.publish(self.streams.standalone(session.id), message)
-
-        return send
-
     # ------------------------------------------------------------------ other replicas
 
     def on_replica_message(self, payload: dict[str, Any]) -> None:
@@ -170,54 +109,15 @@ class McpHttp:
         if loop is None or loop.is_closed():
             return
         try:
-            loop.call_soon_threadsafe(self._replica_message, payload)
+            loop.call_soon_threadsafe(self.replicas.handle, payload)
         except RuntimeError:  # the loop closed meanwhile
             pass
-
-    def _replica_message(self, payload: dict[str, Any]) -> None:
-        session = self.server.session_table.get(str(payload.get("id")))
-        if session is None:
-            return
-        op = payload.get("op")
-        message = payload.get("message")
-        if op == "claimed":  # the client's notification stream moved to another replica
-            session.delivers = payload.get("home") == self.directory.replica_id
-            stream = self.streams.live.get((session.id, STANDALONE))
-            if not session.delivers and stream is not None and stream.subscriber is not None:
-                stream.subscriber.put_nowait(END)
-        elif op == "changed":
-            fresh = self.directory.load(session.id)
-            if fresh is not None:
-                apply_snapshot(session, snapshot(fresh))
-                session.delivers = fresh.delivers
-        elif op == "closed":  # ended through another replica (which expunged working memory)
-            self._evict(session.id)
-        elif op == "send" and session.delivers and isinstance(message, dict):
-            self.streams.publish(self.streams.standalone(session.id), message)
-        elif op == "response" and isinstance(message, dict):
-            try:
-                parsed = jsonrpc.parse_message(message)
-            except JsonRpcError:
-                return
-            if isinstance(parsed, jsonrpc.Response):
-                session.resolve(parsed)
-
-    def _evict(self, session_id: str) -> None:
-        """Drop this replica's copy of a session (it lives on, or ended, elsewhere)."""
-        self.streams.end_session(session_id, keep_events=True)
-        forget = getattr(self.store, "forget_local", None)
-        if forget is not None:
-            forget(session_id)
-        forget = getattr(self.directory, "forget_local", None)
-        if forget is not None:
-            forget(session_id)
-        self.server.evict_session(session_id)
 
     async def close_all(self) -> None:
         """Shutdown: end the sessions only this process knows; leave shared ones to the others."""
         for sid in list(self.server.session_table):
             if self.directory.alive(sid):
-                self._evict(sid)
+                self.replicas.evict(sid)
             else:
                 await self.server.close_session(sid)
 
@@ -264,7 +164,7 @@ class McpHttp:
         # An open GET stream refreshes its session on every keepalive, so it never expires here.
         for sid in self.server.idle_sessions(self.session_ttl_s):
             if self.directory.alive(sid):  # idle here, still in use through another replica
-                self._evict(sid)
+                self.replicas.evict(sid)
                 continue
             await self._end_session(sid)
 
@@ -302,7 +202,7 @@ class McpHttp:
             )
         session = self.server.session_table.get(session_id)
         if session is None:
-            session = self._adopt(session_id)
+            session = self.replicas.adopt(session_id)
         if session is not None and not owns(session, principal):
             # Another credential's session: as unknown as a session that never existed.
             log.warning("refused %s the session of another credential", describe(principal))
@@ -315,19 +215,8 @@ class McpHttp:
             return rpc_error(400, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
         return session
 
-    def _adopt(self, session_id: str) -> Session | None:
-        """A session another replica started, when the shared directory knows it."""
-        shared = self.directory.load(session_id)
-        if shared is None:
-            return None
-        session = self.server.adopt_session(shared)
-        if session is shared:
-            session.send = self._standalone_sender(session)
-            log.info("continuing session %s started on another replica", session_id)
-        return session
-
     async def _post(self, request: Request, principal: Principal) -> Response:
-        json_q, sse_q = _accepts(request)
+        json_q, sse_q = accepts(request)
         if json_q <= 0 or sse_q <= 0:
             return rpc_error(
                 406,
@@ -349,18 +238,7 @@ class McpHttp:
             return JSONResponse(exc.to_response(), status_code=400)
 
         if isinstance(message, jsonrpc.Request) and message.method == "initialize":
-            if not await self.make_room():
-                return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many sessions")
-            session = self.server.create_session(principal=principal)
-            session.send = self._standalone_sender(session)
-            reply = await self.server.handle(value, session)
-            assert isinstance(reply, dict)
-            if "error" in reply:
-                await self.server.close_session(session.id)  # a failed handshake keeps no session
-                return JSONResponse(reply)
-            self.directory.register(session)
-            return JSONResponse(reply, headers={"Mcp-Session-Id": session.id})
-
+            return await self._initialize(value, principal)
         found = self._session(request, principal)
         if isinstance(found, Response):
             return found
@@ -378,6 +256,20 @@ class McpHttp:
             return self.gate.forbidden(request, "Forbidden: this token lacks the memory:write scope")
         streamed = sse_q == json_q and self._streams(session, message)
         return await self._answer(session, value, prefer_sse=sse_q > json_q or streamed)
+
+    async def _initialize(self, value: Any, principal: Principal) -> Response:
+        """Start a session with an `initialize` request; its id goes back in `Mcp-Session-Id`."""
+        if not await self.make_room():
+            return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many sessions")
+        session = self.server.create_session(principal=principal)
+        session.send = self.replicas.sender(session)
+        reply = await self.server.handle(value, session)
+        assert isinstance(reply, dict)
+        if "error" in reply:
+            await self.server.close_session(session.id)  # a failed handshake keeps no session
+            return JSONResponse(reply)
+        self.directory.register(session)
+        return JSONResponse(reply, headers={"Mcp-Session-Id": session.id})
 
     def _writes(self, request: jsonrpc.Request) -> bool:
         """Whether the request calls a memory tool that changes memory (not read-only)."""
@@ -465,7 +357,7 @@ class McpHttp:
         return JSONResponse(replies)
 
     async def _get(self, request: Request, principal: Principal) -> Response:
-        if _accepts(request)[1] <= 0:
+        if accepts(request)[1] <= 0:
             return rpc_error(
                 406, INVALID_REQUEST, "Not Acceptable: GET /mcp serves text/event-stream"
             )
@@ -486,10 +378,10 @@ class McpHttp:
             stream = live if live is not None else Stream(session.id, stream_id)
             queue = self.streams.attach(stream)
             if live is None:
-                if self.directory.shared and not any(_answers(e.message) for e in backlog):
+                if self.directory.shared and not any(answers(e.message) for e in backlog):
                     # Perhaps still running on another replica: follow the shared store.
                     after = backlog[-1].id if backlog else str(last_event_id)
-                    self._spawn(self._follow(stream, queue, stream_id, after))
+                    self._spawn(self.replicas.follow(stream, queue, stream_id, after))
                 else:
                     queue.put_nowait(END)
             return self._sse_response(stream, queue, backlog, session=session)
@@ -519,23 +411,6 @@ class McpHttp:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _follow(self, stream: Stream, queue: asyncio.Queue[Any], stream_id: str, after: str) -> None:
-        """Relay what another replica adds to a POST stream until its response (or a time limit:
-        then the client is told to reconnect, with the id it has, and resumes again)."""
-        deadline = asyncio.get_running_loop().time() + FOLLOW_S
-        while stream.subscriber is queue and not self._closing:
-            for event in self.store.after(stream.session_id, stream_id, after):
-                if not self.streams.offer(stream, queue, (event.id, event.message)):
-                    return  # a client that does not read was cut off
-                after = event.id
-                if _answers(event.message):
-                    queue.put_nowait(END)
-                    return
-            if asyncio.get_running_loop().time() > deadline:
-                queue.put_nowait(Cut(RETRY_MS))
-                return
-            await asyncio.sleep(FOLLOW_POLL_S)
-
     async def _delete(self, request: Request, principal: Principal) -> Response:
         found = self._session(request, principal)
         if isinstance(found, Response):
@@ -544,107 +419,3 @@ class McpHttp:
         await self.server.close_session(found.id)
         self.directory.remove(found.id)
         return Response(status_code=204)
-
-
-async def _health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
-
-
-def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette:
-    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, and `/health`.
-
-    `features` replaces the registry's list (tests plug their own in)."""
-    from memento.mcp.sse_legacy import LegacySse
-
-    token_verifiers(app)  # validates the credential configuration now, not at the first request
-    ttl_s = app.settings.session_ttl_minutes * 60.0
-    store: EventStore | None = None
-    directory: SessionDirectory | None = None
-    if app.bus is not None:  # Redis: any replica can serve any session
-        from memento.mcp.cluster import CHANNEL, Guarded, RedisEventStore, RedisSessionDirectory
-        from memento.storage.redis import connect
-
-        # Called on the event loop, so a sick Redis must answer (or fail) fast.
-        client = connect(app.settings, timeout_s=0.5, connect_timeout_s=0.25)
-        app.on_close(client.close)
-        shared = Guarded(client, "MCP sessions and SSE events")
-        store = RedisEventStore(shared, ttl_s)
-        directory = RedisSessionDirectory(shared, app.bus, ttl_s)
-    mcp = McpHttp(
-        McpServer(app, features=default_features(app.settings) if features is None else features),
-        gate=HttpGate(app, allowed_origins=app.settings.origins, allowed_hosts=allowed_hosts(app.settings)),
-        session_ttl_s=ttl_s,
-        event_store=store,
-        directory=directory,
-        max_sessions=app.settings.max_sessions,
-        queue_limit=app.settings.stream_queue_limit,
-    )
-    if app.bus is not None:
-        app.bus.on(CHANNEL, mcp.on_replica_message)
-    legacy = LegacySse(mcp)
-    mcp.legacy = legacy
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        mcp.started()
-        try:
-            yield
-        finally:
-            mcp._close_streams()
-            await mcp.close_all()
-            await anyio.to_thread.run_sync(app.close)
-            log.info("HTTP server stopped")
-
-    asgi = Starlette(
-        routes=[
-            Route(
-                "/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
-            ),
-            Route("/sse", legacy.connect, methods=["GET"]),
-            Route("/message", legacy.message, methods=["POST"]),
-            *http_extras.routes(app, mcp),
-            Route("/health", _health, methods=["GET"]),  # shadowed by a fuller one in extras
-        ],
-        middleware=[
-            *http_extras.middleware(app, mcp),
-            # Around every route, once: body size and body timeout (http_limits).
-            Middleware(RequestLimits, max_body_bytes=app.settings.max_body_bytes,
-                       body_timeout_s=app.settings.body_timeout_s),
-        ],
-        lifespan=lifespan,
-    )
-    asgi.state.mcp = mcp
-    return asgi
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, plus: the first exit signal also ends the idle SSE streams it would wait for."""
-
-    def __init__(self, config: uvicorn.Config, mcp: McpHttp) -> None:
-        super().__init__(config)
-        self._mcp = mcp
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self._mcp.begin_shutdown()
-        super().handle_exit(sig, frame)
-
-
-def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = False) -> None:
-    """Serve MCP over Streamable HTTP until SIGTERM/SIGINT, then close every session and `app`."""
-    try:
-        authenticated = check_exposure(app, host, allow_unauthenticated=allow_unauthenticated)
-        asgi = create_http_app(app)
-        config = uvicorn.Config(
-            asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=5,
-            http=header_timeout_protocol(app.settings.header_timeout_s),
-            limit_concurrency=app.settings.max_connections,
-        )
-        log.info(
-            "serving MCP on http://%s:%d/mcp (authentication %s)",
-            host,
-            port,
-            "required" if authenticated else "off",
-        )
-        _Server(config, asgi.state.mcp).run()
-    finally:
-        app.close()  # idempotent; covers a start-up failure before the lifespan ran

@@ -29,7 +29,7 @@ from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from memento.mcp.paging import decode_cursor, encode_cursor
 
 if TYPE_CHECKING:
-    from memento.mcp.cluster import RedisTaskBoard
+    from memento.mcp.cluster_store import RedisTaskBoard
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class TaskRecord:
         return task
 
     def wire(self) -> dict[str, Any]:
-        """The record as JSON, for the replicas that did not create it (mcp/cluster.py)."""
+        """The record as JSON, for the replicas that did not create it (mcp/cluster_store.py)."""
         error = None
         if self.error is not None:
             error = {"code": self.error.code, "message": self.error.message, "data": self.error.data}
@@ -178,7 +178,7 @@ class TasksFeature:
         self._hub = hub
         bus = hub.app.bus
         if bus is not None:
-            from memento.mcp.cluster import TASKS_CHANNEL, RedisTaskBoard
+            from memento.mcp.cluster_store import TASKS_CHANNEL, RedisTaskBoard
             from memento.storage.redis import connect
 
             client = connect(hub.app.settings, timeout_s=0.5, connect_timeout_s=0.25)  # used on the event loop

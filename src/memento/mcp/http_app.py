@@ -1,0 +1,146 @@
+"""The ASGI application around `/mcp`, and the uvicorn server that runs it.
+
+`create_http_app` composes the Streamable HTTP endpoint (`http.McpHttp`) with its session
+directory and event store (in Redis when replicas share sessions), the legacy HTTP+SSE
+endpoints, the OAuth and operations routes (`http_extras`) and the request limits;
+`serve_http` serves it until SIGTERM/SIGINT and then closes every session and the app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+import uvicorn
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from memento.auth.registry import token_verifiers
+from memento.mcp import http_extras
+from memento.mcp.cluster import SessionDirectory
+from memento.mcp.events import EventStore
+from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure
+from memento.mcp.http_json import JSONResponse  # total: always valid JSON
+from memento.mcp.http_limits import RequestLimits, header_timeout_protocol
+from memento.mcp.registry import default_features
+from memento.mcp.server import McpServer
+
+if TYPE_CHECKING:
+    from memento.app import App
+    from memento.mcp.http import McpHttp
+
+log = logging.getLogger(__name__)
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette:
+    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, and `/health`.
+
+    `features` replaces the registry's list (tests plug their own in)."""
+    from memento.mcp.http import McpHttp  # which re-exports this module's faces
+    from memento.mcp.sse_legacy import LegacySse
+
+    token_verifiers(app)  # validates the credential configuration now, not at the first request
+    ttl_s = app.settings.session_ttl_minutes * 60.0
+    store: EventStore | None = None
+    directory: SessionDirectory | None = None
+    if app.bus is not None:  # Redis: any replica can serve any session
+        from memento.mcp.cluster import CHANNEL, RedisSessionDirectory
+        from memento.mcp.cluster_store import Guarded, RedisEventStore
+        from memento.storage.redis import connect
+
+        # Called on the event loop, so a sick Redis must answer (or fail) fast.
+        client = connect(app.settings, timeout_s=0.5, connect_timeout_s=0.25)
+        app.on_close(client.close)
+        shared = Guarded(client, "MCP sessions and SSE events")
+        store = RedisEventStore(shared, ttl_s)
+        directory = RedisSessionDirectory(shared, app.bus, ttl_s)
+    mcp = McpHttp(
+        McpServer(app, features=default_features(app.settings) if features is None else features),
+        gate=HttpGate(app, allowed_origins=app.settings.origins, allowed_hosts=allowed_hosts(app.settings)),
+        session_ttl_s=ttl_s,
+        event_store=store,
+        directory=directory,
+        max_sessions=app.settings.max_sessions,
+        queue_limit=app.settings.stream_queue_limit,
+    )
+    if app.bus is not None:
+        app.bus.on(CHANNEL, mcp.on_replica_message)
+    legacy = LegacySse(mcp)
+    mcp.legacy = legacy
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        mcp.started()
+        try:
+            yield
+        finally:
+            mcp._close_streams()
+            await mcp.close_all()
+            await anyio.to_thread.run_sync(app.close)
+            log.info("HTTP server stopped")
+
+    asgi = Starlette(
+        routes=[
+            Route(
+                "/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
+            ),
+            Route("/sse", legacy.connect, methods=["GET"]),
+            Route("/message", legacy.message, methods=["POST"]),
+            *http_extras.routes(app, mcp),
+            Route("/health", _health, methods=["GET"]),  # shadowed by a fuller one in extras
+        ],
+        middleware=[
+            *http_extras.middleware(app, mcp),
+            # Around every route, once: body size and body timeout (http_limits).
+            Middleware(RequestLimits, max_body_bytes=app.settings.max_body_bytes,
+                       body_timeout_s=app.settings.body_timeout_s),
+        ],
+        lifespan=lifespan,
+    )
+    asgi.state.mcp = mcp
+    return asgi
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, plus: the first exit signal also ends the idle SSE streams it would wait for."""
+
+    def __init__(self, config: uvicorn.Config, mcp: McpHttp) -> None:
+        super().__init__(config)
+        self._mcp = mcp
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._mcp.begin_shutdown()
+        super().handle_exit(sig, frame)
+
+
+def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = False) -> None:
+    """Serve MCP over Streamable HTTP until SIGTERM/SIGINT, then close every session and `app`."""
+    try:
+        authenticated = check_exposure(app, host, allow_unauthenticated=allow_unauthenticated)
+        asgi = create_http_app(app)
+        config = uvicorn.Config(
+            asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=5,
+            http=header_timeout_protocol(app.settings.header_timeout_s),
+            limit_concurrency=app.settings.max_connections,
+        )
+        log.info(
+            "serving MCP on http://%s:%d/mcp (authentication %s)",
+            host,
+            port,
+            "required" if authenticated else "off",
+        )
+        _Server(config, asgi.state.mcp).run()
+    finally:
+        app.close()  # idempotent; covers a start-up failure before the lifespan ran
