@@ -12,7 +12,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from memento.app import App
-from memento.mcp.http import create_http_app
+from memento.web import create_http_app
 
 BOTH = {"Accept": "application/json, text/event-stream"}
 

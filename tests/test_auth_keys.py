@@ -24,7 +24,7 @@ from memento.auth.keys import (
 from memento.auth.principal import ANONYMOUS
 from memento.auth.registry import token_verifiers
 from memento.embeddings.hashing import HashEmbedder
-from memento.mcp.http import create_http_app
+from memento.web import create_http_app
 from memento.mcp.http_gate import check_exposure, is_loopback
 from memento.settings import Settings
 from mcp_helpers import SERVE

@@ -1,4 +1,7 @@
-"""Imports flow one way: faces → service → engines → storage/embeddings → models/errors."""
+"""Imports flow one way: web/cli → MCP → service, auth, ops → engines → storage/embeddings →
+models/errors. Inside MCP the transports sit above the protocol core. Operations and auth take
+typed protocols (memento.endpoint), never untyped handles into MCP objects or security hooks
+looked up by name."""
 
 from __future__ import annotations
 
@@ -12,8 +15,11 @@ LAYERS = {
     "memento.storage": 1, "memento.embeddings": 1,
     "memento.factory": 2, "memento.retrieval": 2, "memento.lifecycle": 2, "memento.access": 2,
     "memento.service": 3, "memento.app": 3, "memento.auth": 3, "memento.ops": 3, "memento.migrate": 3,
-    "memento.mcp": 4, "memento.cli": 4, "memento.__main__": 4,
+    "memento.endpoint": 3,
+    "memento.mcp": 4,
+    "memento.web": 5, "memento.cli": 5, "memento.__main__": 5,
 }
+TOP = {"memento.web", "memento.cli", "memento.__main__"}
 # Siblings on one layer that must not know each other.
 FORBIDDEN = {("memento.storage", "memento.embeddings"), ("memento.embeddings", "memento.storage")}
 
@@ -59,4 +65,46 @@ def test_every_import_points_to_the_same_or_a_lower_layer() -> None:
             dest = layer_key(target)
             if LAYERS[dest] > LAYERS[source] or (source, dest) in FORBIDDEN:
                 problems.append(f"{module_name(path)} imports {target}")
+    assert problems == []
+
+
+def _is_transport(module: str) -> bool:
+    """MCP transports: Streamable HTTP (http*), the SSE streams and legacy SSE (sse_*), stdio."""
+    name = module.removeprefix("memento.mcp.")
+    return module.startswith("memento.mcp.") and (name.startswith(("http", "sse_")) or name == "stdio")
+
+
+def test_the_mcp_core_never_imports_a_transport() -> None:
+    problems = []
+    for path in (SRC / "mcp").glob("*.py"):
+        source = module_name(path)
+        if _is_transport(source):
+            continue
+        problems += [f"{source} imports {t}" for t in imports(path) if _is_transport(t)]
+    assert problems == []
+
+
+def test_only_web_and_cli_are_on_top() -> None:
+    assert {key for key, layer in LAYERS.items() if layer == max(LAYERS.values())} == TOP
+    importers = {module_name(p) for p in SRC.rglob("*.py") for t in imports(p) if layer_key(t) in TOP}
+    assert {layer_key(m) for m in importers} <= TOP
+
+
+HANDLES = {"mcp", "endpoint", "gate", "hub", "server", "transport", "settings", "app"}
+
+
+def test_ops_and_auth_take_typed_handles_and_look_no_hook_up_by_name() -> None:
+    problems = []
+    for package in ("ops", "auth"):
+        for path in (SRC / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    for arg in [*node.args.args, *node.args.kwonlyargs]:
+                        if arg.arg in HANDLES and (arg.annotation is None or ast.unparse(arg.annotation) == "Any"):
+                            problems.append(f"{module_name(path)}.{node.name}({arg.arg}: Any)")
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and node.args:
+                    target = ast.unparse(node.args[0])
+                    if any(word in target for word in ("mcp", "gate", "guard", "settings", "server")):
+                        problems.append(f"{module_name(path)}: getattr({target}, ...)")
     assert problems == []

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from memento.app import App, build_app
 from memento.mcp.features import Handler, NotificationHandler, RequestContext, ServerHub
-from memento.mcp.http import create_http_app
+from memento.web import create_http_app
 from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,7 @@ from memento.app import App, build_app
 from memento.auth.oauth import OAuthServer, Endpoints, normalize_url, oauth_server
 from memento.auth.registry import token_verifiers
 from memento.embeddings.hashing import HashEmbedder
-from memento.mcp.http import create_http_app
+from memento.web import create_http_app
 from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio

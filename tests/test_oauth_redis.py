@@ -50,7 +50,7 @@ from memento.auth.oauth_store import (
     Token,
 )
 from memento.embeddings.hashing import HashEmbedder
-from memento.mcp.http import create_http_app
+from memento.web import create_http_app
 from memento.settings import Settings
 from memento.storage.redis import connect
 

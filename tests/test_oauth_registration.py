@@ -26,7 +26,7 @@ from mcp_helpers import HttpServer, server_env, start_http_server
 from memento.app import App, build_app
 from memento.auth.oauth import oauth_server
 from memento.embeddings.hashing import HashEmbedder
-from memento.mcp.http import create_http_app
+from memento.web import create_http_app
 
 pytestmark = pytest.mark.anyio
 STORES = ["memory", "redis"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
 from .extras import require
+from .observe import Observers
 from .service import MemoryService, utc_now
 from .settings import Settings
 from .storage.protocol import AppStore, MaintenanceStore
@@ -18,7 +19,7 @@ from .storage.sqlite import SQLiteStore
 from .storage.sqlite_maintenance import SQLiteMaintenance
 
 if TYPE_CHECKING:  # psycopg and redis are optional dependencies (the `postgres`, `redis` extras)
-    from .storage.redis import RedisKeywordIndex
+    from .storage.redis import RedisClients, RedisKeywordIndex
     from .storage.redis_bus import RedisBus
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class App:
     embedder: Embedder | None
     keyword_index: RedisKeywordIndex | None = None
     bus: RedisBus | None = None  # messages between replicas (Redis pub/sub), when Redis is enabled
+    redis: RedisClients | None = None  # the process's Redis connections, when Redis is enabled
+    observers: Observers = field(default_factory=Observers)  # metrics and logs listen here
     _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -55,6 +58,8 @@ class App:
             self.bus.close()
         if self.keyword_index is not None:
             self.keyword_index.close()
+        if self.redis is not None:
+            self.redis.close()
         self.store.close()
 
 
@@ -70,21 +75,27 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     store, maintenance = _open_store(settings, chosen)
     keyword_index: RedisKeywordIndex | None = None
     bus: RedisBus | None = None
+    redis: RedisClients | None = None
     if settings.redis_enabled:
-        from .storage.redis import RedisKeywordIndex, connect
+        from .storage.redis import RedisClients, RedisKeywordIndex
         from .storage.redis_bus import RedisBus
 
-        keyword_index = RedisKeywordIndex(connect(settings), store)
+        redis = RedisClients.connect(settings)  # every Redis user below shares these two clients
+        keyword_index = RedisKeywordIndex(redis.blocking, store, owns_client=False)
         keyword_index.start()  # Redis down at start-up is no error (000 §9.1): L1 joins when it answers
-        bus = RedisBus(connect(settings))
-    service = MemoryService(settings, store, maintenance, chosen, clock=clock, keyword_index=keyword_index)
+        bus = RedisBus(redis.blocking)
+    observers = Observers()
+    service = MemoryService(settings, store, maintenance, chosen, clock=clock, keyword_index=keyword_index, observers=observers)
     if keyword_index is not None:
         service.add_listener(keyword_index.on_change)
     if bus is not None:
         service.add_listener(bus.publish_change)
         bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
-    return App(settings=settings, service=service, store=store, embedder=chosen, keyword_index=keyword_index, bus=bus)
+    return App(
+        settings=settings, service=service, store=store, embedder=chosen, keyword_index=keyword_index, bus=bus,
+        redis=redis, observers=observers,
+    )
 
 
 def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[AppStore, MaintenanceStore]:

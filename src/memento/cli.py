@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
-        from .mcp.http import serve_http
+        from .web import serve_http
         from .mcp.stdio import serve_stdio
 
         if args.transport == "stdio":

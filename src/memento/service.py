@@ -7,9 +7,10 @@ worker threads. Each returns a JSON-ready dict and raises MementoError subclasse
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from .errors import Forbidden, InvalidArgument, NotFound
 from .access import call_scope, pool_writes, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
+from .observe import Observer
 from .models import (
     AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
     FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
@@ -28,6 +30,7 @@ from .settings import Settings
 from .storage.protocol import FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
@@ -53,14 +56,16 @@ class MemoryService:
         factory: FragmentFactory | None = None,
         clock: Callable[[], datetime] = utc_now,
         keyword_index: KeywordIndex | None = None,
+        observers: Observer | None = None,
     ) -> None:
+        self.observers = observers or Observer()
         self.settings = settings
         self.store = store
         self._keyword_index = keyword_index
         self.embedder = embedder
         self.factory = factory or FragmentFactory()
         self.clock = clock
-        self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock)
+        self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers)
         self.recaller = Recall(store, settings.memory, self._embed_query, self.search_mode, keyword_index)
         self._listeners: list[Callable[[ChangeEvent], None]] = []
 
@@ -110,7 +115,7 @@ class MemoryService:
         if self.embedder is None:
             return None
         try:
-            return np.asarray(self.embedder.embed_passages([text])[0])
+            return np.asarray(self._embed_passages([text])[0])
         except Exception as exc:  # noqa: BLE001 - any provider failure degrades to a pending embedding
             log.warning("embedding failed, fragment stored for backfill: %s", exc)
             return None
@@ -119,10 +124,26 @@ class MemoryService:
         if self.embedder is None:
             return None
         try:
-            return self.embedder.embed_query(text)
+            return self._observed("query", lambda: self.embedder.embed_query(text) if self.embedder else None)
         except Exception as exc:  # noqa: BLE001 - recall degrades to the keyword tiers
             log.warning("query embedding failed, recall is keyword-only: %s", exc)
             return None
+
+    def _embed_passages(self, texts: list[str]) -> np.ndarray:
+        assert self.embedder is not None
+        embedder = self.embedder
+        return self._observed("passage", lambda: embedder.embed_passages(texts))
+
+    def _observed(self, kind: str, call: Callable[[], T]) -> T:
+        """An embedding provider call, reported to the observers (duration, failure)."""
+        started = time.perf_counter()
+        try:
+            result = call()
+        except BaseException as exc:
+            self.observers.embedding(kind, time.perf_counter() - started, exc)
+            raise
+        self.observers.embedding(kind, time.perf_counter() - started, None)
+        return result
 
     def _backfill(self, scope: AgentScope, limit: int | None = None) -> int:
         """Embed fragments that have no vector of the current model. Returns how many were done."""
@@ -135,7 +156,7 @@ class MemoryService:
                 break
             after = batch[-1][0]
             try:
-                vectors = self.embedder.embed_passages([content for _, _, content in batch])
+                vectors = self._embed_passages([content for _, _, content in batch])
             except Exception as exc:  # noqa: BLE001 - provider still down: leave the rest pending
                 log.warning("embedding backfill stopped: %s", exc)
                 break
@@ -311,8 +332,12 @@ class MemoryService:
 
     def recall(self, inp: RecallInput, ctx: CallContext) -> dict[str, Any]:
         """The cascade of 000 §4: keyword tiers, full text, vectors; fused, ranked, budgeted."""
-        vector = self._embed_query(inp.text) if inp.text else None
-        return self.recall_with_vector(inp, ctx, vector)
+        started = time.perf_counter()
+        try:
+            vector = self._embed_query(inp.text) if inp.text else None
+            return self.recall_with_vector(inp, ctx, vector)
+        finally:
+            self.observers.recall(time.perf_counter() - started)
 
     def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None) -> dict[str, Any]:
         """recall with the query vector already computed (lets benchmarks time the store alone)."""

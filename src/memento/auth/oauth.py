@@ -38,8 +38,6 @@ from .oauth_protocol import (
 )
 from .oauth_registration import Registrar, registration_request
 from .oauth_store import (
-    MAX_UNUSED_CLIENTS,
-    UNUSED_CLIENT_TTL_S,
     Client,
     MemoryOAuthStore,
     OAuthStore,
@@ -74,19 +72,19 @@ class OAuthServer:
 
         self.store: OAuthStore = store if store is not None else MemoryOAuthStore(
             clock=now,
-            unused_ttl_s=float(getattr(settings, "oauth_unused_client_ttl_s", UNUSED_CLIENT_TTL_S)),
-            max_unused=int(getattr(settings, "oauth_max_clients", MAX_UNUSED_CLIENTS)),
+            unused_ttl_s=float(settings.oauth_unused_client_ttl_s),
+            max_unused=int(settings.oauth_max_clients),
         )
         self.registrar = Registrar(
             self.store, now,
-            rate=int(getattr(settings, "oauth_register_rate", 0)),
-            global_rate=int(getattr(settings, "oauth_register_global_rate", 0)),
+            rate=int(settings.oauth_register_rate),
+            global_rate=int(settings.oauth_register_global_rate),
         )
         self.consent = Consent(self.store, now)
         self.tokens = Tokens(
             self.store, now,
-            access_ttl_s=float(getattr(settings, "oauth_access_token_ttl_s", 3600)),
-            refresh_ttl_s=float(getattr(settings, "oauth_refresh_token_ttl_s", 30 * 86400)),
+            access_ttl_s=float(settings.oauth_access_token_ttl_s),
+            refresh_ttl_s=float(settings.oauth_refresh_token_ttl_s),
         )
         self._operator = digest(settings.access_key) if settings.access_key else None
         self._next_purge = 0.0
@@ -94,7 +92,7 @@ class OAuthServer:
     @property
     def active(self) -> bool:
         """OAuth is on: enabled (MEMENTO_OAUTH) and an operator key exists to approve clients."""
-        return bool(getattr(self.settings, "oauth", True)) and self._operator is not None
+        return self.settings.oauth and self._operator is not None
 
     def _tick(self) -> float:
         now = self.clock()
@@ -201,28 +199,28 @@ class OAuthVerifier:
 def oauth_server(app: App) -> OAuthServer:
     """The app's OAuth server (one per App, with its token store)."""
     def build() -> OAuthServer:
-        server = build_server(app.settings)
-        closer = getattr(getattr(server.store, "client", None), "close", None)
-        if callable(closer):
-            app.on_close(closer)  # the Redis store's connection
-        return server
+        return build_server(app.settings, app.redis.blocking if app.redis is not None else None)
 
     return per_app(app, "oauth", build)
 
 
-def build_server(settings: Settings) -> OAuthServer:
+def build_server(settings: Settings, redis_client: Any = None) -> OAuthServer:
     """The OAuth server with its store: in memory, or in Redis (shared by every replica) when
-    REDIS_ENABLED. Building it does no I/O: Redis may be down at start-up."""
+    REDIS_ENABLED, on the app's client (`redis_client`; one of its own when none is given, for
+    tools that build a server alone). Building it does no I/O: Redis may be down at start-up."""
     if not settings.redis_enabled:
         return OAuthServer(settings)
-    from ..storage.redis import connect
     from .oauth_redis import CLIENT_TTL_S, RedisOAuthStore
 
+    if redis_client is None:
+        from ..storage.redis import connect
+
+        redis_client = connect(settings)
     # The store's TTLs follow the server's clock (tests replace it); a client stays registered
     # at least as long as a refresh token it was given.
     client_ttl_s = max(CLIENT_TTL_S, float(settings.oauth_refresh_token_ttl_s))
     store = RedisOAuthStore(
-        connect(settings), clock=lambda: server.clock(), client_ttl_s=client_ttl_s,
+        redis_client, clock=lambda: server.clock(), client_ttl_s=client_ttl_s,
         unused_ttl_s=float(settings.oauth_unused_client_ttl_s), max_unused=settings.oauth_max_clients,
     )
     server = OAuthServer(settings, store)
@@ -237,7 +235,7 @@ def oauth_verifier(app: App) -> OAuthVerifier | None:
 
 def public_base(app: App, request: Any) -> str:
     """This server's base URL: MEMENTO_PUBLIC_URL, else the scheme and Host the request used."""
-    configured = str(getattr(app.settings, "public_url", "") or "").strip().rstrip("/")
+    configured = (app.settings.public_url or "").strip().rstrip("/")
     if configured:
         return configured
     return str(request.base_url).rstrip("/")

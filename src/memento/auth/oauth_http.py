@@ -1,4 +1,4 @@
-"""The OAuth endpoints on the HTTP server (mounted through `memento.mcp.http_extras.routes`).
+"""The OAuth endpoints on the HTTP server (mounted by the web app, memento.web).
 
     GET  /.well-known/oauth-authorization-server[/mcp]   RFC 8414 metadata
     GET  /.well-known/oauth-protected-resource[/mcp]     RFC 9728 metadata of /mcp
@@ -27,6 +27,8 @@ from urllib.parse import unquote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
+
+from memento.endpoint import RequestGate, require_gate
 
 from . import oauth_pages
 from .oauth import OAuthServer, endpoints, oauth_server
@@ -140,9 +142,9 @@ def _basic(request: Request) -> tuple[str, str] | None | OAuthError:
 class OAuthEndpoints:
     """The route handlers of one App's OAuth server."""
 
-    def __init__(self, app: App, mcp: Any) -> None:
+    def __init__(self, app: App, gate: RequestGate) -> None:
         self.app = app
-        self.mcp = mcp
+        self.gate = require_gate(gate, "the OAuth endpoints")
 
     @property
     def server(self) -> OAuthServer:
@@ -151,16 +153,11 @@ class OAuthEndpoints:
     def _guard(self, request: Request, *, browser_form: bool = False) -> Response | None:
         """The MCP endpoint's Origin/Host check. A form posted from our own page carries our
         own Origin, which is accepted even where ALLOWED_ORIGINS does not list it."""
-        gate = getattr(self.mcp, "gate", None)  # the transport's HttpGate (mcp/http_gate.py)
-        guard = getattr(gate, "guard", None)
-        if guard is None:
-            return None
         if browser_form and request.headers.get("origin") == endpoints(self.app, request).base:
             scope = dict(request.scope)
             scope["headers"] = [(k, v) for k, v in request.scope["headers"] if k != b"origin"]
             request = Request(scope)
-        refused: Response | None = guard(request)
-        return refused
+        return self.gate.guard(request)
 
     # ---------------------------------------------------------------- metadata
 
@@ -303,11 +300,12 @@ class OAuthEndpoints:
         return Response(status_code=200, headers={**CORS, **NO_STORE})
 
 
-def routes(app: App, mcp: Any) -> list[BaseRoute]:
-    """The OAuth routes (none when MEMENTO_OAUTH is off)."""
-    if not getattr(app.settings, "oauth", True):
+def routes(app: App, gate: RequestGate) -> list[BaseRoute]:
+    """The OAuth routes (none when MEMENTO_OAUTH is off); refuses to compose without `gate`."""
+    require_gate(gate, "the OAuth endpoints")
+    if not app.settings.oauth:
         return []
-    ends = OAuthEndpoints(app, mcp)
+    ends = OAuthEndpoints(app, gate)
     meta = ["GET", "OPTIONS"]
     post = ["POST", "OPTIONS"]
     return [

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..observe import Observer
 from ..models import AgentScope, TTLTier
 from ..settings import MemoryConfig
 from ..storage.protocol import MaintenanceStore, Store
@@ -34,7 +35,9 @@ class Consolidator:
         backfill: Backfill,
         clock: Callable[[], datetime],
         session_ttl: timedelta = timedelta(hours=24),
+        observers: Observer | None = None,
     ) -> None:
+        self.observers = observers or Observer()
         self.config = config
         self.store = store
         self.maintenance = maintenance
@@ -43,6 +46,17 @@ class Consolidator:
         self.session_ttl = session_ttl
 
     def run(self, scope: AgentScope, progress: Progress | None = None) -> dict[str, Any]:
+        """Every stage in order for `scope`; per-stage counts (observed as a consolidation run)."""
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result = self._run(scope, progress)
+            outcome = "ok"
+            return result
+        finally:
+            self.observers.consolidation(outcome, time.perf_counter() - started)
+
+    def _run(self, scope: AgentScope, progress: Progress | None) -> dict[str, Any]:
         self.store.flush_access()  # every stage reads access statistics: settle the pending ones first
         now = self.clock()
         cfg = self.config

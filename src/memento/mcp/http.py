@@ -31,7 +31,6 @@ from memento.auth.principal import Principal
 from memento.mcp import jsonrpc, versions
 from memento.mcp.cluster import LocalDirectory, SessionDirectory
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
-from memento.mcp.http_app import create_http_app, serve_http  # re-exported: their old home
 from memento.mcp.http_gate import HttpGate, owns, rpc_error
 from memento.mcp.http_json import JSONResponse  # total: always valid JSON
 from memento.mcp.http_negotiation import accepts
@@ -40,7 +39,7 @@ from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.server import McpServer, Session
 from memento.mcp.sse_streams import END, STANDALONE, Cut, SseResponse, Stream, Streams
 
-__all__ = ["McpHttp", "create_http_app", "serve_http"]
+__all__ = ["McpHttp"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +111,11 @@ class McpHttp:
             loop.call_soon_threadsafe(self.replicas.handle, payload)
         except RuntimeError:  # the loop closed meanwhile
             pass
+
+    def session_counts(self) -> dict[str, int]:
+        """Live sessions per transport (ops: /health and /metrics)."""
+        legacy = self.legacy.session_count() if self.legacy is not None else 0
+        return {"streamable_http": max(len(self.server.session_table) - legacy, 0), "legacy_sse": legacy}
 
     async def close_all(self) -> None:
         """Shutdown: end the sessions only this process knows; leave shared ones to the others."""

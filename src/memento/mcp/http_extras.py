@@ -1,35 +1,14 @@
-"""What other faces add to the HTTP server: routes (OAuth, health, metrics) and middleware.
-
-`create_http_app` mounts everything listed here; each module adds itself with one line.
-"""
+"""The HTTP challenge details the MCP gate shares with OAuth: `WWW-Authenticate` and the
+resource URL a token's audience must name. (The routes themselves are composed by memento.web.)"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from starlette.middleware import Middleware
-from starlette.routing import BaseRoute
-
-from memento import ops
-from memento.auth import oauth, oauth_http
+from memento.auth import oauth
 
 if TYPE_CHECKING:
     from memento.app import App
-
-
-def routes(app: App, mcp: Any) -> list[BaseRoute]:
-    """Extra routes; `mcp` is the McpHttp endpoint (session counts for /health)."""
-    found: list[BaseRoute] = []
-    found += ops.routes(app, mcp)  # /health, /metrics
-    found += oauth_http.routes(app, mcp)  # OAuth metadata, /register, /authorize, /token, /revoke
-    return found
-
-
-def middleware(app: App, mcp: Any) -> list[Middleware]:
-    """Extra ASGI middleware, outermost first."""
-    found: list[Middleware] = []
-    found += ops.middleware(app, mcp)  # metrics, gzip/deflate
-    return found
 
 
 def www_authenticate(app: App, request: Any, error: str | None = None, description: str | None = None) -> str:

@@ -393,6 +393,23 @@ class McpServer:
         return result
 
     async def _tools_call(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+        """tools/call, reported to the app's observers (tool name and outcome, never content)."""
+        name = params.get("name")
+        known = isinstance(name, str) and (name in self.tools_by_name or (bool(self.fixture_tools) and name in FIXTURE_TOOLS_BY_NAME))
+        tool = str(name) if known else "unknown"
+        outcome = "exception"
+        started = time.perf_counter()
+        try:
+            result = await self._call_tool(ctx, params)
+            outcome = "error" if result.get("isError") else ("task" if "task" in result else "ok")
+            return result
+        except BaseException as exc:
+            outcome = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "invalid" if isinstance(exc, JsonRpcError) else "exception"
+            raise
+        finally:
+            self.app.observers.tool_call(tool, outcome, time.perf_counter() - started)
+
+    async def _call_tool(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: name must be a string")

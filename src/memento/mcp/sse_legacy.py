@@ -67,6 +67,10 @@ class LegacySse:
         if cut is not None:
             cut()  # the stream ends, and with it the session
 
+    def session_count(self) -> int:
+        """Sessions with an open legacy stream."""
+        return len(self._queues)
+
     def open_sessions(self) -> set[str]:
         """Sessions whose legacy stream is open (never idle, for the session cap)."""
         return set(self._queues)

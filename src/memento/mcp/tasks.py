@@ -176,14 +176,11 @@ class TasksFeature:
 
     def attach(self, hub: ServerHub) -> None:
         self._hub = hub
-        bus = hub.app.bus
-        if bus is not None:
+        bus, redis = hub.app.bus, hub.app.redis
+        if bus is not None and redis is not None:
             from memento.mcp.cluster_store import TASKS_CHANNEL, RedisTaskBoard
-            from memento.storage.redis import connect
 
-            client = connect(hub.app.settings, timeout_s=0.5, connect_timeout_s=0.25)  # used on the event loop
-            hub.app.on_close(client.close)
-            self.board = RedisTaskBoard(client, bus)
+            self.board = RedisTaskBoard(redis.loop, bus)  # the app's event-loop client
             bus.on(TASKS_CHANNEL, self._on_replica_message)
 
     def started(self) -> None:

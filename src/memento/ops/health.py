@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memento import __version__
+from memento.endpoint import ServedEndpoint, require_gate
 
 from .logs import redact
 from .metrics import OpsState, attach_endpoint, operator
@@ -93,14 +94,15 @@ def check_embeddings(app: App, state: OpsState) -> dict[str, Any]:
     return report
 
 
-def health_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
-    state = attach_endpoint(app, mcp)
+def health_endpoint(app: App, endpoint: ServedEndpoint) -> Callable[[Request], Any]:
+    gate = require_gate(endpoint.gate, "GET /health")
+    state = attach_endpoint(app, endpoint)
 
     async def health(request: Request) -> Response:
-        refused = mcp.gate.guard(request)  # a foreign Origin or Host
+        refused = gate.guard(request)  # a foreign Origin or Host
         if refused is not None:
-            return refused  # type: ignore[no-any-return]
-        details = operator(mcp, request) is None
+            return refused
+        details = operator(endpoint, request) is None
         database = await check_database(app)
         redis = await check_redis(app)
         healthy = database["status"] == "up"

@@ -25,6 +25,7 @@ from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from memento.redaction import redact_pii
+from memento.settings import Settings
 
 LOG_FILE = "memento.log"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
@@ -157,15 +158,13 @@ class TextFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
-def _configured_secrets(settings: Any) -> Iterable[str]:
-    for name in ("access_key", "openai_api_key", "postgres_password", "gemini_api_key", "redis_password"):
-        value = getattr(settings, name, None)
-        if isinstance(value, str):
+def _configured_secrets(settings: Settings) -> Iterable[str]:
+    for value in (settings.access_key, settings.openai_api_key, settings.postgres_password, settings.redis_password):
+        if value.strip():
             yield value.strip()
-    for name in ("database_url", "database_migration_url"):
-        value = getattr(settings, name, None)
-        if isinstance(value, str) and "://" in value:
-            password = urlsplit(value).password
+    for url in (settings.database_url, settings.database_migration_url):
+        if url and "://" in url:
+            password = urlsplit(url).password
             if password:
                 yield unquote(password)
                 yield password
@@ -177,7 +176,7 @@ def _mark(handler: logging.Handler) -> logging.Handler:
     return handler
 
 
-def configure_logging(settings: Any, *, stream: IO[str] | None = None) -> list[logging.Handler]:
+def configure_logging(settings: Settings, *, stream: IO[str] | None = None) -> list[logging.Handler]:
     """Install Memento's handlers on the root logger (again: replaces the previous ones).
 
     stderr gets JSON lines (LOG_FORMAT=text for the classic format); with LOG_DIR, JSON lines
@@ -192,23 +191,23 @@ def configure_logging(settings: Any, *, stream: IO[str] | None = None) -> list[l
         root.removeHandler(old)
         old.close()
     console = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    console.setFormatter(TextFormatter() if str(getattr(settings, "log_format", "json")).lower() == "text" else JsonFormatter())
+    console.setFormatter(TextFormatter() if settings.log_format == "text" else JsonFormatter())
     handlers: list[logging.Handler] = [_mark(console)]
-    log_dir: Path | None = getattr(settings, "log_dir", None)
+    log_dir = settings.log_dir
     if log_dir:
         log_dir = Path(log_dir).expanduser()
         log_dir.mkdir(parents=True, exist_ok=True)
         rotating = RotatingFileHandler(
             log_dir / LOG_FILE,
-            maxBytes=int(getattr(settings, "log_max_bytes", DEFAULT_MAX_BYTES)),
-            backupCount=int(getattr(settings, "log_backup_count", DEFAULT_BACKUPS)),
+            maxBytes=settings.log_max_bytes,
+            backupCount=settings.log_backup_count,
             encoding="utf-8",
         )
         rotating.setFormatter(JsonFormatter())
         handlers.append(_mark(rotating))
     for handler in handlers:
         root.addHandler(handler)
-    root.setLevel(str(getattr(settings, "log_level", "INFO")).upper())
+    root.setLevel(settings.log_level.upper())
     access = logging.getLogger("uvicorn.access")
     access.handlers = []
     access.propagate = False

@@ -1,19 +1,17 @@
 """Prometheus metrics (`GET /metrics`), one CollectorRegistry per app.
 
-What is measured and where it is hooked, without touching the code it measures:
+What is measured and where it comes from, without touching the code it measures:
 - HTTP requests: an ASGI middleware (method, route template, status; duration).
-- MCP tool calls: the `tools/call` handler of the endpoint's `McpServer` is wrapped
-  (tool, outcome; duration). Only the tool *name* is ever recorded, never arguments.
-- recall latency, consolidation runs: the service's `recall` and its consolidator's `run`
-  are wrapped on the instance.
-- embedding latency and failures: the embedder's two methods are wrapped on the instance;
-  `/health` reads the last failure from the same tracker.
-- store size and sessions: computed on scrape (a cheap grouped count; the session tables).
+- MCP tool calls, recall latency, consolidation runs, embedding latency and failures: the
+  app's observer hooks (memento.observe), which the server, the service and the consolidator
+  call; `MetricsObserver` records them. Only a tool's *name* is ever recorded, never arguments.
+  `/health` reads the last embedding failure from the same tracker.
+- store size and sessions: computed on scrape (the store's size_summary; each endpoint's
+  session_counts).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -33,6 +31,8 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memento import __version__
+from memento.endpoint import ServedEndpoint, require_gate
+from memento.observe import Observer
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -76,7 +76,7 @@ class OpsState:
         self.started_monotonic = time.monotonic()
         self.embedding = EmbeddingStatus()
         self.registry = CollectorRegistry(auto_describe=True)
-        self.mcp_endpoints: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.mcp_endpoints: weakref.WeakSet[ServedEndpoint] = weakref.WeakSet()
         r = self.registry
         self.http_requests = Counter(
             "memento_http_requests", "HTTP requests answered.", ["method", "route", "status"], registry=r
@@ -126,13 +126,39 @@ class OpsState:
     def session_counts(self) -> dict[str, int]:
         """Live MCP sessions per transport, over every mounted endpoint of this app."""
         streamable = legacy = 0
-        for mcp in list(self.mcp_endpoints):
-            total = len(mcp.server.session_table)
-            queues = getattr(mcp.legacy, "_queues", None) if mcp.legacy is not None else None
-            old = len(queues) if queues is not None else 0
-            legacy += old
-            streamable += max(total - old, 0)
+        for endpoint in list(self.mcp_endpoints):
+            counts = endpoint.session_counts()
+            streamable += counts.get("streamable_http", 0)
+            legacy += counts.get("legacy_sse", 0)
         return {"streamable_http": streamable, "legacy_sse": legacy, "total": streamable + legacy}
+
+
+class MetricsObserver(Observer):
+    """Records the app's observer hooks in its registry (and the embedding status for /health)."""
+
+    def __init__(self, state: OpsState) -> None:
+        self.state = state
+
+    def tool_call(self, tool: str, outcome: str, seconds: float) -> None:
+        self.state.tool_calls.labels(tool, outcome).inc()
+        self.state.tool_duration.labels(tool).observe(seconds)
+        # Name and outcome only: arguments and results may carry memory content.
+        log.info("tool call %s: %s", tool, outcome, extra={"tool": tool, "outcome": outcome, "duration_ms": round(seconds * 1000, 2)})
+
+    def recall(self, seconds: float) -> None:
+        self.state.recall_duration.observe(seconds)
+
+    def consolidation(self, outcome: str, seconds: float) -> None:
+        self.state.consolidation_runs.labels(outcome).inc()
+        self.state.consolidation_duration.observe(seconds)
+
+    def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
+        self.state.embedding_duration.labels(kind).observe(seconds)
+        if error is None:
+            self.state.embedding.succeeded()
+        elif isinstance(error, Exception):
+            self.state.embedding_failures.labels(kind).inc()
+            self.state.embedding.failed(error)
 
 
 class _ScrapeCollector(Collector):
@@ -186,147 +212,53 @@ _STATES_LOCK = threading.Lock()
 
 
 def ops_state(app: App) -> OpsState:
-    """The app's OpsState, created (and the service instrumented) on first use."""
+    """The app's OpsState, created (and its observer registered) on first use."""
     with _STATES_LOCK:
         state = _STATES.get(app.service)
         if state is None:
             state = OpsState(app)
             _STATES[app.service] = state
-            _instrument_service(app, state)
+            app.observers.add(MetricsObserver(state))
         return state
 
 
-def attach_endpoint(app: App, mcp: Any) -> OpsState:
-    """Count `mcp`'s sessions and measure its tool calls (idempotent)."""
+def attach_endpoint(app: App, endpoint: ServedEndpoint) -> OpsState:
+    """Count `endpoint`'s sessions in the app's metrics (idempotent)."""
     state = ops_state(app)
-    if mcp is None:
-        return state
-    state.mcp_endpoints.add(mcp)
-    server = getattr(mcp, "server", None)
-    handlers = getattr(server, "_handlers", None)
-    if isinstance(handlers, dict) and "tools/call" in handlers:
-        original = handlers["tools/call"]
-        if not getattr(original, "_memento_ops", False):
-            handlers["tools/call"] = _timed_tool_handler(original, server, state)
+    state.mcp_endpoints.add(endpoint)
     return state
-
-
-def _timed_tool_handler(original: Callable[..., Any], server: Any, state: OpsState) -> Callable[..., Any]:
-    known = frozenset(getattr(server, "tools_by_name", {}))
-
-    async def handler(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
-        name = params.get("name") if isinstance(params, dict) else None
-        tool = name if isinstance(name, str) and name in known else "unknown"
-        outcome = "exception"
-        started = time.perf_counter()
-        try:
-            result: dict[str, Any] = await original(ctx, params)
-            outcome = "error" if result.get("isError") else ("task" if "task" in result else "ok")
-            return result
-        except BaseException as exc:
-            outcome = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "invalid" if type(exc).__name__ == "JsonRpcError" else "exception"
-            raise
-        finally:
-            elapsed = time.perf_counter() - started
-            state.tool_calls.labels(tool, outcome).inc()
-            state.tool_duration.labels(tool).observe(elapsed)
-            # Name and outcome only: arguments and results may carry memory content.
-            log.info("tool call %s: %s", tool, outcome,
-                     extra={"tool": tool, "outcome": outcome, "duration_ms": round(elapsed * 1000, 2)})
-
-    handler._memento_ops = True  # type: ignore[attr-defined]
-    return handler
-
-
-def _instrument_service(app: App, state: OpsState) -> None:
-    service = app.service
-    recall = service.recall
-
-    @functools.wraps(recall)
-    def timed_recall(*args: Any, **kwargs: Any) -> Any:
-        with state.recall_duration.time():
-            return recall(*args, **kwargs)
-
-    setattr(service, "recall", timed_recall)
-
-    consolidator = service.consolidator
-    run = consolidator.run
-
-    @functools.wraps(run)
-    def timed_run(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        outcome = "error"
-        try:
-            result = run(*args, **kwargs)
-            outcome = "ok"
-            return result
-        finally:
-            state.consolidation_runs.labels(outcome).inc()
-            state.consolidation_duration.observe(time.perf_counter() - started)
-
-    setattr(consolidator, "run", timed_run)
-
-    embedder = service.embedder
-    if embedder is None:
-        return
-    for method, kind in (("embed_passages", "passage"), ("embed_query", "query")):
-        inner = getattr(embedder, method, None)
-        if inner is None or getattr(inner, "_memento_ops", False):
-            continue
-        try:
-            setattr(embedder, method, _timed_embedding(inner, kind, state))
-        except (AttributeError, TypeError):  # a slotted or frozen provider: no embedding metrics
-            log.debug("embedder %s cannot be instrumented", type(embedder).__name__)
-
-
-def _timed_embedding(inner: Callable[..., Any], kind: str, state: OpsState) -> Callable[..., Any]:
-    @functools.wraps(inner)
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            result = inner(*args, **kwargs)
-        except Exception as exc:
-            state.embedding_failures.labels(kind).inc()
-            state.embedding.failed(exc)
-            raise
-        finally:
-            state.embedding_duration.labels(kind).observe(time.perf_counter() - started)
-        state.embedding.succeeded()
-        return result
-
-    timed._memento_ops = True  # type: ignore[attr-defined]
-    return timed
 
 
 # ---------------------------------------------------------------- HTTP
 
 
-def operator(mcp: Any, request: Request) -> Response | None:
+def operator(endpoint: ServedEndpoint, request: Request) -> Response | None:
     """None when `request` may see the operational details (an admin credential, or any request
     when no credential is configured); else the refusal: 403 for a foreign Origin or Host,
     401/400/503 for a missing or bad credential, 403 for a credential bound to an agent."""
-    gate = mcp.gate  # no gate, no answer: an AttributeError is a 500, never an open door
-    refused: Response | None = gate.guard(request)
+    gate = endpoint.gate
+    refused = gate.guard(request)
     if refused is not None:
         return refused
     principal = gate.authenticate(request)
     if isinstance(principal, Response):
         return principal
     if principal.agent_id is not None:
-        return gate.forbidden(request, "Forbidden: this needs an admin credential")  # type: ignore[no-any-return]
+        return gate.forbidden(request, "Forbidden: this needs an admin credential")
     return None
 
 
-def metrics_endpoint(app: App, mcp: Any) -> Callable[[Request], Any]:
+def metrics_endpoint(app: App, endpoint: ServedEndpoint) -> Callable[[Request], Any]:
     """`GET /metrics`: an admin credential, or MEMENTO_METRICS_PUBLIC=1 for a private scraper."""
-    state = attach_endpoint(app, mcp)
+    require_gate(endpoint.gate, "GET /metrics")
+    state = attach_endpoint(app, endpoint)
 
     async def metrics(request: Request) -> Response:
-        refused = mcp.gate.guard(request)  # public or not, never to a foreign Origin/Host
+        refused = endpoint.gate.guard(request)  # public or not, never to a foreign Origin/Host
         if refused is None and not app.settings.metrics_public:
-            refused = operator(mcp, request)
+            refused = operator(endpoint, request)
         if refused is not None:
-            return refused  # type: ignore[no-any-return]
+            return refused
         body = await anyio.to_thread.run_sync(generate_latest, state.registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

@@ -16,6 +16,8 @@ half-built index never stands in for the database's keyword tier.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import logging
 import threading
 import time
@@ -65,11 +67,44 @@ def connect(settings: Settings, *, timeout_s: float = 2.0, connect_timeout_s: fl
     return redis.Redis(host=settings.redis_host, port=settings.redis_port, **options)
 
 
+LOOP_TIMEOUT_S = 0.5  # calls made on the event loop must answer (or fail) fast
+LOOP_CONNECT_TIMEOUT_S = 0.25
+
+
+@dataclass
+class RedisClients:
+    """The process's Redis connections, created once by the composition root and handed down.
+
+    `blocking` serves worker threads (the L1 keyword index, the replica bus, the OAuth store);
+    `loop` serves code on the event loop (MCP session directory, SSE event store, task board),
+    with short timeouts so a sick Redis cannot stall every request. Lazy: no I/O until used."""
+
+    blocking: Any
+    loop: Any
+
+    @classmethod
+    def connect(cls, settings: Settings) -> RedisClients:
+        return cls(
+            blocking=connect(settings),
+            loop=connect(settings, timeout_s=LOOP_TIMEOUT_S, connect_timeout_s=LOOP_CONNECT_TIMEOUT_S),
+        )
+
+    def close(self) -> None:
+        for client in (self.blocking, self.loop):
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection
+                pass
+
+
 class RedisKeywordIndex:
     """L1: one Redis set per (agent, keyword); SINTER across the query's keywords."""
 
-    def __init__(self, client: Any, store: FragmentSource, *, retry_after_s: float = 5.0, batch: int = 500) -> None:
+    def __init__(
+        self, client: Any, store: FragmentSource, *, retry_after_s: float = 5.0, batch: int = 500, owns_client: bool = True
+    ) -> None:
         self.client = client
+        self.owns_client = owns_client  # False: a shared client, closed by its owner
         self.store = store
         self.retry_after_s = retry_after_s
         self.batch = batch
@@ -278,6 +313,8 @@ class RedisKeywordIndex:
         thread = self._rebuilding
         if thread is not None:
             thread.join(5.0)
+        if not self.owns_client:
+            return
         try:
             self.client.close()
         except Exception:  # noqa: BLE001 - closing a dead connection

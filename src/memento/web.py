@@ -1,18 +1,21 @@
-"""The ASGI application around `/mcp`, and the uvicorn server that runs it.
+"""The web app: the one ASGI application Memento serves over HTTP, composed in one place.
 
-`create_http_app` composes the Streamable HTTP endpoint (`http.McpHttp`) with its session
-directory and event store (in Redis when replicas share sessions), the legacy HTTP+SSE
-endpoints, the OAuth and operations routes (`http_extras`) and the request limits;
-`serve_http` serves it until SIGTERM/SIGINT and then closes every session and the app.
+It puts together typed parts built elsewhere: the MCP Streamable HTTP endpoint (`mcp/http.py`)
+with its session directory and event store (on the app's Redis connection when replicas share
+sessions), the legacy HTTP+SSE endpoints, the OAuth routes (`auth/oauth_http.py`), the
+operations routes and middleware (`ops`), and the request limits — with room for the REST API
+and the dashboard. Every route that checks Origin/Host or credentials is handed the endpoint's
+gate explicitly; composing one without it is a start-up error. `serve_http` serves the app until
+SIGTERM/SIGINT and then closes every session and the app.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -21,21 +24,25 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
+from memento import ops
+from memento.auth import oauth_http
 from memento.auth.registry import token_verifiers
-from memento.mcp import http_extras
+from memento.endpoint import require_gate
 from memento.mcp.cluster import SessionDirectory
 from memento.mcp.events import EventStore
+from memento.mcp.features import Feature
+from memento.mcp.http import McpHttp
 from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure
 from memento.mcp.http_json import JSONResponse  # total: always valid JSON
 from memento.mcp.http_limits import RequestLimits, header_timeout_protocol
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer
+from memento.mcp.sse_legacy import LegacySse
 
 if TYPE_CHECKING:
     from memento.app import App
-    from memento.mcp.http import McpHttp
 
 log = logging.getLogger(__name__)
 
@@ -44,29 +51,19 @@ async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette:
-    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, and `/health`.
-
-    `features` replaces the registry's list (tests plug their own in)."""
-    from memento.mcp.http import McpHttp  # which re-exports this module's faces
-    from memento.mcp.sse_legacy import LegacySse
-
-    token_verifiers(app)  # validates the credential configuration now, not at the first request
+def mcp_endpoint(app: App, features: Sequence[Feature] | None = None) -> McpHttp:
+    """The Streamable HTTP endpoint with its gate, and its shared session state when Redis is on."""
     ttl_s = app.settings.session_ttl_minutes * 60.0
     store: EventStore | None = None
     directory: SessionDirectory | None = None
-    if app.bus is not None:  # Redis: any replica can serve any session
-        from memento.mcp.cluster import CHANNEL, RedisSessionDirectory
+    if app.bus is not None and app.redis is not None:  # Redis: any replica can serve any session
+        from memento.mcp.cluster import RedisSessionDirectory
         from memento.mcp.cluster_store import Guarded, RedisEventStore
-        from memento.storage.redis import connect
 
-        # Called on the event loop, so a sick Redis must answer (or fail) fast.
-        client = connect(app.settings, timeout_s=0.5, connect_timeout_s=0.25)
-        app.on_close(client.close)
-        shared = Guarded(client, "MCP sessions and SSE events")
+        shared = Guarded(app.redis.loop, "MCP sessions and SSE events")  # the app's event-loop client
         store = RedisEventStore(shared, ttl_s)
         directory = RedisSessionDirectory(shared, app.bus, ttl_s)
-    mcp = McpHttp(
+    return McpHttp(
         McpServer(app, features=default_features(app.settings) if features is None else features),
         gate=HttpGate(app, allowed_origins=app.settings.origins, allowed_hosts=allowed_hosts(app.settings)),
         session_ttl_s=ttl_s,
@@ -75,6 +72,29 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
         max_sessions=app.settings.max_sessions,
         queue_limit=app.settings.stream_queue_limit,
     )
+
+
+def routes(app: App, mcp: McpHttp, legacy: LegacySse) -> list[BaseRoute]:
+    """Every route of the web app. Routes beside /mcp get its gate (never optional)."""
+    gate = require_gate(mcp.gate, "the web app")
+    return [
+        Route("/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]),
+        Route("/sse", legacy.connect, methods=["GET"]),
+        Route("/message", legacy.message, methods=["POST"]),
+        *ops.routes(app, mcp),  # /health, /metrics
+        *oauth_http.routes(app, gate),  # OAuth metadata, /register, /authorize, /token, /revoke
+        Route("/health", _health, methods=["GET"]),  # shadowed by the fuller one of ops
+    ]
+
+
+def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> Starlette:
+    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, OAuth, `/health`, `/metrics`.
+
+    `features` replaces the registry's list (tests plug their own in)."""
+    from memento.mcp.cluster import CHANNEL
+
+    token_verifiers(app)  # validates the credential configuration now, not at the first request
+    mcp = mcp_endpoint(app, features)
     if app.bus is not None:
         app.bus.on(CHANNEL, mcp.on_replica_message)
     legacy = LegacySse(mcp)
@@ -92,17 +112,9 @@ def create_http_app(app: App, *, features: list[Any] | None = None) -> Starlette
             log.info("HTTP server stopped")
 
     asgi = Starlette(
-        routes=[
-            Route(
-                "/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
-            ),
-            Route("/sse", legacy.connect, methods=["GET"]),
-            Route("/message", legacy.message, methods=["POST"]),
-            *http_extras.routes(app, mcp),
-            Route("/health", _health, methods=["GET"]),  # shadowed by a fuller one in extras
-        ],
+        routes=routes(app, mcp, legacy),
         middleware=[
-            *http_extras.middleware(app, mcp),
+            *ops.middleware(app),  # request metrics (outermost, sees the final status), compression
             # Around every route, once: body size and body timeout (http_limits).
             Middleware(RequestLimits, max_body_bytes=app.settings.max_body_bytes,
                        body_timeout_s=app.settings.body_timeout_s),

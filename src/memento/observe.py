@@ -1,0 +1,75 @@
+"""Observer hooks: what the engine and the faces report as they work (tool calls, recalls,
+consolidation runs, embedding calls), for whoever listens — metrics and logs today.
+
+The code that does the work calls the hooks explicitly; listeners never wrap or patch it.
+A listener that fails is logged and skipped: observing must never break the work observed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+
+class Observer:
+    """A listener; override the hooks of interest (each default does nothing)."""
+
+    def tool_call(self, tool: str, outcome: str, seconds: float) -> None:
+        """An MCP tools/call finished: outcome ok | error | task | invalid | cancelled | exception.
+        `tool` is a served tool's name, or "unknown". Never arguments or results (memory content)."""
+
+    def recall(self, seconds: float) -> None:
+        """A recall finished (successfully or not)."""
+
+    def consolidation(self, outcome: str, seconds: float) -> None:
+        """A consolidation run finished: outcome ok | error."""
+
+    def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
+        """An embedding provider call finished: kind passage | query; error None on success."""
+
+
+class Observers(Observer):
+    """Fans every hook out to the registered observers (thread-safe registration)."""
+
+    def __init__(self) -> None:
+        self._observers: tuple[Observer, ...] = ()
+        self._lock = threading.Lock()
+
+    def add(self, observer: Observer) -> None:
+        with self._lock:
+            if observer not in self._observers:
+                self._observers = (*self._observers, observer)
+
+    def remove(self, observer: Observer) -> None:
+        with self._lock:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+
+    def tool_call(self, tool: str, outcome: str, seconds: float) -> None:
+        for observer in self._observers:
+            try:
+                observer.tool_call(tool, outcome, seconds)
+            except Exception:  # noqa: BLE001 - observing must not break the call
+                log.exception("tool_call observer failed")
+
+    def recall(self, seconds: float) -> None:
+        for observer in self._observers:
+            try:
+                observer.recall(seconds)
+            except Exception:  # noqa: BLE001
+                log.exception("recall observer failed")
+
+    def consolidation(self, outcome: str, seconds: float) -> None:
+        for observer in self._observers:
+            try:
+                observer.consolidation(outcome, seconds)
+            except Exception:  # noqa: BLE001
+                log.exception("consolidation observer failed")
+
+    def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
+        for observer in self._observers:
+            try:
+                observer.embedding(kind, seconds, error)
+            except Exception:  # noqa: BLE001
+                log.exception("embedding observer failed")
