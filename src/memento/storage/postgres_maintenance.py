@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Sequence
 
 from ..models import AgentScope, TTLTier
-from .postgres import SYSTEM, PostgresStore, retried
+from .postgres import PostgresStore
+from .postgres_db import SYSTEM, retried
 from .postgres_sql import scope_sql, write_sql
 
 _LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
