@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Sequence
 
 from ..models import AgentScope, TTLTier
-from .postgres import SYSTEM, PostgresStore, retried
+from .postgres import PostgresStore
+from .postgres_db import SYSTEM, retried
 from .postgres_sql import scope_sql, write_sql
 
 _LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
@@ -29,7 +30,7 @@ class PostgresMaintenance:
     @retried
     def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
         where, params = _changeable(scope)
-        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"UPDATE agent_memory.fragments f SET ttl_tier = %s WHERE {_LIFECYCLE} AND f.ttl_tier = %s"
                 f" AND f.created_at < %s AND COALESCE(f.accessed_at, f.created_at) < %s AND {where}",
@@ -47,7 +48,7 @@ class PostgresMaintenance:
         if exclude_types:
             clauses += " AND NOT (f.type = ANY(%s))"
             extra.append(list(exclude_types))
-        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
                 f" AND COALESCE(f.accessed_at, f.created_at) < %s{clauses} AND {where}",
@@ -59,7 +60,7 @@ class PostgresMaintenance:
     @retried
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
         where, params = _changeable(scope)
-        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "UPDATE agent_memory.fragments f SET importance = ROUND((f.importance * %s)::numeric, 4)::float8"
                 f" WHERE {_LIFECYCLE} AND f.ttl_tier <> 'permanent' AND f.access_count <= %s AND f.utility_score < %s"
@@ -76,7 +77,7 @@ class PostgresMaintenance:
         whose rows were loaded around them."""
         where, params = _changeable(scope)
         merged = 0
-        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.agent_id, f.content_hash FROM agent_memory.fragments f WHERE f.session_id IS NULL AND {where}"
                 " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
@@ -106,7 +107,7 @@ class PostgresMaintenance:
 
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
         where, params = scope_sql(scope)
-        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT l.from_id, l.to_id FROM agent_memory.fragment_links l JOIN agent_memory.fragments f ON f.id = l.from_id"
                 f" WHERE l.relation_type = 'contradicts' AND {where} ORDER BY l.id",
@@ -119,7 +120,7 @@ class PostgresMaintenance:
         """Runs as the system so that targets in other namespaces count as alive; the scope
         predicate still limits which fragments' arrays are rewritten."""
         where, params = _changeable(scope)
-        with self.store._tx(SYSTEM) as cur:
+        with self.store.db.tx(SYSTEM) as cur:
             cur.execute(
                 "DELETE FROM agent_memory.fragment_links l WHERE NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.from_id)"
                 " OR NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.to_id)"
@@ -142,7 +143,7 @@ class PostgresMaintenance:
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
         where, params = _changeable(scope)
-        with self.store._tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "SELECT f.id, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at) AS last, f.utility_score"
                 f" FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND {where}",
@@ -167,7 +168,7 @@ class PostgresMaintenance:
 
     @retried
     def expire_sessions(self, idle_before: datetime) -> int:
-        with self.store._tx(SYSTEM) as cur:
+        with self.store.db.tx(SYSTEM) as cur:
             # A session's rows go together, per owning namespace, when the newest of them is idle.
             cur.execute(
                 "SELECT f.id FROM agent_memory.fragments f JOIN (SELECT agent_id, session_id FROM agent_memory.fragments"

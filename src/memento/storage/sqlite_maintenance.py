@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Sequence
 
 from ..models import AgentScope, TTLTier
-from .sqlite import SQLiteStore, _scope_sql, _write_sql, parse_ts, ts
+from .sqlite import SQLiteStore
+from .sqlite_sql import _scope_sql, _write_sql, parse_ts, ts
 
 _LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL"
 
@@ -29,7 +30,7 @@ class SQLiteMaintenance:
     def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
         where, params = _changeable(scope)
         cutoff = ts(accessed_before or created_before)
-        with self.store._tx() as conn:
+        with self.store.db.tx() as conn:
             return int(conn.execute(
                 f"UPDATE fragments AS f SET ttl_tier = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ? AND f.created_at < ?"
                 f" AND COALESCE(f.accessed_at, f.created_at) < ? AND {where}",
@@ -46,7 +47,7 @@ class SQLiteMaintenance:
             clauses.append(f"f.type NOT IN ({','.join('?' * len(exclude_types))})")
             extra.extend(exclude_types)
         type_sql = (" AND " + " AND ".join(clauses)) if clauses else ""
-        ids = [r[0] for r in self.store._reader().execute(
+        ids = [r[0] for r in self.store.db.reader().execute(
             f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
             f" AND COALESCE(f.accessed_at, f.created_at) < ?{type_sql} AND {where}",
             [ts(stale_before), *extra, *params],
@@ -55,7 +56,7 @@ class SQLiteMaintenance:
 
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
         where, params = _changeable(scope)
-        with self.store._tx() as conn:
+        with self.store.db.tx() as conn:
             return int(conn.execute(
                 f"UPDATE fragments AS f SET importance = ROUND(f.importance * ?, 4) WHERE {_LIFECYCLE}"
                 " AND f.ttl_tier != 'permanent' AND f.access_count <= ? AND f.utility_score < ? AND f.created_at < ?"
@@ -66,21 +67,21 @@ class SQLiteMaintenance:
     def deduplicate(self, scope: AgentScope) -> int:
         """Merge fragments sharing a content hash into the oldest (sums access counts, moves links)."""
         where, params = _changeable(scope)
-        groups = self.store._reader().execute(
+        groups = self.store.db.reader().execute(
             f"SELECT f.agent_id, f.content_hash FROM fragments f WHERE f.session_id IS NULL AND {where}"
             " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
             params,
         ).fetchall()
         merged = 0
         for agent, digest in groups:
-            rows = self.store._reader().execute(
+            rows = self.store.db.reader().execute(
                 "SELECT f.id, f.access_count FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND f.session_id IS NULL"
                 f" AND {where} ORDER BY f.created_at, f.seq",
                 (agent, digest, *params),
             ).fetchall()
             survivor, duplicates = rows[0][0], [r[0] for r in rows[1:]]
             marks = ",".join("?" * len(duplicates))
-            with self.store._tx() as conn:
+            with self.store.db.tx() as conn:
                 conn.execute(
                     "UPDATE fragments SET access_count = access_count + ? WHERE id = ?",
                     (sum(r[1] for r in rows[1:]), survivor),
@@ -93,7 +94,7 @@ class SQLiteMaintenance:
 
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
         where, params = _scope_sql(scope)
-        rows = self.store._reader().execute(
+        rows = self.store.db.reader().execute(
             "SELECT l.from_id, l.to_id FROM fragment_links l JOIN fragments f ON f.id = l.from_id"
             f" WHERE l.relation_type = 'contradicts' AND {where} ORDER BY l.id",
             params,
@@ -102,7 +103,7 @@ class SQLiteMaintenance:
 
     def prune_orphan_links(self, scope: AgentScope) -> int:
         where, params = _changeable(scope)
-        with self.store._tx() as conn:
+        with self.store.db.tx() as conn:
             dangling = conn.execute(
                 "DELETE FROM fragment_links WHERE from_id NOT IN (SELECT id FROM fragments)"
                 " OR to_id NOT IN (SELECT id FROM fragments)"
@@ -127,7 +128,7 @@ class SQLiteMaintenance:
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
         where, params = _changeable(scope)
-        rows = self.store._reader().execute(
+        rows = self.store.db.reader().execute(
             f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score"
             f" FROM fragments f WHERE {_LIFECYCLE} AND {where}",
             params,
@@ -141,14 +142,14 @@ class SQLiteMaintenance:
             if abs(utility - old) > 1e-4:
                 updates.append((utility, ts(now), seq))
         if updates:
-            with self.store._tx() as conn:
+            with self.store.db.tx() as conn:
                 conn.executemany("UPDATE fragments SET utility_score = ?, verified_at = ? WHERE seq = ?", updates)
         return len(updates)
 
     def expire_sessions(self, idle_before: datetime) -> int:
         """Expunge the working memory of sessions idle since `idle_before`, per owning namespace
         (a session's rows go together, when the newest of them is idle)."""
-        ids = [r[0] for r in self.store._reader().execute(
+        ids = [r[0] for r in self.store.db.reader().execute(
             "SELECT f.id FROM fragments f JOIN (SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL"
             " GROUP BY agent_id, session_id HAVING MAX(COALESCE(accessed_at, created_at)) < ?) s"
             " ON f.agent_id = s.agent_id AND f.session_id = s.session_id",

@@ -1,0 +1,187 @@
+"""PostgreSQL connections: the psycopg_pool pool (DB_MAX_CONNECTIONS, DB_IDLE_TIMEOUT_MS,
+DB_CONN_TIMEOUT_MS, DB_QUERY_TIMEOUT as the statement timeout), transactions that carry the
+row-level security context and nest, the retry of writes PostgreSQL rolled back, ping and close."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import selectors
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, ParamSpec, TypeVar
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..errors import Unavailable
+from ..models import PoolWrites
+
+log = logging.getLogger(__name__)
+
+_thread = threading.local()  # .depth: transactions open on this thread (nested ones join the outermost)
+P = ParamSpec("P")
+R = TypeVar("R")
+WRITE_ATTEMPTS = 3
+
+
+def retried(method: Callable[P, R]) -> Callable[P, R]:
+    """Run a write again when PostgreSQL rolled its transaction back to break a deadlock or a
+    serialization conflict. The whole transaction was undone, so running it again is safe; two
+    writers locking rows in opposite orders (a forget cleaning its neighbours' links, another
+    forget or amend) then both succeed instead of one failing with "deadlock detected"."""
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        if getattr(_thread, "depth", 0):  # part of a larger transaction: only its owner may rerun it
+            return method(*args, **kwargs)
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                return method(*args, **kwargs)
+            except Unavailable as exc:
+                sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+                if attempt == WRITE_ATTEMPTS or not sqlstate.startswith("40"):  # class 40: transaction rollback
+                    raise
+                log.info("write rolled back by PostgreSQL (SQLSTATE %s); running it again", sqlstate)
+        raise AssertionError("unreachable")
+
+    return run
+
+
+Cursor = psycopg.Cursor[dict[str, Any]]
+SYSTEM = "system"
+
+
+def _as(cur: Cursor, agent: str) -> None:
+    cur.execute("SELECT set_config('app.current_agent_id', %s, true)", (agent,))
+
+
+class PostgresDatabase:
+    """The connection pool of one PostgreSQL database (opened at once; Unavailable if unreachable)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        max_connections: int = 20,
+        idle_timeout_ms: int = 30_000,
+        conn_timeout_ms: int = 10_000,
+        query_timeout_ms: int = 30_000,
+    ) -> None:
+        self._local = threading.local()  # .open: this thread's transaction (cursor, agent, pool), if any
+        self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_connections,
+            max_idle=idle_timeout_ms / 1000,
+            timeout=conn_timeout_ms / 1000,
+            # A background reconnection backs off exponentially until it gives up (psycopg_pool's
+            # default: 5 minutes, so recovery could lag an outage by as long as it lasted). Giving
+            # up early leaves reconnecting to the next request, which tries at once.
+            reconnect_timeout=conn_timeout_ms / 1000,
+            kwargs={
+                "options": f"-c statement_timeout={int(query_timeout_ms)} -c timezone=UTC",
+                "connect_timeout": max(1, conn_timeout_ms // 1000),
+                "row_factory": dict_row,
+            },
+            configure=self._configure,
+            open=False,
+            name="memento",
+        )
+        try:
+            self._pool.open(wait=True, timeout=conn_timeout_ms / 1000)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise Unavailable(f"PostgreSQL is not reachable: {exc}") from exc
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection[Any]) -> None:
+        register_vector(conn)
+        conn.commit()
+
+    @contextmanager
+    def tx(self, agent: str, pool: PoolWrites = PoolWrites.ALL) -> Iterator[Cursor]:
+        """One transaction whose row-level security context is `agent`, allowed to change the
+        shared pool as far as `pool` says (the restrictive policies of migration 0003). Inside
+        another one on this thread it joins it (with its own context until it ends): the
+        outermost commits or rolls back everything."""
+        outer: tuple[Cursor, str, PoolWrites] | None = getattr(self._local, "open", None)
+        if outer is not None:
+            cur, outer_agent, outer_pool = outer
+            self._set_context(cur, agent, pool)
+            self._local.open = (cur, agent, pool)
+            try:
+                yield cur
+            finally:
+                self._local.open = outer
+            self._set_context(cur, outer_agent, outer_pool)
+            return
+        try:
+            conn = self._checkout()
+            _thread.depth = getattr(_thread, "depth", 0) + 1
+            try:
+                with conn, conn.cursor() as cur:  # commits, or rolls back on an exception
+                    self._set_context(cur, agent, pool)
+                    self._local.open = (cur, agent, pool)
+                    try:
+                        yield cur
+                    finally:
+                        self._local.open = None
+            finally:
+                _thread.depth -= 1
+                self._pool.putconn(conn)  # a broken connection is discarded and replaced
+        except PoolTimeout as exc:
+            raise Unavailable(f"the database is unavailable: no PostgreSQL connection within {self._pool.timeout:g}s") from exc
+        except psycopg.OperationalError as exc:
+            reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]  # libpq adds hint lines
+            raise Unavailable(f"the database is unavailable: {reason}") from exc
+
+    @staticmethod
+    def _set_context(cur: Cursor, agent: str, pool: PoolWrites) -> None:
+        cur.execute(
+            "SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)",
+            (agent, pool.value),
+        )
+
+    def _checkout(self) -> psycopg.Connection[dict[str, Any]]:
+        """A pooled connection the server has not closed. One it closed while idle means
+        PostgreSQL restarted: every connection from before is replaced at once (the pool's
+        drain), so a restart between requests fails none of them."""
+        conn = self._pool.getconn()
+        if not self._closed_by_server(conn):
+            return conn
+        log.warning("PostgreSQL closed the pooled connections (restarted?); reconnecting")
+        self._pool.putconn(conn)
+        self._pool.drain()
+        return self._pool.getconn()
+
+    @staticmethod
+    def _closed_by_server(conn: psycopg.Connection[Any]) -> bool:
+        """Whether the server has closed this idle connection. An idle connection has nothing
+        to read, so only a readable socket costs a round trip to find out."""
+        if conn.closed or conn.broken:
+            return True
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn.fileno(), selectors.EVENT_READ)
+            if not selector.select(0):
+                return False
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            return True
+        return False
+
+    def ping(self) -> None:
+        """One round trip to the server (health checks); raises Unavailable when it fails."""
+        with self.tx(SYSTEM) as cur:
+            cur.execute("SELECT 1")
+
+    def migrations(self) -> list[str]:
+        with self.tx(SYSTEM) as cur:
+            cur.execute("SELECT name FROM agent_memory.schema_migrations ORDER BY name")
+            return [r["name"] for r in cur.fetchall()]
+
+    def close(self) -> None:
+        self._pool.close()

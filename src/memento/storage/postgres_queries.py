@@ -1,0 +1,233 @@
+"""The read side of PostgresStore: fragments by id, topic and listing order, links and versions,
+embedding backlog and statistics; plus the feedback tables (rows beside the fragment model)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+
+from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
+from .postgres_db import SYSTEM, PostgresDatabase
+from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
+from .postgres_sql import filter_sql, scope_sql
+from .protocol import RankFeatures, SearchFilter
+
+
+class PostgresQueries:
+    """Reads, each one transaction in the caller's row-level security context (or `system`)."""
+
+    def __init__(self, db: PostgresDatabase, embedding_model: str | None) -> None:
+        self.db = db
+        self.embedding_model = embedding_model
+
+    def session_owners(self, session_id: str) -> list[str]:
+        """The namespaces whose working memory carries `session_id` (across every agent)."""
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT DISTINCT agent_id FROM agent_memory.fragments WHERE session_id = %s ORDER BY agent_id", (session_id,)
+            )
+            return [r["agent_id"] for r in cur.fetchall()]
+
+    def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            return _visible(cur, scope, list(ids))
+
+    def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]:
+        return self._select(scope, SearchFilter(topic=topic), "f.seq", None)
+
+    def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
+        """Anchors first, then by importance, newest first among equals."""
+        return self._select(scope, filt, "f.is_anchor DESC, f.importance DESC, f.created_at DESC", limit)
+
+    def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
+        """Newest first."""
+        return self._select(scope, filt, "f.created_at DESC", limit)
+
+    def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()) -> list[Fragment]:
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
+                [*params, *fparams, *extra_params, limit],
+            )
+            return [_row_to_fragment(r) for r in cur.fetchall()]
+
+    def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
+        """Newest first by insertion order, strictly before `before_seq` (a stable keyset page)."""
+        if before_seq is None:
+            return self._select(scope, filt, "f.seq DESC", limit)
+        return self._select(scope, filt, "f.seq DESC", limit, "AND f.seq < %s", [before_seq])
+
+    def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
+        """Topics of permanent fragments starting with `prefix`, with their fragment counts."""
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"SELECT f.topic, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL"
+                " AND starts_with(f.topic, %s) GROUP BY f.topic ORDER BY f.topic COLLATE \"C\" LIMIT %s",
+                [*params, prefix, limit],
+            )
+            return [(r["topic"], int(r["n"])) for r in cur.fetchall()]
+
+    def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
+        """Visible fragment ids (permanent or working memory) starting with `prefix`."""
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"SELECT f.id FROM agent_memory.fragments f WHERE {where} AND starts_with(f.id, %s)"
+                " ORDER BY f.id COLLATE \"C\" LIMIT %s",
+                [*params, prefix, limit],
+            )
+            return [r["id"] for r in cur.fetchall()]
+
+    def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
+        if not ids:
+            return {}
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"SELECT f.id, f.importance, f.created_at, f.accessed_at FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
+                [list(ids), *params],
+            )
+            return {r["id"]: RankFeatures(r["importance"], r["created_at"], r["accessed_at"]) for r in cur.fetchall()}
+
+    def count(self, scope: AgentScope, filt: SearchFilter) -> int:
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND {fwhere}", [*params, *fparams])
+            row = cur.fetchone()
+            return int(row["n"]) if row else 0
+
+    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
+        if not ids or not relations or limit <= 0:
+            return []
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                "SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
+                f" {_COLUMNS} FROM agent_memory.fragment_links l JOIN agent_memory.fragments f"
+                " ON (f.id = l.to_id AND l.from_id = ANY(%s)) OR (f.id = l.from_id AND l.to_id = ANY(%s))"
+                f" WHERE l.relation_type = ANY(%s) AND {where} ORDER BY l.id LIMIT %s",
+                [list(ids), list(ids), [r.value for r in relations], *params, limit],
+            )
+            rows = cur.fetchall()
+        return [
+            (Link(r["l_from"], r["l_to"], RelationType(r["l_rel"]), r["l_created"]), _row_to_fragment(r)) for r in rows
+        ]
+
+    def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            _require(cur, scope, fragment_id)
+            cur.execute(
+                "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM agent_memory.fragment_versions"
+                " WHERE fragment_id = %s ORDER BY id",
+                (fragment_id,),
+            )
+            rows = cur.fetchall()
+        return [{**r, "keywords": list(r["keywords"]), "amended_at": r["amended_at"].isoformat()} for r in rows]
+
+    def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                "SELECT f.seq, f.id, f.content FROM agent_memory.fragments f"
+                " WHERE (f.embedding IS NULL OR f.embedding_model IS DISTINCT FROM %s) AND f.seq > %s"
+                f" AND {where} ORDER BY f.seq LIMIT %s",
+                [self.embedding_model, after_seq, *params, limit],
+            )
+            return [(r["seq"], r["id"], r["content"]) for r in cur.fetchall()]
+
+    def size_summary(self) -> dict[str, Any]:
+        """Fragments per TTL tier (working memory apart) and the number of agents, for metrics."""
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT ttl_tier, session_id IS NOT NULL AS working, COUNT(*) AS n FROM agent_memory.fragments GROUP BY 1, 2"
+            )
+            by_tier = {t.value: 0 for t in TTLTier}
+            working = 0
+            for r in cur.fetchall():
+                if r["working"]:
+                    working += int(r["n"])
+                else:
+                    by_tier[str(r["ttl_tier"])] = by_tier.get(str(r["ttl_tier"]), 0) + int(r["n"])
+            cur.execute("SELECT COUNT(DISTINCT agent_id) AS n FROM agent_memory.fragments")
+            row = cur.fetchone()
+            return {"by_tier": by_tier, "working_memory": working, "agents": int(row["n"]) if row else 0}
+
+    def add_tool_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
+        with self.db.tx(agent_id) as cur:
+            cur.execute(
+                "INSERT INTO agent_memory.tool_feedback (agent_id, tool_name, relevant, sufficient, suggestion, context,"
+                " session_id, trigger_type, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (agent_id, row["tool_name"], bool(row["relevant"]), bool(row["sufficient"]), row.get("suggestion"),
+                 row.get("context"), row.get("session_id"), row.get("trigger_type", "voluntary"), now),
+            )
+            created = cur.fetchone()
+            assert created is not None
+            return int(created["id"])
+
+    def add_task_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
+        with self.db.tx(agent_id) as cur:
+            cur.execute(
+                "INSERT INTO agent_memory.task_feedback (agent_id, session_id, overall_success, tool_highlights,"
+                " tool_pain_points, created_at) VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                (agent_id, row["session_id"], bool(row["overall_success"]), list(row.get("tool_highlights") or []),  # type: ignore[call-overload]
+                 list(row.get("tool_pain_points") or []), now),  # type: ignore[call-overload]
+            )
+            created = cur.fetchone()
+            assert created is not None
+            return int(created["id"])
+
+    def task_feedback(self, session_id: str) -> list[dict[str, object]]:
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute("SELECT * FROM agent_memory.task_feedback WHERE session_id = %s ORDER BY id", (session_id,))
+            return [dict(r) for r in cur.fetchall()]
+
+    def tool_feedback(self, feedback_id: int) -> dict[str, object] | None:
+        """One tool_feedback row (for operators and tests)."""
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute("SELECT * FROM agent_memory.tool_feedback WHERE id = %s", (feedback_id,))
+            row = cur.fetchone()
+            return dict(row) if row else None
+
+    def stats(self, scope: AgentScope) -> dict[str, object]:
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                "SELECT COUNT(*) FILTER (WHERE f.session_id IS NULL) AS total,"
+                " COUNT(*) FILTER (WHERE f.session_id IS NOT NULL) AS working,"
+                " COUNT(*) FILTER (WHERE f.session_id IS NULL AND f.embedding IS NOT NULL AND f.embedding_model = %s) AS embedded,"
+                " AVG(f.utility_score) FILTER (WHERE f.session_id IS NULL) AS utility,"
+                " AVG(f.importance) FILTER (WHERE f.session_id IS NULL) AS importance,"
+                " COUNT(*) FILTER (WHERE f.is_anchor) AS anchors"
+                f" FROM agent_memory.fragments f WHERE {where}",
+                [self.embedding_model, *params],
+            )
+            totals = cur.fetchone() or {}
+            cur.execute(
+                f"SELECT 'tier' AS kind, f.ttl_tier AS name, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL GROUP BY f.ttl_tier"
+                f" UNION ALL SELECT 'type', f.type, COUNT(*) FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL GROUP BY f.type",
+                [*params, *params],
+            )
+            groups = {(r["kind"], r["name"]): int(r["n"]) for r in cur.fetchall()}
+            cur.execute(
+                f"SELECT COUNT(*) AS n FROM agent_memory.fragment_links l JOIN agent_memory.fragments f ON f.id = l.from_id WHERE {where}",
+                params,
+            )
+            links = cur.fetchone() or {"n": 0}
+        total, embedded = int(totals.get("total", 0)), int(totals.get("embedded", 0))
+        utility, importance = totals.get("utility"), totals.get("importance")
+        return {
+            "total": total,
+            "working_memory": int(totals.get("working", 0)),
+            "by_tier": {t.value: groups.get(("tier", t.value), 0) for t in TTLTier},
+            "by_type": {t.value: groups.get(("type", t.value), 0) for t in FragmentType},
+            "anchors": int(totals.get("anchors", 0)),
+            "links": int(links["n"]),
+            "embedded": embedded,
+            "embedding_coverage": round(embedded / total, 4) if total else 1.0,
+            "mean_utility_score": round(float(utility), 4) if utility is not None else None,
+            "mean_importance": round(float(importance), 4) if importance is not None else None,
+        }

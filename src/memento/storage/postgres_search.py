@@ -1,0 +1,105 @@
+"""The retrieval tiers on PostgreSQL: keyword and full-text look-ups (statements in
+postgres_sql.py; the common-term policy of storage/terms.py counted within the caller's scope)
+and the pgvector HNSW search."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..models import AgentScope
+from . import terms as terms_policy
+from .postgres_db import Cursor, PostgresDatabase
+from .postgres_sql import df_sql, filter_sql, keyword_sql, scope_sql, text_sql
+from .protocol import Hit, SearchFilter
+
+MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+
+
+class PostgresSearch:
+    """The three tiers, each one transaction in the caller's row-level security context."""
+
+    def __init__(self, db: PostgresDatabase, embedding_model: str | None, ef_search: int) -> None:
+        self.db = db
+        self.embedding_model = embedding_model
+        self.ef_search = ef_search
+        self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
+
+    def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        """Fragments holding any of `keywords`: most matched first, then by importance, newest."""
+        if not keywords:
+            return []
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(*keyword_sql(scope, keywords, filt, limit))
+            return [Hit(r["id"], float(r["matched"])) for r in cur.fetchall()]
+
+    def selective_terms(self, cur: Cursor, scope: AgentScope, terms: list[str]) -> list[str]:
+        """The common-term policy (storage/terms.py) with counts taken within `scope`."""
+
+        def capped(words: Sequence[str], common: int) -> dict[str, int]:
+            cur.execute(*df_sql(scope, words, common))
+            return {r["term"]: int(r["n"]) for r in cur.fetchall()}
+
+        def exact(words: Sequence[str]) -> dict[str, int]:
+            where, params = scope_sql(scope, "t")
+            cur.execute(
+                f"SELECT t.term, COUNT(*) AS n FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {where} GROUP BY t.term",
+                [list(words), *params],
+            )
+            return {r["term"]: int(r["n"]) for r in cur.fetchall()}
+
+        return terms_policy.choose(terms, self.scope_size(cur, scope), capped, exact)
+
+    def scope_size(self, cur: Cursor, scope: AgentScope) -> int:
+        """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
+
+        def count() -> int:
+            where, params = scope_sql(scope)
+            cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where}", params)
+            row = cur.fetchone()
+            return int(row["n"]) if row else 0
+
+        return self.sizes.get(scope.visible_agents(), count)
+
+    def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        """The query's selective terms OR-ed, ranked by ts_rank (see text_sql)."""
+        if not terms:
+            return []
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            wanted = self.selective_terms(cur, scope, list(dict.fromkeys(terms)))
+            if not wanted:
+                return []
+            cur.execute(*text_sql(scope, wanted, filt, limit))
+            return [Hit(r["id"], float(r["rank"])) for r in cur.fetchall()]
+
+    def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
+        if self.embedding_model is None:
+            return []
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt)
+        query = np.ascontiguousarray(vector, dtype=np.float32)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            # Iterative scans (pgvector 0.8) keep walking the HNSW graph until enough rows pass
+            # the filters; relaxed order is re-sorted below.
+            # For an unfiltered search the planner prices the HNSW scan of a small store (~10k
+            # rows) above an exact scan + sort, underpricing the distances on out-of-line
+            # (TOASTed) vectors: 30 ms instead of 2 at 10k. Sorting is then ruled out, so the
+            # ordered HNSW scan wins (ef_search >= the store size keeps small stores exact).
+            # With a topic/type/session filter the planner keeps its choice: an exact scan of
+            # the few matching rows beats walking the graph for them.
+            broad = not (filt.topic or filt.type or filt.types or filt.only_session)
+            cur.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                " set_config('enable_sort', %s, true)",
+                (str(self.ef_search), "off" if broad else "on"),
+            )
+            cur.execute(
+                "SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"
+                f" WHERE f.embedding IS NOT NULL AND f.embedding_model = %s AND {where} AND {fwhere}"
+                " ORDER BY f.embedding <=> %s LIMIT %s",
+                [query, self.embedding_model, *params, *fparams, query, limit],
+            )
+            hits = [Hit(r["id"], float(r["sim"])) for r in cur.fetchall()]
+        hits.sort(key=lambda h: -h.score)
+        return hits
