@@ -240,14 +240,14 @@ def _timed_tool_handler(original: Callable[..., Any], server: Any, state: OpsSta
 
 def _instrument_service(app: App, state: OpsState) -> None:
     service = app.service
-    recall = service.recall
+    recall = service.recall_with_vector  # every recall passes here (tools call MemoryService.recall unbound)
 
     @functools.wraps(recall)
     def timed_recall(*args: Any, **kwargs: Any) -> Any:
         with state.recall_duration.time():
             return recall(*args, **kwargs)
 
-    setattr(service, "recall", timed_recall)
+    setattr(service, "recall_with_vector", timed_recall)
 
     consolidator = service.consolidator
     run = consolidator.run
