@@ -264,7 +264,7 @@ def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(
     worker.join(60)
     assert not worker.is_alive()
     assert "error" not in outcome, outcome.get("error")
-    assert outcome["result"]["deleted"] == [target]
+    assert outcome["result"].deleted == [target]
     assert owner_query(postgres_server, "SELECT linked_to FROM agent_memory.fragments WHERE id = %s", (neighbour,)) == [([],)]
 
 
