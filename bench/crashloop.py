@@ -90,20 +90,20 @@ def _write_one(service: Any, ctx: Any, rng: random.Random, live: list[str], seed
             content=f"crash loop note {word} about topic {rng.randrange(50)}", topic="crash", type="fact",
             linkedTo=linked, scope="session" if session else "permanent",
         )
-        result = service.remember(inp, ctx)
+        stored = service.remember(inp, ctx)
         if not session:
-            live.append(result["id"])
-        ack(op="remember", id=result["id"], content=result["fragment"]["content"], session=session)
+            live.append(stored.id)
+        ack(op="remember", id=stored.id, content=stored.fragment.content, session=session)
     elif roll < 0.5:
         target = rng.choice(live)
         ack(op="intent", id=target, content=f"amended note {word}")
-        result = service.amend(AmendInput(id=target, content=f"amended note {word}"), ctx)
-        ack(op="amend", id=target, content=result["fragment"]["content"])
+        amended = service.amend(AmendInput(id=target, content=f"amended note {word}"), ctx)
+        ack(op="amend", id=target, content=amended.fragment.content)
     elif roll < 0.65:
         old = rng.choice(live)
-        result = service.amend(AmendInput(id=old, content=f"superseding note {word}", supersedes=True), ctx)
-        live.append(result["id"])
-        ack(op="supersede", old=old, id=result["id"], content=result["fragment"]["content"])
+        successor = service.amend(AmendInput(id=old, content=f"superseding note {word}", supersedes=True), ctx)
+        live.append(successor.id)
+        ack(op="supersede", old=old, id=successor.id, content=successor.fragment.content)
     elif roll < 0.75:
         a, b = rng.sample(live, 2)
         service.link(LinkInput(fromId=a, toId=b, relationType="related"), ctx)
@@ -115,11 +115,11 @@ def _write_one(service: Any, ctx: Any, rng: random.Random, live: list[str], seed
         ack(op="forget", id=target)
     else:
         marker = f"reflect-{word}"
-        result = service.reflect(ReflectInput(
+        reflected = service.reflect(ReflectInput(
             summary=f"{marker} summary", decisions=[f"{marker} decision"], errors_resolved=[f"{marker} error"],
             task_effectiveness=TaskEffectiveness(overall_success=True),
         ), ctx)
-        ack(op="reflect", marker=marker, ids=[f["id"] for f in result["fragments"]])
+        ack(op="reflect", marker=marker, ids=[f.id for f in reflected.fragments])
     return n
 
 

@@ -292,7 +292,7 @@ def throughput(app, embedder: CachedEmbedder, turns, threads: int, writes: int, 
                 t0 = time.perf_counter()
                 out = app.service.remember(RememberInput(content=text, topic=f"load-{n}", type=FragmentType.FACT), ctx)
                 latencies[n].append((time.perf_counter() - t0) * 1000)
-                assert out["created"], out
+                assert out.created, out
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 

@@ -77,7 +77,7 @@ def evaluate_conversation(sample: dict, settings: Settings, embedder_choice: str
                 RememberInput(content=turn_text(turn), topic="conversation", type=FragmentType.FACT, createdAt=date, source=turn["dia_id"]),
                 ctx,
             )
-            id_to_dia[result["id"]].append(turn["dia_id"])
+            id_to_dia[result.id].append(turn["dia_id"])
             turns += 1
     ingest_s = time.perf_counter() - t0
     rows = []
@@ -86,10 +86,10 @@ def evaluate_conversation(sample: dict, settings: Settings, embedder_choice: str
         gold = normalise_ids(qa.get("evidence") or [])
         if not gold:
             continue
-        result = app.service.recall(RecallInput(text=qa["question"], limit=50, tokenBudget=100_000, includeLinks=False), ctx)
+        found = app.service.recall(RecallInput(text=qa["question"], limit=50, tokenBudget=100_000, includeLinks=False), ctx)
         ranked: list[str] = []
-        for f in result["fragments"]:
-            for dia in id_to_dia.get(f["id"], []):
+        for f in found.fragments:
+            for dia in id_to_dia.get(f.id, []):
                 if dia not in ranked:
                     ranked.append(dia)
         rows.append({"category": qa.get("category"), "gold": gold, "ranked": ranked})

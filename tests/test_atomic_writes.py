@@ -86,14 +86,14 @@ def test_a_reflect_that_fails_half_way_stores_none_of_its_fragments(
     assert store.task_feedback("unspecified") == []
     # and without the fault, the same reflect stores all of it
     result = service.reflect(inp, ctx)
-    assert result["count"] == 3 and len(contents(service, ctx)) == 3
-    assert all(f.source == "reflect" for f in service.store.get_many(service._scope(None, ctx), [i["id"] for i in result["fragments"]]))
+    assert result.count == 3 and len(contents(service, ctx)) == 3
+    assert all(f.source == "reflect" for f in service.store.get_many(service._scope(None, ctx), [i.id for i in result.fragments]))
 
 
 def test_a_supersede_that_fails_at_its_last_step_leaves_no_successor_and_no_edge(
     service: MemoryService, ctx: CallContext, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
-    old = service.remember(RememberInput(content="staging runs on port 5432", topic="db", type="fact"), ctx)["id"]
+    old = service.remember(RememberInput(content="staging runs on port 5432", topic="db", type="fact"), ctx).id
     amend = AmendInput(id=old, content="staging runs on port 5433", supersedes=True)
     # The last step lowers the original's importance: abort exactly that update.
     with fault(settings, request, "UPDATE", "NEW.importance < OLD.importance"), pytest.raises(Exception):
@@ -101,7 +101,7 @@ def test_a_supersede_that_fails_at_its_last_step_leaves_no_successor_and_no_edge
     assert contents(service, ctx) == {"staging runs on port 5432"}
     assert service.store.neighbours(service._scope(None, ctx), [old], list(_relations()), 10) == []
     done = service.amend(amend, ctx)
-    assert done["supersededId"] == old and done["original"]["importance"] < 0.5 + 1e-9
+    assert done.superseded_id == old and done.original is not None and done.original.importance < 0.5 + 1e-9
 
 
 def _relations() -> Any:
@@ -113,5 +113,5 @@ def _relations() -> Any:
 def test_reflect_never_writes_the_session_id_into_shared_data(service: MemoryService) -> None:
     operator = CallContext(session_id="operator-session-7f3a")
     result = service.reflect(ReflectInput(summary="a summary others may read", sessionId="operator-session-7f3a"), operator)
-    stored = service.store.get_many(service._scope(None, operator), [result["fragments"][0]["id"]])[0]
+    stored = service.store.get_many(service._scope(None, operator), [result.fragments[0].id])[0]
     assert "operator-session-7f3a" not in (stored.source or "")

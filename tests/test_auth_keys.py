@@ -319,7 +319,7 @@ async def test_read_only_key_cannot_write_and_agent_cannot_widen(http: httpx.Asy
     widened = await call(KEY_A, a, "recall", {"text": "anything", "agentId": "agent-b"})
     assert widened["isError"] is True and widened["structuredContent"]["error"]["code"] == "forbidden"
     stored = await call(KEY_A, a, "remember", {"content": "agent a knows this", "topic": "t", "type": "fact"})
-    assert stored["structuredContent"]["fragment"]["agent_id"] == "agent-a"
+    assert stored["structuredContent"]["fragment"]["agentId"] == "agent-a"
 
 
 async def test_no_credential_configured_stays_open(tmp_path: Path) -> None:
@@ -352,5 +352,5 @@ async def test_stdio_runs_in_the_configured_agent_namespace(tmp_path: Path) -> N
     stdout = io.BytesIO()
     await serve_stdio(app, stdin, stdout)  # closes the app at EOF
     replies = {r["id"]: r for r in map(json.loads, stdout.getvalue().splitlines()) if "id" in r}
-    assert replies[3]["result"]["structuredContent"]["fragment"]["agent_id"] == "agent-a"
+    assert replies[3]["result"]["structuredContent"]["fragment"]["agentId"] == "agent-a"
     assert replies[4]["result"]["structuredContent"]["error"]["code"] == "forbidden"

@@ -80,8 +80,8 @@ async def seed(client: Client) -> dict[str, str]:
     return ids
 
 
-FRAGMENT_FIELDS = ("id", "content", "topic", "type", "keywords", "importance", "ttl_tier",
-                   "is_anchor", "linked_to", "source", "scope", "created_at")
+FRAGMENT_FIELDS = ("id", "content", "topic", "type", "keywords", "importance", "ttlTier",
+                   "isAnchor", "linkedTo", "source", "scope", "createdAt")
 
 
 async def snapshot(client: Client, ids: dict[str, str]) -> dict[str, Any]:
@@ -99,8 +99,8 @@ async def snapshot(client: Client, ids: dict[str, str]) -> dict[str, Any]:
     )
     graph = data(await client.call_tool("graph_explore", {"startId": ids["error"]}))
     return {
-        "stats": {k: stats[k] for k in ("total", "working_memory", "by_tier", "by_type", "links",
-                                         "anchors", "embedded", "mean_importance")},
+        "stats": {k: stats[k] for k in ("total", "workingMemory", "byTier", "byType", "links",
+                                         "anchors", "embedded", "meanImportance")},
         "fragments": fragments,
         "graph": {"nodes": sorted(n["id"] for n in graph["nodes"]), "edges": graph["edges"]},
     }

@@ -110,7 +110,7 @@ async def test_acknowledged_writes_survive_sigkill(servers: Servers) -> None:
     async with Client(second.mcp, read_timeout_seconds=TIMEOUT_S) as client:
         stats = data(await client.call_tool("memory_stats", {}))
         assert stats["total"] == COUNT and stats["embedded"] == COUNT
-        assert stats["by_type"]["fact"] == COUNT - 1 and stats["by_type"]["procedure"] == 1
+        assert stats["byType"]["fact"] == COUNT - 1 and stats["byType"]["procedure"] == 1
 
         for i in range(COUNT - 1):
             fid = acknowledged[i]
@@ -143,7 +143,7 @@ async def test_acknowledged_writes_survive_sigkill(servers: Servers) -> None:
         assert semantic["tiers"]["semantic"] == COUNT
         top = semantic["fragments"][0]
         assert top["id"] == acknowledged[COUNT - 1]
-        assert top["recall_reason"].startswith("semantic similarity") and top["similarity"] > 0.2
+        assert top["recallReason"].startswith("semantic similarity") and top["similarity"] > 0.2
     assert second.stop() in (0, -signal.SIGTERM)
     assert len(servers.saved_indexes()) == 1  # a clean shutdown does save it
 
@@ -193,7 +193,7 @@ async def test_acknowledged_amend_and_forget_survive_sigkill(servers: Servers) -
         found = data(await client.call_tool("recall", {"keywords": ["cobalt"]}))["fragments"]
         assert found[0]["id"] == amended
         assert found[0]["content"] == new_content and found[0]["importance"] == 0.85
-        assert found[0]["ttl_tier"] == "permanent" and "cobalt" in found[0]["keywords"]
+        assert found[0]["ttlTier"] == "permanent" and "cobalt" in found[0]["keywords"]
         by_text = data(await client.call_tool("recall", {"text": "cobalt migration"}))
         assert by_text["tiers"]["text"] >= 1 and by_text["fragments"][0]["id"] == amended
         old_words = data(await client.call_tool("recall", {"text": "amber"}))  # the old content

@@ -162,7 +162,7 @@ async def snapshot(client: Client) -> dict[str, Any]:
     return contents
 
 
-ACCESS_STATISTICS = ("access_count", "accessed_at")
+ACCESS_STATISTICS = ("accessCount", "accessedAt")
 
 
 def split_access(snap: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
@@ -175,7 +175,7 @@ def split_access(snap: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[
             return [strip(v) for v in value]
         if not isinstance(value, dict):
             return value
-        if "id" in value and "access_count" in value:
+        if "id" in value and "accessCount" in value:
             stats[value["id"]] = tuple(value[k] for k in ACCESS_STATISTICS)
         return {k: strip(v) for k, v in value.items() if k not in ACCESS_STATISTICS}
 
@@ -214,7 +214,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
                       {"topic": B_TOPIC}, {"type": "fact"}, {"type": "error"}, {"text": "narwhal pipeline"},
                       {"keywords": ["penguin"], "includeLinks": True}):
             found = data(await a.tool("recall", query))
-            assert all(f["agent_id"] in ("agent-a", "default") for f in found["fragments"])
+            assert all(f["agentId"] in ("agent-a", "default") for f in found["fragments"])
         assert_code(await a.tool("recall", {"text": "zanzibar", "agentId": "agent-b"}), "forbidden")
 
         # B's fragment ids are as unknown as ids that never existed
@@ -361,7 +361,7 @@ async def test_an_agent_key_never_reads_the_operators_working_memory(server: Htt
             assert_code(await a.tool("recall", {"text": "pelican ledger", "sessionId": op_session}), "forbidden")
             assert_code(await a.tool("context", {"sessionId": op_session}), "forbidden")
             assert data(await a.tool("context", {"types": ["fact"]}))["workingMemory"] == []
-            assert data(await a.tool("memory_stats", {}))["working_memory"] == 0
+            assert data(await a.tool("memory_stats", {}))["workingMemory"] == 0
             planted = {"content": "planted in the operator's session", "topic": "t", "type": "fact",
                        "scope": "session", "sessionId": op_session}
             assert_code(await a.tool("remember", planted), "forbidden")
@@ -456,7 +456,7 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
     async with connect(server, OPERATOR_KEY) as op:
         contents = (await op.read_resource(f"memory://fragments/{stale}")).contents[0]
         assert isinstance(contents, TextResourceContents)
-        tier = json.loads(contents.text)["ttl_tier"]
+        tier = json.loads(contents.text)["ttlTier"]
         if not writes:
             assert await snapshot(op) == pool_before  # not one byte of the pool changed
             assert tier == "warm"
@@ -466,11 +466,11 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
 
     async with connect(server, KEY_A) as a:  # write: the rest is A's to do
         added = data(await a.call_tool("remember", {**fact, "content": "Shared by agent A", "agentId": "default"}))
-        assert added["fragment"]["agent_id"] == "default"
-        assert data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX.Y"}))["fragment"]["agent_id"] == "default"
+        assert added["fragment"]["agentId"] == "default"
+        assert data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX.Y"}))["fragment"]["agentId"] == "default"
         data(await a.call_tool("link", {"fromId": plain, "toId": anchor}))
         successor = data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX", "supersedes": True}))
-        assert successor["fragment"]["agent_id"] == "default"
+        assert successor["fragment"]["agentId"] == "default"
         assert data(await a.call_tool("forget", {"id": added["id"], "force": True}))["count"] == 1
         # by topic: the non-anchored pool fragments go, the anchor is kept (and reported)
         forgot = data(await a.call_tool("forget", {"topic": POOL_TOPIC, "force": True}))

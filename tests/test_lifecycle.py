@@ -12,6 +12,7 @@ from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.protocol import EmbeddingFailed
 from memento.models import CallContext, ConsolidateInput, LinkInput, MemoryStatsInput, RecallInput, RememberInput
+from memento.results import ConsolidateResult
 from memento.service import MemoryService
 from memento.settings import Settings
 
@@ -22,15 +23,15 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 def remember(service: MemoryService, content: str, **kw: object) -> str:
     payload = {"topic": "t", "type": "fact", **kw, "content": content}
-    return str(service.remember(RememberInput.model_validate(payload), CallContext())["id"])
+    return str(service.remember(RememberInput.model_validate(payload), CallContext()).id)
 
 
 def tiers(service: MemoryService) -> dict[str, int]:
-    by_tier: dict[str, int] = service.memory_stats(MemoryStatsInput(), CallContext())["by_tier"]
+    by_tier: dict[str, int] = service.memory_stats(MemoryStatsInput(), CallContext()).by_tier
     return by_tier
 
 
-def consolidate(service: MemoryService) -> dict[str, object]:
+def consolidate(service: MemoryService) -> ConsolidateResult:
     return service.memory_consolidate(ConsolidateInput(), CallContext())
 
 
@@ -39,22 +40,22 @@ def test_hot_moves_to_warm_then_cold_then_expires(service: MemoryService, clock:
     remember(service, "procedure: restart the worker", type="procedure")  # hot
     remember(service, "anchored procedure", type="procedure", isAnchor=True)  # hot, exempt
     clock.now += timedelta(days=8)
-    assert consolidate(service)["hot_to_warm"] == 1
+    assert consolidate(service).hot_to_warm == 1
     clock.now += timedelta(days=25)  # 33 days without access: both warm ones go cold ...
     result = consolidate(service)
-    assert result["warm_to_cold"] == 2
-    assert result["expired"] == 1  # ... and the procedure is past its 30 stale days
+    assert result.warm_to_cold == 2
+    assert result.expired == 1  # ... and the procedure is past its 30 stale days
     assert tiers(service) == {"hot": 1, "warm": 0, "cold": 1, "permanent": 0}
     clock.now += timedelta(days=30)
-    assert consolidate(service)["expired"] == 1  # the fact after 60 days
-    assert service.memory_stats(MemoryStatsInput(), CallContext())["total"] == 1  # the anchor stays
+    assert consolidate(service).expired == 1  # the fact after 60 days
+    assert service.memory_stats(MemoryStatsInput(), CallContext()).total == 1  # the anchor stays
 
 
 def test_permanent_fragments_never_move_or_expire(service: MemoryService, clock: Clock) -> None:
     remember(service, "prefers dark mode", type="preference")
     clock.now += timedelta(days=400)
     result = consolidate(service)
-    assert result["hot_to_warm"] == result["warm_to_cold"] == result["expired"] == 0
+    assert result.hot_to_warm == result.warm_to_cold == result.expired == 0
     assert tiers(service)["permanent"] == 1
 
 
@@ -62,9 +63,9 @@ def test_stale_thresholds_differ_by_type(service: MemoryService, clock: Clock) -
     remember(service, "a cold fact", importance=0.3)
     remember(service, "a cold decision", type="decision", importance=0.3)
     clock.now += timedelta(days=61)
-    assert consolidate(service)["expired"] == 1  # fact after 60 days; decision waits for 90
+    assert consolidate(service).expired == 1  # fact after 60 days; decision waits for 90
     clock.now += timedelta(days=30)
-    assert consolidate(service)["expired"] == 1
+    assert consolidate(service).expired == 1
 
 
 def test_recent_access_protects_from_demotion(service: MemoryService, clock: Clock) -> None:
@@ -73,7 +74,7 @@ def test_recent_access_protects_from_demotion(service: MemoryService, clock: Clo
     service.recall(RecallInput(text="billing queue"), CallContext())
     service.store.flush_access()
     clock.now += timedelta(days=2)
-    assert consolidate(service)["warm_to_cold"] == 0
+    assert consolidate(service).warm_to_cold == 0
 
 
 def test_decay_lowers_unused_low_utility_importance(service: MemoryService, clock: Clock) -> None:
@@ -91,15 +92,15 @@ def test_contradictions_are_reported_not_resolved(service: MemoryService) -> Non
     b = remember(service, "the office opens at 9")
     service.link(LinkInput(fromId=a, toId=b, relationType="contradicts"), CallContext())
     result = consolidate(service)
-    assert result["contradictions"] == 1 and result["contradiction_pairs"] == [{"fromId": a, "toId": b}]
-    assert service.memory_stats(MemoryStatsInput(), CallContext())["total"] == 2
+    assert result.contradictions == 1 and [p.dump() for p in result.contradiction_pairs] == [{"fromId": a, "toId": b}]
+    assert service.memory_stats(MemoryStatsInput(), CallContext()).total == 2
 
 
 def test_consolidation_returns_every_stage(service: MemoryService) -> None:
     result = consolidate(service)
-    for stage in ("hot_to_warm", "warm_to_cold", "expired", "decayed", "deduplicated", "contradictions",
-                  "orphan_links_pruned", "utility_recomputed", "embeddings_backfilled", "statistics"):
-        assert stage in result
+    for stage in ("hotToWarm", "warmToCold", "expired", "decayed", "deduplicated", "contradictions",
+                  "orphanLinksPruned", "utilityRecomputed", "embeddingsBackfilled", "workingMemoryExpired", "statistics"):
+        assert stage in result.dump()
 
 
 class FlakyEmbedder:
@@ -128,16 +129,16 @@ def test_a_failing_embedder_never_fails_a_write_and_is_backfilled(settings: Sett
     try:
         service = app.service
         result = service.remember(RememberInput(content="queue workers scale with CPU", topic="ops", type="fact"), CallContext())
-        assert result["created"] is True and result["embedded"] is False and "pending" in result["message"]
+        assert result.created is True and result.embedded is False and "pending" in (result.message or "")
         recalled = service.recall(RecallInput(text="queue workers"), CallContext())
-        assert [f["id"] for f in recalled["fragments"]] == [result["id"]]
-        assert recalled["tiers"]["semantic"].startswith("unavailable")
-        assert service.memory_stats(MemoryStatsInput(), CallContext())["embedding_coverage"] == 0.0
+        assert [f.id for f in recalled.fragments] == [result.id]
+        assert str(recalled.tiers.semantic).startswith("unavailable")
+        assert service.memory_stats(MemoryStatsInput(), CallContext()).embedding_coverage == 0.0
         embedder.down = False
-        assert consolidate(service)["embeddings_backfilled"] == 1
-        assert service.memory_stats(MemoryStatsInput(), CallContext())["embedding_coverage"] == 1.0
+        assert consolidate(service).embeddings_backfilled == 1
+        assert service.memory_stats(MemoryStatsInput(), CallContext()).embedding_coverage == 1.0
         semantic = service.recall(RecallInput(text="scale workers CPU"), CallContext())
-        assert semantic["fragments"][0].get("similarity") is not None
+        assert semantic.fragments[0].similarity is not None
     finally:
         app.close()
 
@@ -147,8 +148,8 @@ def test_keyword_only_mode_says_so(settings: Settings) -> None:
     try:
         app.service.remember(RememberInput(content="plain keyword memory", topic="t", type="fact"), CallContext())
         result = app.service.recall(RecallInput(text="keyword memory"), CallContext())
-        assert result["searchMode"] == "keyword-only" and result["count"] == 1
-        assert result["tiers"]["semantic"].startswith("disabled")
+        assert result.search_mode == "keyword-only" and result.count == 1
+        assert str(result.tiers.semantic).startswith("disabled")
     finally:
         app.close()
 
@@ -163,6 +164,6 @@ def test_reopening_a_store_applies_no_migration_twice(settings: Settings, sync: 
     second = build_app(settings)
     try:
         assert second.store.migrations() == names and names[0] == "0001_initial.sql"
-        assert second.service.memory_stats(MemoryStatsInput(), CallContext())["total"] == 1
+        assert second.service.memory_stats(MemoryStatsInput(), CallContext()).total == 1
     finally:
         second.close()

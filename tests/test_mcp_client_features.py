@@ -38,7 +38,7 @@ def anyio_backend() -> str:
 
 
 def remember(app: App, content: str, topic: str = "scratch", type_: FragmentType = FragmentType.EPISODE) -> str:
-    return str(app.service.remember(RememberInput(content=content, topic=topic, type=type_), CallContext())["id"])
+    return str(app.service.remember(RememberInput(content=content, topic=topic, type=type_), CallContext()).id)
 
 
 def answer(action: str, confirm: bool | None = None) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def stored_stats(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[s
         monkeypatch.setenv(key, value)
     app = build_app(Settings())
     try:
-        return app.service.memory_stats(MemoryStatsInput(), CallContext())
+        return app.service.memory_stats(MemoryStatsInput(), CallContext()).dump()
     finally:
         app.close()
 
@@ -191,7 +191,7 @@ async def exercise_every_tool(client: Client) -> None:
     assert feedback["success"] is True
 
     stats = data(await client.call_tool("memory_stats", {}))
-    assert stats["total"] == 6 and stats["working_memory"] == 1 and stats["links"] >= 1
+    assert stats["total"] == 6 and stats["workingMemory"] == 1 and stats["links"] >= 1
 
     consolidated = data(await client.call_tool("memory_consolidate", {}))
     assert isinstance(consolidated, dict) and consolidated
@@ -210,7 +210,7 @@ async def exercise_every_tool(client: Client) -> None:
     text = error_text(await client.call_tool("graph_explore", {"startId": "frag-missing"}))
     assert "not_found" in text
     after = data(await client.call_tool("memory_stats", {}))
-    assert after["total"] == 5 and after["working_memory"] == 1
+    assert after["total"] == 5 and after["workingMemory"] == 1
     unchanged = data(await client.call_tool("recall", {"keywords": ["pgbouncer"]}))
     assert next(f for f in unchanged["fragments"] if f["id"] == fix["id"])["importance"] == 0.9
 
@@ -229,7 +229,7 @@ async def test_every_tool_over_stdio(
         await exercise_every_tool(client)
     # Closing stdin ended the session cleanly: its working memory was expunged on the way out.
     stats = stored_stats(server_env, monkeypatch)
-    assert stats["total"] == 5 and stats["working_memory"] == 0
+    assert stats["total"] == 5 and stats["workingMemory"] == 0
 
 
 # ------------------------------------------------------------------ Streamable HTTP
@@ -256,7 +256,7 @@ async def test_every_tool_over_streamable_http(
     assert status in (0, -signal.SIGTERM), http_server.log.read_text()
     assert "HTTP server stopped" in http_server.log.read_text()
     stats = stored_stats(server_env, monkeypatch)
-    assert stats["total"] == 5 and stats["working_memory"] == 0
+    assert stats["total"] == 5 and stats["workingMemory"] == 0
 
 
 INIT = {

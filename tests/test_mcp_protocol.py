@@ -9,9 +9,9 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]  # no stubs installed; used to validate schemas only
 import pytest
 from mcp_helpers import TOOL_NAMES
 
@@ -19,7 +19,6 @@ from memento.app import App
 from memento.mcp import jsonrpc, versions
 from memento.mcp.server import McpServer, Session
 from memento.mcp.tools import TOOLS
-from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
 both_backends = pytest.mark.backends("sqlite", "postgres+redis")
@@ -248,6 +247,57 @@ async def test_tool_definitions_follow_the_negotiated_version(server: McpServer)
 
 
 @both_backends
+async def test_every_tool_result_validates_against_its_advertised_output_schema(server: McpServer) -> None:
+    """structuredContent of every tool, in every shape it takes (optional fields present and
+    absent), validates against the tool's outputSchema; every field name is camelCase."""
+    peer = Peer(server)
+    await peer.initialize()
+    tools = {t["name"]: t for t in (await peer.request("tools/list"))["result"]["tools"]}
+    checked: dict[str, int] = {}
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await peer.call(name, arguments)
+        data = payload(result)
+        assert result["structuredContent"] == data
+        schema = tools[name]["outputSchema"]
+        assert schema["type"] == "object" and not {"$ref", "$defs"} & set(walk(schema)), name
+        jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.Draft202012Validator(schema).validate(data)
+        assert [k for k in walk(data) if "_" in k] == [], name  # data-keyed maps here carry no "_"
+        checked[name] = checked.get(name, 0) + 1
+        return data
+
+    remember = {"content": "OOMKilled in the cart service", "topic": "k8s", "type": "error",
+                "metadata": {"ticket": "OPS-1"}, "originTrace": {"turn": 3}, "expiresAt": "2099-01-01T00:00:00Z"}
+    err = (await call("remember", remember))["id"]
+    assert "message" in await call("remember", remember)  # the duplicate
+    fix = (await call("remember", {"content": "Raise the cart memory limit to 1Gi", "topic": "k8s", "type": "procedure"}))["id"]
+    await call("remember", {"content": "scratch note", "topic": "scratch", "type": "fact", "scope": "session", "sessionId": peer.session.id})
+    await call("link", {"fromId": err, "toId": fix, "relationType": "resolved_by"})
+    found = await call("recall", {"text": "OOMKilled", "limit": 1})
+    assert [f.get("linked", False) for f in found["fragments"]] == [False, True]  # ranked, then its neighbour
+    await call("recall", {"keywords": ["nothing-matches-this"]})
+    await call("amend", {"id": fix, "importance": 0.9})
+    assert "supersededId" in await call("amend", {"id": fix, "content": "Raise it to 2Gi", "supersedes": True})
+    await call("graph_explore", {"startId": err})
+    await call("context", {"sessionId": peer.session.id})
+    await call("reflect", {"summary": "Fixed the cart OOM", "task_effectiveness": {"overall_success": True}})
+    await call("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": False})
+    await call("memory_stats", {})
+    await call("memory_consolidate", {})
+    await call("forget", {"topic": "scratch"})
+    assert set(checked) == TOOL_NAMES
+
+
+def test_output_schemas_come_from_the_result_models() -> None:
+    for spec in TOOLS:
+        schema = spec.output_schema()
+        assert schema["type"] == "object" and set(schema["properties"]) == {
+            f.serialization_alias or f.alias or name for name, f in spec.result_model.model_fields.items()
+        }, spec.name
+
+
+@both_backends
 @pytest.mark.parametrize("version", versions.SUPPORTED)
 async def test_structured_content_only_from_2025_06_18(server: McpServer, version: str) -> None:
     peer = Peer(server)
@@ -305,13 +355,12 @@ async def test_unknown_tool_is_invalid_params(server: McpServer) -> None:
 
 
 async def test_an_unexpected_exception_is_an_internal_tool_error(
-    caplog: pytest.LogCaptureFixture,
+    server: McpServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class Exploding:
-        def memory_stats(self, inp: object, ctx: object) -> dict[str, Any]:
-            raise RuntimeError("disk on fire")
+    def explode(*_: object) -> dict[str, object]:
+        raise RuntimeError("disk on fire")
 
-    server = McpServer(SimpleNamespace(service=Exploding(), settings=Settings()))  # type: ignore[arg-type]
+    monkeypatch.setattr(server.app.service.store, "stats", explode)
     peer = Peer(server)
     await peer.initialize()
     result = await peer.call("memory_stats", {})

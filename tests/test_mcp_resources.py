@@ -29,7 +29,7 @@ def remember(app: App, content: str, topic: str = "db", session: str | None = No
     inp = RememberInput(content=content, topic=topic, type=FragmentType.FACT,
                         scope=Scope.SESSION if session else Scope.PERMANENT, agentId=agent)
     result = app.service.remember(inp, CallContext(session_id=session))
-    return str(result["id"])
+    return str(result.id)
 
 
 def setup(app: App, *sessions: FakeSession, page_size: int = 50) -> ResourcesFeature:

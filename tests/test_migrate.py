@@ -55,7 +55,7 @@ def build_source(path: Path, clock: Clock) -> Path:
             ]):
                 clock.now = datetime(2026, 1, 1, 12, i, tzinfo=UTC)
                 r = s.remember(RememberInput(content=f"{content} ({agent})", topic=topic, type=type_, agentId=agent, keywords=None if i % 2 else [topic, "shared"]), actx)
-                ids[f"{agent}-{i}"] = r["id"]
+                ids[f"{agent}-{i}"] = r.id
             s.remember(RememberInput(content=f"scratch note for {agent}: database pool draft", topic="scratch", type="episode", scope="session", agentId=agent), actx)
             s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-0"], relationType="caused_by", agentId=agent), actx)
             s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-1"], relationType="resolved_by", agentId=agent), actx)
@@ -64,8 +64,8 @@ def build_source(path: Path, clock: Clock) -> Path:
             tags=["copy", "record"], confidence=0.6, context="migration test", metadata={"n": 1, "nested": {"k": [1, 2]}},
             expiresAt=datetime(2099, 1, 1, tzinfo=UTC), pinned=True, memorySystem="procedural", privacyScope="team",
             originTrace={"from": "test"},
-        ), ctx)["id"]
-        gone = s.remember(RememberInput(content="a soft-forgotten memory", topic="record", type="observation", agentId="agent-a"), ctx)["id"]
+        ), ctx).id
+        gone = s.remember(RememberInput(content="a soft-forgotten memory", topic="record", type="observation", agentId="agent-a"), ctx).id
         s.store.soft_delete(AgentScope("agent-a"), [gone], datetime(2026, 1, 1, 13, 0, tzinfo=UTC))
         ids["shared"] = shared
         clock.now = datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
@@ -137,7 +137,7 @@ def recall_ids(url: str, clock: Clock) -> dict[str, Any]:
             found[f"vector:{q}"] = sorted((-round(h.score, 5), h.id) for h in hits)
             for agent in ("default", "agent-a", "agent-b"):
                 result = app.service.recall(RecallInput(text=q, agentId=agent, sessionId=f"s-{agent}", limit=10), CallContext())
-                found[f"recall:{agent}:{q}"] = [f["id"] for f in result["fragments"]]
+                found[f"recall:{agent}:{q}"] = [f.id for f in result.fragments]
         return found
     finally:
         app.close()
@@ -187,10 +187,10 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
     # the copied stores keep working: new rows get fresh ids past the copied ones
     app = build_app(Settings(DATABASE_URL=pg.app_dsn, DATABASE_MIGRATION_URL=pg.owner_dsn, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256), clock=clock)
     try:
-        fid = app.service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True), CallContext())["id"]
+        fid = app.service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True), CallContext()).id
         assert fid == max(r["id"] for r in before["tool_feedback"]) + 1
         hits = app.service.recall(RecallInput(text="pgbouncer prepared statements", agentId="agent-a"), CallContext())
-        assert hits["fragments"]
+        assert hits.fragments
     finally:
         app.close()
 

@@ -127,12 +127,12 @@ def test_filtered_vector_search_fills_its_limit(pg_app: App) -> None:
 
 def test_korean_particles_and_english_stems_match_in_full_text(pg_app: App) -> None:
     ctx = CallContext()
-    meeting = pg_app.service.remember(RememberInput(content="회의가 길었다", topic="t", type="fact", keywords=["x"]), ctx)["id"]
-    research = pg_app.service.remember(RememberInput(content="researching index structures", topic="t", type="fact", keywords=["y"]), ctx)["id"]
+    meeting = pg_app.service.remember(RememberInput(content="회의가 길었다", topic="t", type="fact", keywords=["x"]), ctx).id
+    research = pg_app.service.remember(RememberInput(content="researching index structures", topic="t", type="fact", keywords=["y"]), ctx).id
     scope, filt = AgentScope("default"), SearchFilter()
     assert [h.id for h in pg_app.store.text_search(scope, ["회의"], filt, 5)] == [meeting]
     assert [h.id for h in pg_app.store.text_search(scope, ["research"], filt, 5)] == [research]
-    assert pg_app.service.recall(RecallInput(text="it's \"회의\" (research)?"), ctx)["count"] == 2
+    assert pg_app.service.recall(RecallInput(text="it's \"회의\" (research)?"), ctx).count == 2
 
 
 def test_the_application_role_cannot_change_the_schema(pg_app: App, postgres_server: PostgresServer) -> None:
@@ -172,7 +172,7 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
         ctx = CallContext(agent_id=None if agent == "default" else agent)  # the operator writes the shared pool
         ids[agent] = [
             service.remember(RememberInput(content=f"staging database {agent} note {i} 회의가 길었다", topic="db" if i % 2 else "ops",
-                                           type="fact", keywords=["port", f"k{i % 3}"] if i % 2 else None), ctx)["id"]
+                                           type="fact", keywords=["port", f"k{i % 3}"] if i % 2 else None), ctx).id
             for i in range(6)
         ]
     ctx = CallContext(agent_id="agent-a")
@@ -221,7 +221,7 @@ def test_the_search_tables_answer_under_row_level_security_through_their_indexes
 
 def _fragment(app: App, content: str, linked_to: list[str] | None = None) -> str:
     inp = RememberInput(content=content, topic="locks", type="fact", linkedTo=linked_to)
-    return str(app.service.remember(inp, CallContext())["id"])
+    return str(app.service.remember(inp, CallContext()).id)
 
 
 def _waiting_for_a_lock(server: PostgresServer, count: int = 1, deadline_s: float = 30.0) -> None:
@@ -264,7 +264,7 @@ def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(
     worker.join(60)
     assert not worker.is_alive()
     assert "error" not in outcome, outcome.get("error")
-    assert outcome["result"]["deleted"] == [target]
+    assert outcome["result"].deleted == [target]
     assert owner_query(postgres_server, "SELECT linked_to FROM agent_memory.fragments WHERE id = %s", (neighbour,)) == [([],)]
 
 

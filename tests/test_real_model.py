@@ -47,7 +47,7 @@ async def test_default_model_finds_memories_by_meaning(tmp_path: Path) -> None:
             assert result["embedded"] is True
             ids[content] = result["id"]
         stats = data(await client.call_tool("memory_stats", {}))
-        assert stats["embeddingModel"] == "local:multilingual-e5-small-q4" and stats["embedding_coverage"] == 1.0
+        assert stats["embeddingModel"] == "local:multilingual-e5-small-q4" and stats["embeddingCoverage"] == 1.0
 
         # No word in common with the stored text: only the vector tier can find it.
         found = data(await client.call_tool("recall", {"text": "When is the financial summary due?", "limit": 3}))

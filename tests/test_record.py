@@ -15,6 +15,7 @@ from memento.app import build_app
 from memento.errors import InvalidArgument
 from memento.embeddings.hashing import HashEmbedder
 from memento.models import AgentScope, AmendInput, CallContext, Fragment, RecallInput, RememberInput
+from memento.results import RememberResult
 from memento.service import MemoryService
 from memento.settings import Settings
 from memento.storage.protocol import SearchFilter
@@ -24,14 +25,13 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 DATA = Path(__file__).parent / "data"
 
 
-def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) -> dict[str, Any]:
+def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) -> RememberResult:
     payload = {"topic": "general", "type": "fact", **kw, "content": content}
-    result: dict[str, Any] = service.remember(RememberInput.model_validate(payload), ctx)
-    return result
+    return service.remember(RememberInput.model_validate(payload), ctx)
 
 
 def recall_ids(service: MemoryService, ctx: CallContext, **kw: Any) -> set[str]:
-    return {f["id"] for f in service.recall(RecallInput.model_validate(kw), ctx)["fragments"]}
+    return {f.id for f in service.recall(RecallInput.model_validate(kw), ctx).fragments}
 
 
 def test_every_shared_field_round_trips(service: MemoryService, ctx: CallContext) -> None:
@@ -41,40 +41,40 @@ def test_every_shared_field_round_trips(service: MemoryService, ctx: CallContext
         metadata={"ticket": "OPS-12", "severity": 2}, expiresAt="2099-01-01T00:00:00Z", pinned=True,
         memorySystem="procedural", privacyScope="team", originTrace={"from": "session-9", "turn": 4},
     )
-    assert stored["created"] is True
-    found = service.recall(RecallInput(text="billing retries"), ctx)["fragments"]
-    fragment = next(f for f in found if f["id"] == stored["id"])
-    assert fragment["type"] == "learning"
-    assert fragment["tags"] == ["billing", "project:atlas"]
-    assert fragment["confidence"] == 0.7 and fragment["pinned"] is True
-    assert fragment["context"] == "post-mortem of incident 12"
-    assert fragment["metadata"] == {"ticket": "OPS-12", "severity": 2}
-    assert fragment["memory_system"] == "procedural" and fragment["privacy_scope"] == "team"
-    assert fragment["origin_trace"] == {"from": "session-9", "turn": 4}
-    assert datetime.fromisoformat(fragment["expires_at"]) == datetime(2099, 1, 1, tzinfo=UTC)
+    assert stored.created is True
+    found = service.recall(RecallInput(text="billing retries"), ctx).fragments
+    fragment = next(f for f in found if f.id == stored.id)
+    assert fragment.type == "learning"
+    assert fragment.tags == ["billing", "project:atlas"]
+    assert fragment.confidence == 0.7 and fragment.pinned is True
+    assert fragment.context == "post-mortem of incident 12"
+    assert fragment.metadata == {"ticket": "OPS-12", "severity": 2}
+    assert fragment.memory_system == "procedural" and fragment.privacy_scope == "team"
+    assert fragment.origin_trace == {"from": "session-9", "turn": 4}
+    assert datetime.fromisoformat(fragment.expires_at or "") == datetime(2099, 1, 1, tzinfo=UTC)
 
 
 def test_defaults_and_the_memory_system_derived_from_type_and_scope(service: MemoryService, ctx: CallContext) -> None:
     systems = {
-        kind: remember(service, ctx, f"A memory of kind {kind}", type=kind)["fragment"]["memory_system"]
+        kind: remember(service, ctx, f"A memory of kind {kind}", type=kind).fragment.memory_system
         for kind in ("fact", "episode", "error", "procedure", "observation", "pattern")
     }
     assert systems == {
         "fact": "semantic", "episode": "episodic", "error": "episodic", "procedure": "procedural",
         "observation": "semantic", "pattern": "semantic",
     }
-    working = remember(service, ctx, "scratch note for this session", scope="session")["fragment"]
-    assert working["memory_system"] == "working"
-    plain = remember(service, ctx, "a plain fact with defaults")["fragment"]
-    assert (plain["confidence"], plain["tags"], plain["pinned"], plain["privacy_scope"]) == (1.0, [], False, "private")
-    assert plain["metadata"] == {} and plain["expires_at"] is None and plain["origin_trace"] is None
+    working = remember(service, ctx, "scratch note for this session", scope="session").fragment
+    assert working.memory_system == "working"
+    plain = remember(service, ctx, "a plain fact with defaults").fragment
+    assert (plain.confidence, plain.tags, plain.pinned, plain.privacy_scope) == (1.0, [], False, "private")
+    assert plain.metadata == {} and plain.expires_at is None and plain.origin_trace is None
 
 
 def test_recall_filters_tags_all_and_any_and_memory_system(service: MemoryService, ctx: CallContext) -> None:
-    both = remember(service, ctx, "deploy uses blue green switching", tags=["ops", "deploy"])["id"]
-    ops = remember(service, ctx, "deploy pages the on-call engineer", tags=["ops"])["id"]
-    none = remember(service, ctx, "deploy dashboards live in grafana")["id"]
-    story = remember(service, ctx, "deploy of friday broke checkout", type="episode", tags=["deploy"])["id"]
+    both = remember(service, ctx, "deploy uses blue green switching", tags=["ops", "deploy"]).id
+    ops = remember(service, ctx, "deploy pages the on-call engineer", tags=["ops"]).id
+    none = remember(service, ctx, "deploy dashboards live in grafana").id
+    story = remember(service, ctx, "deploy of friday broke checkout", type="episode", tags=["deploy"]).id
     assert recall_ids(service, ctx, text="deploy") == {both, ops, none, story}
     assert recall_ids(service, ctx, text="deploy", tags=["OPS", "deploy"]) == {both}
     assert recall_ids(service, ctx, text="deploy", tagsAny=["ops", "deploy"]) == {both, ops, story}
@@ -85,13 +85,13 @@ def test_recall_filters_tags_all_and_any_and_memory_system(service: MemoryServic
 
 
 def test_amend_changes_the_shared_fields(service: MemoryService, ctx: CallContext) -> None:
-    fid = remember(service, ctx, "cache TTL is five minutes", tags=["cache"])["id"]
+    fid = remember(service, ctx, "cache TTL is five minutes", tags=["cache"]).id
     changed = service.amend(AmendInput(id=fid, tags=["Cache", "perf"], pinned=True, confidence=0.4, metadata={"k": 1}), ctx)
-    assert changed["fragment"]["tags"] == ["cache", "perf"] and changed["fragment"]["pinned"] is True
-    assert changed["fragment"]["confidence"] == 0.4 and changed["fragment"]["metadata"] == {"k": 1}
-    assert changed["fragment"]["content"] == "cache TTL is five minutes"
-    cleared = service.amend(AmendInput(id=fid, tags=[], memorySystem="episodic"), ctx)["fragment"]
-    assert cleared["tags"] == [] and cleared["memory_system"] == "episodic" and cleared["pinned"] is True
+    assert changed.fragment.tags == ["cache", "perf"] and changed.fragment.pinned is True
+    assert changed.fragment.confidence == 0.4 and changed.fragment.metadata == {"k": 1}
+    assert changed.fragment.content == "cache TTL is five minutes"
+    cleared = service.amend(AmendInput(id=fid, tags=[], memorySystem="episodic"), ctx).fragment
+    assert cleared.tags == [] and cleared.memory_system == "episodic" and cleared.pinned is True
     assert recall_ids(service, ctx, text="cache", tags=["perf"]) == set()
 
 
@@ -100,32 +100,32 @@ def test_an_expired_memory_is_not_recalled(service: MemoryService, ctx: CallCont
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     with pytest.raises(InvalidArgument, match="expiresAt"):
         remember(service, ctx, "already expired when stored", expiresAt=past)
-    gone = remember(service, ctx, "the staging password rotates weekly", expiresAt=future)["id"]
-    kept = remember(service, ctx, "the staging cluster restarts nightly", expiresAt=future)["id"]
+    gone = remember(service, ctx, "the staging password rotates weekly", expiresAt=future).id
+    kept = remember(service, ctx, "the staging cluster restarts nightly", expiresAt=future).id
     assert recall_ids(service, ctx, text="staging") == {gone, kept}
-    expired = service.amend(AmendInput.model_validate({"id": gone, "expiresAt": past}), ctx)["fragment"]
-    assert datetime.fromisoformat(expired["expires_at"]) < datetime.now(UTC)
+    expired = service.amend(AmendInput.model_validate({"id": gone, "expiresAt": past}), ctx).fragment
+    assert datetime.fromisoformat(expired.expires_at or "") < datetime.now(UTC)
     assert recall_ids(service, ctx, text="staging") == {kept}
     assert [f.id for f in service.store.get_many(AgentScope(), [gone, kept])] == [kept]
 
 
 def test_soft_deletion_hides_everywhere_and_restores(service: MemoryService, ctx: CallContext) -> None:
     store, scope = service.store, AgentScope()
-    fid = remember(service, ctx, "the VPN endpoint moved to vpn2")["id"]
-    other = remember(service, ctx, "the VPN client is wireguard")["id"]
+    fid = remember(service, ctx, "the VPN endpoint moved to vpn2").id
+    other = remember(service, ctx, "the VPN client is wireguard").id
     assert store.soft_delete(scope, [fid], datetime.now(UTC)) == [fid]
     assert recall_ids(service, ctx, text="VPN") == {other}
     assert recall_ids(service, ctx, keywords=["vpn"]) == {other}
     assert store.get_many(scope, [fid]) == []
     assert store.count(scope, SearchFilter()) == 1
-    private = remember(service, CallContext(agent_id="alice"), "alice keeps her VPN key on a yubikey")["id"]
+    private = remember(service, CallContext(agent_id="alice"), "alice keeps her VPN key on a yubikey").id
     assert store.soft_delete(AgentScope("bob"), [private], datetime.now(UTC)) == []  # not visible to bob: untouched
     assert [f.id for f in store.get_many(AgentScope("alice"), [private])] == [private]
     assert store.restore(scope, [fid]) == [fid]
     assert recall_ids(service, ctx, text="VPN") == {fid, other}
     store.soft_delete(scope, [fid], datetime.now(UTC))
     again = remember(service, ctx, "the VPN endpoint moved to vpn2")
-    assert again["created"] is True and again["id"] == fid  # remembering it again brings it back
+    assert again.created is True and again.id == fid  # remembering it again brings it back
 
 
 def test_bad_shared_fields_are_refused_and_nothing_is_stored(service: MemoryService, ctx: CallContext) -> None:
@@ -141,8 +141,8 @@ def test_bad_shared_fields_are_refused_and_nothing_is_stored(service: MemoryServ
 
 def test_pii_in_context_and_tags_is_masked(service: MemoryService, ctx: CallContext) -> None:
     stored = remember(service, ctx, "the alert goes to the team", context="ask jane.doe@example.com", tags=["x@example.com", "ok"])
-    assert "example.com" not in (stored["fragment"]["context"] or "")
-    assert stored["fragment"]["tags"] == ["ok"]
+    assert "example.com" not in (stored.fragment.context or "")
+    assert stored.fragment.tags == ["ok"]
 
 
 def test_the_python_filter_matches_the_sql_filter(service: MemoryService, ctx: CallContext) -> None:
@@ -197,7 +197,7 @@ def test_a_store_of_the_previous_release_upgrades_in_place_and_keeps_every_row(t
         # old rows are still found by full text, and the new types and fields are accepted
         assert recall_ids(service, ctx, text="Old release memory number 4", agentId="alice")
         new = remember(service, ctx, "an observation after the upgrade", type="observation", tags=["upgrade"])
-        assert recall_ids(service, ctx, tags=["upgrade"]) == {new["id"]}
+        assert recall_ids(service, ctx, tags=["upgrade"]) == {new.id}
     finally:
         app.close()
 

@@ -20,26 +20,26 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) -> str:
     payload = {"topic": "general", "type": "fact", **kw, "content": content}
-    return str(service.remember(RememberInput.model_validate(payload), ctx)["id"])
+    return str(service.remember(RememberInput.model_validate(payload), ctx).id)
 
 
 def recall_ids(service: MemoryService, ctx: CallContext, **kw: Any) -> list[str]:
-    return [f["id"] for f in service.recall(RecallInput.model_validate(kw), ctx)["fragments"]]
+    return [f.id for f in service.recall(RecallInput.model_validate(kw), ctx).fragments]
 
 
 def test_remember_returns_id_and_created(service: MemoryService, ctx: CallContext) -> None:
     result = service.remember(RememberInput(content="Postgres runs on port 5433", topic="db", type="fact"), ctx)
-    assert result["created"] is True
-    assert result["id"].startswith("frag-")
-    assert result["fragment"]["importance"] == 0.5 and result["fragment"]["ttl_tier"] == "warm"
+    assert result.created is True
+    assert result.id.startswith("frag-")
+    assert result.fragment.importance == 0.5 and result.fragment.ttl_tier == "warm"
 
 
 def test_duplicate_returns_existing_id_with_created_false(service: MemoryService, ctx: CallContext) -> None:
     first = service.remember(RememberInput(content="Deploys happen on Fridays", topic="ops", type="fact"), ctx)
     again = service.remember(RememberInput(content="Deploys happen on Fridays", topic="other", type="decision"), ctx)
-    assert again["created"] is False and again["id"] == first["id"]
-    assert "duplicate" in again["message"]
-    assert service.memory_stats(MemoryStatsInput(), ctx)["total"] == 1
+    assert again.created is False and again.id == first.id
+    assert again.message is not None and "duplicate" in again.message
+    assert service.memory_stats(MemoryStatsInput(), ctx).total == 1
 
 
 def test_redacted_variants_are_duplicates(service: MemoryService, ctx: CallContext) -> None:
@@ -75,7 +75,7 @@ def test_questions_with_punctuation_and_quotes_never_break_recall(service: Memor
     target = remember(service, ctx, 'The error "ECONNRESET" appears at 3:15 on port 8080')
     for query in ['what is "ECONNRESET"?', "port 8080 AND (3:15)", "NEAR(", '"""', "*", "-x OR"]:
         result = service.recall(RecallInput(text=query), ctx)
-        assert isinstance(result["fragments"], list)
+        assert isinstance(result.fragments, list)
     assert recall_ids(service, ctx, text='what is "ECONNRESET"?')[0] == target
 
 
@@ -93,17 +93,17 @@ def test_threshold_filters_semantic_results_but_never_keyword_results(service: M
     ids = recall_ids(service, ctx, keywords=["kubernetes"], text="unrelated words entirely", threshold=1.0)
     assert ids == [hit]
     semantic_only = service.recall(RecallInput(text="completely different vocabulary", threshold=1.0), ctx)
-    assert semantic_only["fragments"] == []
+    assert semantic_only.fragments == []
 
 
 def test_token_budget_truncates(service: MemoryService, ctx: CallContext) -> None:
     for i in range(10):
         remember(service, ctx, f"alpha note number {i} " + "filler words " * 10)
     result = service.recall(RecallInput(text="alpha note", tokenBudget=100), ctx)
-    assert result["truncated"] is True
-    assert 0 < result["count"] < 10
-    assert result["totalTokens"] <= 100
-    assert sum(f["estimated_tokens"] for f in result["fragments"]) == result["totalTokens"]
+    assert result.truncated is True
+    assert 0 < result.count < 10
+    assert result.total_tokens <= 100
+    assert sum(f.estimated_tokens for f in result.fragments) == result.total_tokens
 
 
 def test_include_links_appends_one_hop_neighbours(service: MemoryService, ctx: CallContext) -> None:
@@ -113,13 +113,13 @@ def test_include_links_appends_one_hop_neighbours(service: MemoryService, ctx: C
     service.link(LinkInput(fromId=error, toId=fix, relationType="resolved_by"), ctx)
     service.link(LinkInput(fromId=error, toId=other, relationType="part_of"), ctx)
     result = service.recall(RecallInput(keywords=["libssl"]), ctx)
-    linked = [f for f in result["fragments"] if f.get("linked")]
-    assert [f["id"] for f in linked] == [fix]  # part_of is not followed by default
-    assert linked[0]["via"] == {"from": error, "to": fix, "relation": "resolved_by"}
+    linked = [f for f in result.fragments if f.linked]
+    assert [f.id for f in linked] == [fix]  # part_of is not followed by default
+    assert linked[0].via is not None and linked[0].via.dump() == {"from": error, "to": fix, "relation": "resolved_by"}
     only_part = service.recall(RecallInput(keywords=["libssl"], linkRelationType="part_of"), ctx)
-    assert [f["id"] for f in only_part["fragments"] if f.get("linked")] == [other]
+    assert [f.id for f in only_part.fragments if f.linked] == [other]
     none = service.recall(RecallInput(keywords=["libssl"], includeLinks=False), ctx)
-    assert not any(f.get("linked") for f in none["fragments"])
+    assert not any(f.linked for f in none.fragments)
 
 
 def test_amend_archives_version_and_keeps_id_and_links(service: MemoryService, ctx: CallContext, app: Any) -> None:
@@ -127,9 +127,9 @@ def test_amend_archives_version_and_keeps_id_and_links(service: MemoryService, c
     b = remember(service, ctx, "rate limit set in nginx config")
     service.link(LinkInput(fromId=a, toId=b), ctx)
     result = service.amend(AmendInput(id=a, content="the API rate limit is 250 rps", importance=0.7), ctx)
-    assert result["id"] == a
-    assert result["fragment"]["content"] == "the API rate limit is 250 rps"
-    assert result["fragment"]["linked_to"] == [b]
+    assert result.id == a
+    assert result.fragment.content == "the API rate limit is 250 rps"
+    assert result.fragment.linked_to == [b]
     versions = app.store.versions(app.service._scope(None, ctx), a)
     assert versions[0]["content"] == "the API rate limit is 100 rps" and versions[0]["importance"] == 0.5
     assert recall_ids(service, ctx, text="250 rps")[0] == a
@@ -142,12 +142,12 @@ def test_amend_archives_version_and_keeps_id_and_links(service: MemoryService, c
 def test_supersedes_creates_edge_and_lowers_original_importance(service: MemoryService, ctx: CallContext, app: Any) -> None:
     old = remember(service, ctx, "standup is at 9:00", importance=0.6)
     result = service.amend(AmendInput(id=old, content="standup is at 9:30", supersedes=True), ctx)
-    new = result["id"]
+    new = result.id
     assert new != old
-    assert result["original"]["importance"] == pytest.approx(0.3)
+    assert result.original is not None and result.original.importance == pytest.approx(0.3)
     edges = app.store.neighbours(service._scope(None, ctx), [old], [RelationType.SUPERSEDED_BY], 10)
     assert [(link.from_id, link.to_id, fragment.id) for link, fragment in edges] == [(old, new, new)]
-    assert service.recall(RecallInput(text="standup"), ctx)["fragments"][0]["id"] == new
+    assert service.recall(RecallInput(text="standup"), ctx).fragments[0].id == new
 
 
 def test_forget_permanent_needs_force(service: MemoryService, ctx: CallContext) -> None:
@@ -155,7 +155,7 @@ def test_forget_permanent_needs_force(service: MemoryService, ctx: CallContext) 
     with pytest.raises(Forbidden):
         service.forget(ForgetInput(id=pref), ctx)
     assert recall_ids(service, ctx, keywords=["tabs"]) == [pref]
-    assert service.forget(ForgetInput(id=pref, force=True), ctx)["deleted"] == [pref]
+    assert service.forget(ForgetInput(id=pref, force=True), ctx).deleted == [pref]
     assert recall_ids(service, ctx, keywords=["tabs"]) == []
 
 
@@ -164,8 +164,8 @@ def test_forget_by_topic_is_all_or_nothing(service: MemoryService, ctx: CallCont
     remember(service, ctx, "temp preference two", topic="scratch", type="preference")
     with pytest.raises(Forbidden):
         service.forget(ForgetInput(topic="scratch"), ctx)
-    assert service.memory_stats(MemoryStatsInput(), ctx)["total"] == 2
-    assert service.forget(ForgetInput(topic="scratch", force=True), ctx)["count"] == 2
+    assert service.memory_stats(MemoryStatsInput(), ctx).total == 2
+    assert service.forget(ForgetInput(topic="scratch", force=True), ctx).count == 2
 
 
 def test_forget_removes_from_every_index(service: MemoryService, ctx: CallContext, app: Any) -> None:
@@ -174,7 +174,7 @@ def test_forget_removes_from_every_index(service: MemoryService, ctx: CallContex
     service.link(LinkInput(fromId=b, toId=a), ctx)
     service.forget(ForgetInput(id=a), ctx)
     assert recall_ids(service, ctx, text="ephemeral zebra", includeLinks=True) == [b]
-    assert service.recall(RecallInput(text="zebra"), ctx)["fragments"][0]["linked_to"] == []
+    assert service.recall(RecallInput(text="zebra"), ctx).fragments[0].linked_to == []
     system = AgentScope("system")
     assert app.store.neighbours(system, [a, b], list(RelationType), 10) == []
     assert app.store.keyword_search(system, ["ephemeral", "zebra"], SearchFilter(), 10) == [Hit(b, 1.0)]
@@ -220,14 +220,14 @@ def test_context_returns_core_memory_and_session_working_memory(service: MemoryS
     work = remember(service, ctx, "currently editing app.py", scope="session")
     other = remember(service, CallContext(session_id="s-other"), "someone else's scratch", scope="session")
     result = service.context(ContextInput(), ctx)
-    assert [f["id"] for f in result["coreMemory"]] == [pref, err]
-    assert [f["id"] for f in result["workingMemory"]] == [work]
-    assert other not in result["rendered"] and "currently editing app.py" in result["rendered"]
+    assert [f.id for f in result.core_memory] == [pref, err]
+    assert [f.id for f in result.working_memory] == [work]
+    assert other not in result.rendered and "currently editing app.py" in result.rendered
     # working memory is visible to its own session's recall only, and gone when the session ends
     assert work in recall_ids(service, ctx, text="editing app.py")
     assert work not in recall_ids(service, CallContext(session_id="s-other"), text="editing app.py")
     assert service.end_session("s-ctx", ctx) == 1
-    assert service.context(ContextInput(), ctx)["workingMemory"] == []
+    assert service.context(ContextInput(), ctx).working_memory == []
 
 
 def test_session_scope_without_a_session_is_refused(service: MemoryService) -> None:
@@ -245,15 +245,15 @@ def test_reflect_creates_typed_fragments_and_task_feedback(service: MemoryServic
         open_questions=["should replicas be synchronous?"],
         task_effectiveness={"overall_success": True, "tool_highlights": ["recall: found the old error"], "tool_pain_points": []},
     ), ctx)
-    assert [f["type"] for f in result["fragments"]] == ["fact", "decision", "error", "procedure", "fact"]
+    assert [f.type for f in result.fragments] == ["fact", "decision", "error", "procedure", "fact"]
     rows = app.store.task_feedback("s-42")
     assert len(rows) == 1 and rows[0]["overall_success"] == 1
-    assert recall_ids(service, ctx, text="pgbouncer transaction mode")[0] == result["fragments"][1]["id"]
+    assert recall_ids(service, ctx, text="pgbouncer transaction mode")[0] == result.fragments[1].id
 
 
 def test_tool_feedback_is_recorded(service: MemoryService, ctx: CallContext, app: Any) -> None:
     result = service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=False, suggestion="more"), ctx)
-    row = app.store.tool_feedback(result["id"])
+    row = app.store.tool_feedback(result.id)
     assert row["tool_name"] == "recall" and row["sufficient"] is False and row["session_id"] == "session-1"
     assert row["trigger_type"] == "voluntary" and row["relevant"] is True and row["suggestion"] == "more"
 
@@ -269,10 +269,10 @@ def test_graph_explore_follows_causal_edges(service: MemoryService, ctx: CallCon
     service.link(LinkInput(fromId=err, toId=unrelated, relationType="related"), ctx)
     service.link(LinkInput(fromId=cause, toId=deeper, relationType="caused_by"), ctx)
     one = service.graph_explore(GraphExploreInput(startId=err), ctx)
-    assert {n["id"] for n in one["nodes"]} == {cause, fix}
-    assert {(e["from"], e["to"], e["relation"]) for e in one["edges"]} == {(err, cause, "caused_by"), (err, fix, "resolved_by")}
+    assert {n.id for n in one.nodes} == {cause, fix}
+    assert {(e.from_, e.to, e.relation) for e in one.edges} == {(err, cause, "caused_by"), (err, fix, "resolved_by")}
     two = service.graph_explore(GraphExploreInput(startId=err, depth=2), ctx)
-    assert {n["id"] for n in two["nodes"]} == {cause, fix, deeper}
+    assert {n.id for n in two.nodes} == {cause, fix, deeper}
 
 
 def test_memory_stats_counts_tiers_types_and_coverage(service: MemoryService, ctx: CallContext) -> None:
@@ -280,10 +280,10 @@ def test_memory_stats_counts_tiers_types_and_coverage(service: MemoryService, ct
     remember(service, ctx, "err", type="error", importance=0.7)
     remember(service, ctx, "low", importance=0.2)
     stats = service.memory_stats(MemoryStatsInput(), ctx)
-    assert stats["total"] == 3
-    assert stats["by_tier"] == {"hot": 1, "warm": 0, "cold": 1, "permanent": 1}
-    assert stats["by_type"]["preference"] == 1 and stats["by_type"]["error"] == 1
-    assert stats["embedding_coverage"] == 1.0 and stats["searchMode"] == "hybrid"
+    assert stats.total == 3
+    assert stats.by_tier == {"hot": 1, "warm": 0, "cold": 1, "permanent": 1}
+    assert stats.by_type["preference"] == 1 and stats.by_type["error"] == 1
+    assert stats.embedding_coverage == 1.0 and stats.search_mode == "hybrid"
 
 
 def test_agents_are_isolated_but_share_the_default_namespace(service: MemoryService) -> None:
@@ -299,7 +299,7 @@ def test_agents_are_isolated_but_share_the_default_namespace(service: MemoryServ
         service.amend(AmendInput(id=mine, content="hijacked", agentId="agent-b"), b)
     with pytest.raises(NotFound):
         service.link(LinkInput(fromId=shared, toId=mine, agentId="agent-b"), b)
-    assert service.memory_stats(MemoryStatsInput(agentId="agent-b"), b)["total"] == 1
+    assert service.memory_stats(MemoryStatsInput(agentId="agent-b"), b).total == 1
     assert recall_ids(service, a, text="secret plan", agentId="agent-a")[0] == mine
 
 
@@ -313,7 +313,7 @@ def test_a_read_only_credential_can_search_but_not_write(service: MemoryService)
     reader = CallContext(agent_id="agent-r", read_only=True)
     fid = remember(service, writer, "read-only keys may still recall this")
     assert recall_ids(service, reader, text="recall this")[0] == fid
-    assert service.context(ContextInput(), reader)["coreMemory"] == []
+    assert service.context(ContextInput(), reader).core_memory == []
     calls: list[Callable[[], object]] = [
         lambda: service.remember(RememberInput(content="nope", topic="t", type="fact"), reader),
         lambda: service.forget(ForgetInput(id=fid), reader),
@@ -325,4 +325,4 @@ def test_a_read_only_credential_can_search_but_not_write(service: MemoryService)
     for call in calls:
         with pytest.raises(Forbidden):
             call()
-    assert service.memory_stats(MemoryStatsInput(), reader)["total"] == 1
+    assert service.memory_stats(MemoryStatsInput(), reader).total == 1

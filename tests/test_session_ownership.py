@@ -31,7 +31,7 @@ AGENT_B = CallContext(session_id="b-session", agent_id="agent-b")
 
 def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) -> str:
     payload = {"topic": "work", "type": "fact", **kw, "content": content}
-    return str(service.remember(RememberInput.model_validate(payload), ctx)["id"])
+    return str(service.remember(RememberInput.model_validate(payload), ctx).id)
 
 
 def everything(service: MemoryService) -> list[tuple[str, str, str | None, str]]:
@@ -47,23 +47,23 @@ def test_an_agent_never_reads_the_operators_working_memory(service: MemoryServic
     # not through recall (by text, keywords, with or without the operator's session id) ...
     for query in ({"text": "root password vault"}, {"keywords": ["rootpw"]}):
         found = service.recall(RecallInput.model_validate(query), AGENT_A)
-        assert [f["id"] for f in found["fragments"]] == [shared]
+        assert [f.id for f in found.fragments] == [shared]
     with pytest.raises(Forbidden):
         service.recall(RecallInput(text="root password", sessionId="op-session"), AGENT_A)
     # ... nor context, the working-memory view, fragment views, completion or statistics
     with pytest.raises(Forbidden):
         service.context(ContextInput(sessionId="op-session"), AGENT_A)
-    assert service.context(ContextInput(types=["fact"]), AGENT_A)["workingMemory"] == []
+    assert service.context(ContextInput(types=["fact"]), AGENT_A).working_memory == []
     with pytest.raises(Forbidden):
         service.working_memory("op-session", AGENT_A)
     with pytest.raises(NotFound):
         service.get_fragment(secret, AGENT_A)
     assert secret not in service.fragment_ids(AGENT_A, "")
-    assert service.memory_stats(MemoryStatsInput(), AGENT_A)["working_memory"] == 0
+    assert service.memory_stats(MemoryStatsInput(), AGENT_A).working_memory == 0
     # the operator still has it
-    assert [f["id"] for f in service.working_memory("op-session", OPERATOR)] == [secret]
+    assert [f.id for f in service.working_memory("op-session", OPERATOR)] == [secret]
     mine = service.recall(RecallInput(keywords=["rootpw"]), OPERATOR)
-    assert secret in [f["id"] for f in mine["fragments"]]
+    assert secret in [f.id for f in mine.fragments]
 
 
 def test_a_foreign_session_id_is_refused_everywhere_and_changes_nothing(service: MemoryService) -> None:
@@ -95,13 +95,13 @@ def test_ending_a_session_expunges_only_the_owners_rows(service: MemoryService) 
     a_row = remember(service, AGENT_A, "A's scratch", scope="session")
     # A ends B's session id (e.g. names it as its own MCP session): B's rows stay
     assert service.end_session("b-task", AGENT_A) == 0
-    assert {f["id"] for f in service.working_memory("b-task", AGENT_B)} == b_rows
+    assert {f.id for f in service.working_memory("b-task", AGENT_B)} == b_rows
     assert service.end_session("b-task", OPERATOR) == 0
-    assert {f["id"] for f in service.working_memory("b-task", AGENT_B)} == b_rows
+    assert {f.id for f in service.working_memory("b-task", AGENT_B)} == b_rows
     # the owner's end removes exactly its own rows
     assert service.end_session("b-task", AGENT_B) == 2
     assert service.working_memory("b-task", AGENT_B) == []
-    assert [f["id"] for f in service.working_memory("a-session", AGENT_A)] == [a_row]
+    assert [f.id for f in service.working_memory("a-session", AGENT_A)] == [a_row]
 
 
 def test_session_expiry_goes_by_each_owners_last_activity(service: MemoryService, clock: Clock) -> None:

@@ -22,6 +22,7 @@ from memento.models import (
     AgentScope, AmendInput, CallContext, ConsolidateInput, ForgetInput, LinkInput, PoolWrites, RecallInput,
     ReflectInput, RelationType, RememberInput,
 )
+from memento.results import FragmentView
 from memento.service import MemoryService
 from memento.settings import Settings
 from memento.storage.protocol import FragmentChanges, SearchFilter
@@ -44,14 +45,14 @@ def pool(request: pytest.FixtureRequest, settings: Settings, clock: Clock) -> It
 
 def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) -> str:
     payload = {"topic": "conventions", "type": "fact", **kw, "content": content}
-    return str(service.remember(RememberInput.model_validate(payload), ctx)["id"])
+    return str(service.remember(RememberInput.model_validate(payload), ctx).id)
 
 
 def state(service: MemoryService) -> dict[str, Any]:
     """Every pool fragment as the operator sees it, with its version history and edges."""
     rows = service.store.list_fragments(AgentScope("system"), _ALL, 1000)
     return {
-        f.id: (f.to_dict(), service.store.versions(AgentScope("system"), f.id))
+        f.id: (FragmentView.of(f).dump(), service.store.versions(AgentScope("system"), f.id))
         for f in sorted(rows, key=lambda f: f.id)
     }
 
@@ -101,17 +102,17 @@ def test_agent_credentials_change_the_pool_only_as_the_rule_allows(pool: tuple[s
         refused(lambda: service.forget(ForgetInput(id=plain, force=True), AGENT), service)
     else:
         added = service.remember(RememberInput(content="Shared by agent A", topic="t", type="fact", agentId="default"), AGENT)
-        assert added["fragment"]["agent_id"] == "default"
+        assert added.fragment.agent_id == "default"
         amended = service.amend(AmendInput(id=plain, content="Deploys need one approval"), AGENT)
-        assert amended["fragment"]["content"] == "Deploys need one approval"
+        assert amended.fragment.content == "Deploys need one approval"
         service.link(LinkInput(fromId=plain, toId=anchor), AGENT)
         successor = service.amend(AmendInput(id=plain, content="Deploys need no approval", supersedes=True), AGENT)
-        assert successor["fragment"]["agent_id"] == "default"  # a pool fact's successor stays shared
-        assert service.forget(ForgetInput(id=successor["id"], force=True), AGENT)["count"] == 1
+        assert successor.fragment.agent_id == "default"  # a pool fact's successor stays shared
+        assert service.forget(ForgetInput(id=successor.id, force=True), AGENT).count == 1
 
     # the admin may do all of it
     service.amend(AmendInput(id=anchor, importance=0.9), ADMIN)
-    assert service.forget(ForgetInput(id=anchor, force=True), ADMIN)["count"] == 1
+    assert service.forget(ForgetInput(id=anchor, force=True), ADMIN).count == 1
 
 
 def test_consolidation_by_an_agent_leaves_pool_rows_it_may_not_write(pool: tuple[str, App], clock: Clock) -> None:
@@ -158,7 +159,7 @@ def test_agent_recall_of_the_pool_still_works(pool: tuple[str, App]) -> None:
     _, app = pool
     shared = remember(app.service, ADMIN, "The VPN password rotates monthly", keywords=["vpn"])
     found = app.service.recall(RecallInput(keywords=["vpn"]), AGENT)
-    assert [f["id"] for f in found["fragments"]] == [shared]
+    assert [f.id for f in found.fragments] == [shared]
 
 
 
@@ -170,7 +171,7 @@ def test_forget_by_topic_takes_the_callers_share_and_keeps_the_rest_of_the_pool(
     own = remember(service, AGENT, "Agent A deploys with make deploy", topic="deploys")
     result = service.forget(ForgetInput(topic="deploys", force=True), AGENT)
     gone = {own, plain} if mode == "write" else {own}
-    assert set(result["deleted"]) == gone
-    assert set(result["kept"]) == {plain, anchor} - gone and "kept" in result["message"]
+    assert set(result.deleted) == gone
+    assert set(result.kept or ()) == {plain, anchor} - gone and "kept" in (result.message or "")
     left = {f.id for f in service.store.get_many(AgentScope("system"), [plain, anchor, own])}
     assert left == {plain, anchor, own} - gone

@@ -222,7 +222,7 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
     put(service, "the weather was rainy all week", "bob")
     terms = query_terms("alice garden")
     before = [h.id for h in store.text_search(B, terms, SearchFilter(), 10)]
-    recalled = [f["id"] for f in service.recall(RecallInput(text="alice garden", agentId="bob"), CallContext())["fragments"]]
+    recalled = [f.id for f in service.recall(RecallInput(text="alice garden", agentId="bob"), CallContext()).fragments]
     assert before == [both, one]
     flood = COMMON_TERM_MIN_DOCS + 200
     rows = [{
@@ -236,7 +236,7 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
         service.store.import_rows("fragments", rows[start:start + 500])  # type: ignore[attr-defined]
     assert store.count(AgentScope("mallory"), SearchFilter()) == flood
     assert [h.id for h in store.text_search(B, terms, SearchFilter(), 10)] == before
-    again = [f["id"] for f in service.recall(RecallInput(text="alice garden", agentId="bob"), CallContext())["fragments"]]
+    again = [f.id for f in service.recall(RecallInput(text="alice garden", agentId="bob"), CallContext()).fragments]
     assert again == recalled
     # within mallory's own scope "alice" is common, and is dropped while "note" is rarer... not here:
     # every flood row says "note" too, so both are common and the two rarest are kept
@@ -246,7 +246,7 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
 def test_consolidation_reads_settled_access_statistics(service: MemoryService, store: Store) -> None:
     """An access recorded just before a consolidation run is written before any stage reads it."""
     fid = put(service, "the index rebuild takes four minutes", "default")
-    assert service.recall(RecallInput(text="index rebuild"), CallContext())["fragments"][0]["id"] == fid
+    assert service.recall(RecallInput(text="index rebuild"), CallContext()).fragments[0].id == fid
     service.consolidator.run(AgentScope("system"))
     assert store.get_many(SYSTEM, [fid])[0].access_count == 1
 

@@ -18,6 +18,8 @@ from memento.mcp import versions
 from memento.mcp.tools import TOOLS, ToolSpec
 from memento.mcp.toolsets import REGISTRY, Toolset, ToolsetRegistry, list_tokens
 from memento.models import MemoryStatsInput
+from memento.results import StatsResult
+from memento.service import MemoryService
 
 ELEVEN = {
     "remember", "recall", "forget", "link", "amend", "reflect", "context", "tool_feedback", "memory_stats",
@@ -27,7 +29,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "toolsets.md"
 
 
 def extra_tool(name: str) -> ToolSpec:
-    return ToolSpec(name, name.title(), f"The {name} tool.", MemoryStatsInput, "memory_stats")
+    return ToolSpec(name, name.title(), f"The {name} tool.", MemoryStatsInput, MemoryService.memory_stats, StatsResult)
 
 
 def test_the_default_toolset_is_seeds_000_eleven_tools() -> None:

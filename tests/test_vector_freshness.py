@@ -88,8 +88,8 @@ def found_by_meaning(fragments: list[dict[str, Any]], fragment_id: str) -> bool:
 
 def assert_index_complete(numbers: dict[str, Any], total: int) -> None:
     assert numbers["total"] == total and numbers["embedded"] == total, numbers
-    assert numbers["indexed"] == total and numbers["index_coverage"] == 1.0, numbers
-    assert numbers["embedding_coverage"] == 1.0, numbers
+    assert numbers["indexed"] == total and numbers["indexCoverage"] == 1.0, numbers
+    assert numbers["embeddingCoverage"] == 1.0, numbers
 
 
 async def test_a_running_server_finds_what_the_cli_remembered(env: dict[str, str]) -> None:
@@ -152,7 +152,7 @@ async def test_a_backfill_by_the_cli_is_found_by_a_running_server(env: dict[str,
         assert (await recall(client, "load balancer drains"))
         pending = await remember(keyword_only, "certificates renew thirty days before expiry")  # no vector yet
         consolidated = json.loads(await cli(env, "consolidate", "--agent", AGENT))
-        assert consolidated["embeddings_backfilled"] == 1, consolidated
+        assert consolidated["embeddingsBackfilled"] == 1, consolidated
         assert found_by_meaning(await recall(client, "certificates renew thirty days before expiry"), pending)
         assert_index_complete(await stats(client), 2)
 
@@ -166,4 +166,4 @@ async def test_reindex_with_another_model_elsewhere_empties_a_running_servers_in
         fragments = await recall(client, "the build cache is pruned weekly")
         assert fragments and all("semantic" not in f["matched"] for f in fragments), fragments
         numbers = await stats(client)
-        assert numbers["embedded"] == 0 and numbers["indexed"] == 0 and numbers["embedding_coverage"] == 0.0, numbers
+        assert numbers["embedded"] == 0 and numbers["indexed"] == 0 and numbers["embeddingCoverage"] == 0.0, numbers

@@ -82,7 +82,7 @@ def test_vectors_are_scoped_per_agent(tmp_path: Path) -> None:
     try:
         fill(app)
         other = app.service.recall(RecallInput(text="kafka lag", agentId="agent-w"), CallContext())
-        assert other["fragments"] == []
+        assert other.fragments == []
         assert app.store.vectors.size("agent-w") == 0
     finally:
         app.close()
@@ -140,7 +140,7 @@ def test_a_saved_index_claims_only_what_it_saw(tmp_path: Path) -> None:
     theirs.store._closed = True
     again = build(tmp_path)
     try:
-        assert semantic(again, "vault unseals at boot")[0] == late["id"]
+        assert semantic(again, "vault unseals at boot")[0] == late.id
     finally:
         again.close()
     assert saved["change"] == mine.store.vectors._agents["agent-v"].stamp < theirs.store.vectors.source.clock()

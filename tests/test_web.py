@@ -116,7 +116,7 @@ def test_the_engine_reports_to_observers_and_a_broken_one_changes_nothing(tmp_pa
         service, ctx = app.service, CallContext()
         service.remember(RememberInput(content="observers see this", topic="t", type="fact"), ctx)
         found = service.recall(RecallInput(text="observers"), ctx)
-        assert found["count"] == 1  # the broken listener did not break the recall
+        assert found.count == 1  # the broken listener did not break the recall
         service.memory_consolidate(ConsolidateInput(), ctx)
         assert ("embedding", "passage", "ok") in recorder.seen and ("embedding", "query", "ok") in recorder.seen
         assert ("recall",) in recorder.seen and ("consolidation", "ok") in recorder.seen

@@ -17,6 +17,7 @@ from .app import App, build_app
 from .errors import MementoError
 from .ops.logs import configure_logging
 from .models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
+from .results import RecallResult, Result
 from .settings import Settings
 
 log = logging.getLogger("memento")
@@ -65,18 +66,23 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _print_recall(result: dict[str, Any]) -> None:
-    fragments = result["fragments"]
+def _print_recall(result: RecallResult) -> None:
+    fragments = result.fragments
     if not fragments:
         print("No memories found.")
         return
     for i, f in enumerate(fragments, start=1):
-        tag = "linked" if f.get("linked") else f"score {f.get('score', 0):.3f}"
-        print(f"{i:>2}. [{f['type']}/{f['topic']}] {f['id']}  ({tag})")
-        print(textwrap.indent(textwrap.fill(f["content"], 90), "    "))
-        if f.get("recall_reason"):
-            print(f"    why: {f['recall_reason']}")
-    print(f"-- {result['count']} result(s), {result['totalTokens']}/{result['tokenBudget']} tokens, mode {result['searchMode']}")
+        tag = "linked" if f.linked else f"score {f.score or 0:.3f}"
+        print(f"{i:>2}. [{f.type.value}/{f.topic}] {f.id}  ({tag})")
+        print(textwrap.indent(textwrap.fill(f.content, 90), "    "))
+        if f.recall_reason:
+            print(f"    why: {f.recall_reason}")
+    print(f"-- {result.count} result(s), {result.total_tokens}/{result.token_budget} tokens, mode {result.search_mode}")
+
+
+def _print_json(result: Result) -> None:
+    """A result's wire form (the same JSON every face returns)."""
+    print(json.dumps(result.dump(), ensure_ascii=False, indent=2))
 
 
 def _reindex(app: App) -> None:
@@ -144,29 +150,29 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             for key, value in (("keywords", args.keywords), ("importance", args.importance), ("agentId", args.agent_id)):
                 if value is not None:
                     payload[key] = value
-            result = app.service.remember(RememberInput.model_validate(payload), ctx)
+            stored = app.service.remember(RememberInput.model_validate(payload), ctx)
             if args.json:
-                print(json.dumps(result, ensure_ascii=False, indent=2))
+                _print_json(stored)
             else:
-                state = "stored" if result["created"] else "already known"
-                print(f"{state}: {result['id']} [{result['fragment']['type']}/{result['fragment']['topic']}] tier {result['fragment']['ttl_tier']}")
-                if result.get("message"):
-                    print(result["message"])
+                state = "stored" if stored.created else "already known"
+                print(f"{state}: {stored.id} [{stored.fragment.type.value}/{stored.fragment.topic}] tier {stored.fragment.ttl_tier.value}")
+                if stored.message:
+                    print(stored.message)
         elif args.command == "recall":
             payload = {"limit": args.limit, "tokenBudget": args.budget}
             for key, value in (("text", args.text), ("keywords", args.keywords), ("topic", args.topic), ("type", args.type), ("agentId", args.agent_id)):
                 if value is not None:
                     payload[key] = value
-            result = app.service.recall(RecallInput.model_validate(payload), ctx)
-            print(json.dumps(result, ensure_ascii=False, indent=2)) if args.json else _print_recall(result)
+            found = app.service.recall(RecallInput.model_validate(payload), ctx)
+            _print_json(found) if args.json else _print_recall(found)
         elif args.command == "reindex":
             _reindex(app)
         elif args.command == "stats":
             payload = {"agentId": args.agent_id} if args.agent_id else {}
-            print(json.dumps(app.service.memory_stats(MemoryStatsInput.model_validate(payload), ctx), indent=2))
+            _print_json(app.service.memory_stats(MemoryStatsInput.model_validate(payload), ctx))
         elif args.command == "consolidate":
             payload = {"agentId": args.agent_id} if args.agent_id else {}
-            print(json.dumps(app.service.memory_consolidate(ConsolidateInput.model_validate(payload), ctx), indent=2))
+            _print_json(app.service.memory_consolidate(ConsolidateInput.model_validate(payload), ctx))
     finally:
         app.close()
     return 0

@@ -183,38 +183,6 @@ class Fragment:
     origin_trace: dict[str, Any] | None = None
     deleted_at: datetime | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view with the seed's camelCase-free column names."""
-        return {
-            "id": self.id,
-            "content": self.content,
-            "topic": self.topic,
-            "type": self.type.value,
-            "keywords": list(self.keywords),
-            "importance": round(self.importance, 4),
-            "ttl_tier": self.ttl_tier.value,
-            "is_anchor": self.is_anchor,
-            "source": self.source,
-            "agent_id": self.agent_id,
-            "linked_to": list(self.linked_to),
-            "access_count": self.access_count,
-            "created_at": self.created_at.isoformat(),
-            "accessed_at": self.accessed_at.isoformat() if self.accessed_at else None,
-            "estimated_tokens": self.estimated_tokens,
-            "utility_score": round(self.utility_score, 4),
-            "scope": Scope.SESSION.value if self.session_id else Scope.PERMANENT.value,
-            "has_embedding": self.has_embedding,
-            "confidence": round(self.confidence, 4),
-            "tags": list(self.tags),
-            "memory_system": self.memory_system.value,
-            "pinned": self.pinned,
-            "privacy_scope": self.privacy_scope.value,
-            "context": self.context,
-            "metadata": dict(self.metadata),
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "origin_trace": self.origin_trace,
-        }
-
 
 @dataclass(frozen=True)
 class RecordFields:

@@ -1,7 +1,8 @@
 """MemoryService: the eleven operations of 000 §6, called by every face.
 
 Methods are synchronous (SQLite and the embedding model block); async faces run them in
-worker threads. Each returns a JSON-ready dict and raises MementoError subclasses.
+worker threads. Each returns a typed result (memento.results; faces serialise it with `dump()`)
+and raises MementoError subclasses.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,6 +25,11 @@ from .models import (
     AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
     FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
     RecordFields, ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
+)
+from .results import (
+    AmendResult, ConsolidateResult, ContextResult, Edge, ForgetPreview, ForgetResult, FragmentView, GraphResult,
+    LinkResult, RecallResult, ReflectedFragment, ReflectResult, RememberResult, StatsResult, ToolFeedbackResult,
+    TopicCount, views,
 )
 from .retrieval.recall import CANDIDATE_POOL, Recall  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .settings import Settings
@@ -170,7 +176,7 @@ class MemoryService:
 
     # ------------------------------------------------------------ storage cluster
 
-    def remember(self, inp: RememberInput, ctx: CallContext) -> dict[str, Any]:
+    def remember(self, inp: RememberInput, ctx: CallContext) -> RememberResult:
         """Store a fragment; a duplicate returns the existing id with created=false."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         self._own_session(scope, inp.sessionId, ctx)
@@ -184,18 +190,15 @@ class MemoryService:
         ))
         if created:
             self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
-        result: dict[str, Any] = {
-            "success": True,
-            "id": fragment.id,
-            "created": created,
-            "fragment": fragment.to_dict(),
-            "embedded": fragment.has_embedding,
-        }
+        message = None
         if not created:
-            result["message"] = f"duplicate of existing fragment {fragment.id}; nothing new stored"
+            message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
         elif self.embedder is not None and not fragment.has_embedding:
-            result["message"] = "stored; embedding pending (provider unavailable), keyword search works now"
-        return result
+            message = "stored; embedding pending (provider unavailable), keyword search works now"
+        return RememberResult(
+            id=fragment.id, created=created, fragment=FragmentView.of(fragment), embedded=fragment.has_embedding,
+            message=message,
+        )
 
     def _prepare(
         self, scope: AgentScope, ctx: CallContext, *, content: str, topic: str, type_: FragmentType,
@@ -221,7 +224,7 @@ class MemoryService:
         own = session is not None and session == ctx.session_id
         return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
 
-    def forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
+    def forget(self, inp: ForgetInput, ctx: CallContext) -> ForgetResult:
         """Delete by id or by topic; permanent-tier fragments need force. All or nothing. By
         topic, shared-pool fragments the caller may not change are kept (and reported)."""
         scope = self._writable(inp.agentId, ctx, pool=True)
@@ -247,12 +250,12 @@ class MemoryService:
         deleted = self.store.delete(scope, [f.id for f in targets])
         if deleted:
             self._emit(ChangeEvent("deleted", scope.agent_id, tuple(deleted), tuple({f.topic for f in targets})))
-        result: dict[str, Any] = {"success": True, "deleted": deleted, "count": len(deleted)}
         if kept:
-            result |= {"kept": kept, "message": scope.pool_refusal(kept).replace("nothing changed", "these were kept")}
-        return result
+            message = scope.pool_refusal(kept).replace("nothing changed", "these were kept")
+            return ForgetResult(deleted=deleted, count=len(deleted), kept=kept, message=message)
+        return ForgetResult(deleted=deleted, count=len(deleted))
 
-    def link(self, inp: LinkInput, ctx: CallContext) -> dict[str, Any]:
+    def link(self, inp: LinkInput, ctx: CallContext) -> LinkResult:
         """Create (or retype) a directed edge between two visible fragments."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         ends = {f.id: f for f in self.store.get_many(scope, [inp.fromId, inp.toId])}
@@ -263,9 +266,9 @@ class MemoryService:
                 raise Forbidden("a shared-pool fragment may link only to shared-pool fragments; nothing changed")
         self.store.add_link(scope, inp.fromId, inp.toId, inp.relationType, self.clock())
         self._emit(ChangeEvent("linked", scope.agent_id, (inp.fromId, inp.toId)))
-        return {"success": True, "fromId": inp.fromId, "toId": inp.toId, "relationType": inp.relationType.value}
+        return LinkResult(from_id=inp.fromId, to_id=inp.toId, relation_type=inp.relationType)
 
-    def amend(self, inp: AmendInput, ctx: CallContext) -> dict[str, Any]:
+    def amend(self, inp: AmendInput, ctx: CallContext) -> AmendResult:
         """Change a fragment in place (version archived, id and links kept), or supersede it."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         found = self.store.get_many(scope, [inp.id])
@@ -305,9 +308,9 @@ class MemoryService:
         )
         fragment = self.store.update(scope, old.id, changes, scope.agent_id, self.clock())
         self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
-        return {"success": True, "id": fragment.id, "fragment": fragment.to_dict(), "versionArchived": True}
+        return AmendResult(id=fragment.id, fragment=FragmentView.of(fragment), version_archived=True)
 
-    def _supersede(self, scope: AgentScope, old: Fragment, inp: AmendInput) -> dict[str, Any]:
+    def _supersede(self, scope: AgentScope, old: Fragment, inp: AmendInput) -> AmendResult:
         now = self.clock()
         draft = self.factory.draft(
             content=inp.content if inp.content is not None else old.content,
@@ -322,25 +325,28 @@ class MemoryService:
         original = self.store.get_many(scope, [old.id])[0]
         self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
         self._emit(ChangeEvent("amended", original.agent_id, (original.id,), (original.topic,)))
-        return {
-            "success": True, "id": fragment.id, "supersededId": old.id, "fragment": fragment.to_dict(),
-            "original": original.to_dict(),
-            "message": f"{fragment.id} supersedes {old.id} (superseded_by edge; original importance lowered)",
-        }
+        return AmendResult(
+            id=fragment.id, superseded_id=old.id, fragment=FragmentView.of(fragment), original=FragmentView.of(original),
+            message=f"{fragment.id} supersedes {old.id} (superseded_by edge; original importance lowered)",
+        )
 
     # ------------------------------------------------------------ retrieval cluster
 
-    def recall(self, inp: RecallInput, ctx: CallContext) -> dict[str, Any]:
+    def recall(self, inp: RecallInput, ctx: CallContext) -> RecallResult:
         """The cascade of 000 §4: keyword tiers, full text, vectors; fused, ranked, budgeted."""
         started = time.perf_counter()
         try:
-            vector = self._embed_query(inp.text) if inp.text else None
-            return self.recall_with_vector(inp, ctx, vector)
+            return self.recall_with_vector(inp, ctx, None)
         finally:
             self.observers.recall(time.perf_counter() - started)
 
-    def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None) -> dict[str, Any]:
-        """recall with the query vector already computed (lets benchmarks time the store alone)."""
+    def recall_with_vector(
+        self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None, *, embed: bool = True
+    ) -> RecallResult:
+        """recall with the query vector already computed (lets benchmarks time the store alone);
+        without one, a text query is embedded here (unless `embed` is false)."""
+        if vector is None and embed and inp.text:
+            vector = self._embed_query(inp.text)
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
         filt = SearchFilter(
@@ -349,7 +355,7 @@ class MemoryService:
         )
         return self.recaller.run(scope, inp, filt, vector, self.clock())
 
-    def context(self, inp: ContextInput, ctx: CallContext) -> dict[str, Any]:
+    def context(self, inp: ContextInput, ctx: CallContext) -> ContextResult:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
@@ -364,12 +370,10 @@ class MemoryService:
         lines = ["## Core memory"] + [f"- [{f.type.value}] {f.content} (id {f.id})" for f in core_items]
         if session:
             lines += ["", "## Working memory (this session)"] + [f"- [{f.type.value}] {f.content}" for f in work_items]
-        return {
-            "coreMemory": [f.to_dict() for f in core_items],
-            "workingMemory": [f.to_dict() for f in work_items],
-            "totalTokens": core_used + work_used, "tokenBudget": inp.tokenBudget,
-            "rendered": "\n".join(lines),
-        }
+        return ContextResult(
+            core_memory=views(core_items), working_memory=views(work_items),
+            total_tokens=core_used + work_used, token_budget=inp.tokenBudget, rendered="\n".join(lines),
+        )
 
     @staticmethod
     def _take(fragments: list[Fragment], budget: int) -> tuple[list[Fragment], int]:
@@ -381,76 +385,76 @@ class MemoryService:
             used += fragment.estimated_tokens
         return taken, used
 
-    def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> dict[str, Any]:
+    def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> GraphResult:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
         scope = self._scope(inp.agentId, ctx)
         start = self.store.get_many(scope, [inp.startId])
         if not start:
             raise NotFound(f"fragment {inp.startId!r} not found")
         nodes = {start[0].id: start[0]}
-        edges: dict[tuple[str, str], str] = {}
+        edges: dict[tuple[str, str], RelationType] = {}
         frontier = [start[0].id]
         for _ in range(inp.depth):
             found = self.store.neighbours(scope, frontier, CAUSAL_RELATIONS, 200)
             frontier = []
             for link, fragment in found:
-                edges[(link.from_id, link.to_id)] = link.relation_type.value
+                edges[(link.from_id, link.to_id)] = link.relation_type
                 if fragment.id not in nodes:
                     nodes[fragment.id] = fragment
                     frontier.append(fragment.id)
             if not frontier:
                 break
-        return {
-            "start": start[0].to_dict(),
-            "nodes": [f.to_dict() for fid, f in nodes.items() if fid != start[0].id],
-            "edges": [{"from": a, "to": b, "relation": r} for (a, b), r in edges.items()],
-        }
+        return GraphResult(
+            start=FragmentView.of(start[0]),
+            nodes=views([f for fid, f in nodes.items() if fid != start[0].id]),
+            edges=[Edge(from_=a, to=b, relation=r) for (a, b), r in edges.items()],
+        )
 
     # ------------------------------------------------------------ read-only views (MCP resources, completion)
     # Views flush the buffered access statistics first: what they show then never depends on
     # whether a batched flush happened to land between two reads.
 
-    def get_fragment(self, fragment_id: str, ctx: CallContext) -> dict[str, Any]:
+    def get_fragment(self, fragment_id: str, ctx: CallContext) -> FragmentView:
         """One visible fragment as JSON; records no access (a view, not a recall)."""
         self.store.flush_access()
         found = self.store.get_many(self._scope(None, ctx), [fragment_id])
         if not found:
             raise NotFound(f"fragment {fragment_id!r} not found")
-        return found[0].to_dict()
+        return FragmentView.of(found[0])
 
-    def list_topics(self, ctx: CallContext, prefix: str = "", limit: int = 1000) -> list[dict[str, Any]]:
+    def list_topics(self, ctx: CallContext, prefix: str = "", limit: int = 1000) -> list[TopicCount]:
         """Topics of permanent fragments (optionally by prefix) with their counts, by name."""
-        return [{"topic": t, "count": n} for t, n in self.store.topics(self._scope(None, ctx), prefix, limit)]
+        return [TopicCount(topic=t, count=n) for t, n in self.store.topics(self._scope(None, ctx), prefix, limit)]
 
-    def topic_fragments(self, topic: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
+    def topic_fragments(self, topic: str, ctx: CallContext, limit: int = 200) -> list[FragmentView]:
         """Permanent fragments of one topic, newest first."""
         self.store.flush_access()
         rows = self.store.page(self._scope(None, ctx), SearchFilter(topic=topic), None, limit)
-        return [f.to_dict() for f in rows]
+        return views(rows)
 
     def list_fragments_page(
         self, ctx: CallContext, before_seq: int | None, limit: int
-    ) -> tuple[list[dict[str, Any]], int | None]:
+    ) -> tuple[list[FragmentView], int | None]:
         """Permanent fragments newest first; returns the page and the keyset of the next page."""
         self.store.flush_access()
         rows = self.store.page(self._scope(None, ctx), SearchFilter(), before_seq, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        return [f.to_dict() for f in rows], (rows[-1].seq if more and rows else None)
+        return views(rows), (rows[-1].seq if more and rows else None)
 
-    def working_memory(self, session_id: str, ctx: CallContext, limit: int = 200) -> list[dict[str, Any]]:
+    def working_memory(self, session_id: str, ctx: CallContext, limit: int = 200) -> list[FragmentView]:
         """A session's working memory (scope=session fragments), newest first."""
         scope = self._scope(None, ctx)
         self._own_session(scope, session_id, ctx)
         self.store.flush_access()
         filt = SearchFilter(session_id=session_id, only_session=True)
-        return [f.to_dict() for f in self.store.page(scope, filt, None, limit)]
+        return views(self.store.page(scope, filt, None, limit))
 
     def fragment_ids(self, ctx: CallContext, prefix: str, limit: int = 100) -> list[str]:
         """Visible fragment ids starting with `prefix` (for argument completion)."""
         return self.store.ids_with_prefix(self._scope(None, ctx), prefix, limit)
 
-    def preview_forget(self, inp: ForgetInput, ctx: CallContext) -> dict[str, Any]:
+    def preview_forget(self, inp: ForgetInput, ctx: CallContext) -> ForgetPreview:
         """What `forget` would delete, without deleting: target ids and the protected ones
         (pool fragments the caller may not change are never targets)."""
         scope = AgentScope(self._scope(inp.agentId, ctx).agent_id, pool_writes(ctx, self.settings.shared_pool))
@@ -459,11 +463,11 @@ class MemoryService:
         found = self.store.get_many(scope, [inp.id]) if inp.id is not None else self.store.find_by_topic(scope, inp.topic or "")
         targets = [f for f in found if scope.may_change(f)]
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
-        return {"ids": [f.id for f in targets], "protected": protected}
+        return ForgetPreview(ids=[f.id for f in targets], protected=protected)
 
     # ------------------------------------------------------------ maintenance and telemetry
 
-    def reflect(self, inp: ReflectInput, ctx: CallContext) -> dict[str, Any]:
+    def reflect(self, inp: ReflectInput, ctx: CallContext) -> ReflectResult:
         """Turn a session summary into typed fragments, and task feedback into a row."""
         self._own_session(self._scope(inp.agentId, ctx), inp.sessionId, ctx)
         scope = self._writable(inp.agentId, ctx)
@@ -476,41 +480,40 @@ class MemoryService:
         ):
             plan += [(text, type_) for text in items or [] if text.strip()]
         news = [self._prepare(scope, ctx, content=text, topic=inp.topic, type_=type_, source="reflect") for text, type_ in plan]
-        result: dict[str, Any] = {"success": True}
+        feedback_id: int | None = None
         with self.store.atomic():  # all the fragments and the feedback row, or nothing
             stored = [self.store.insert(scope, new) for new in news]
             if inp.task_effectiveness is not None:
                 te = inp.task_effectiveness
-                result["taskFeedbackId"] = self.store.add_task_feedback(scope.agent_id, {
+                feedback_id = self.store.add_task_feedback(scope.agent_id, {
                     "session_id": session or "unspecified", "overall_success": te.overall_success,
                     "tool_highlights": te.tool_highlights, "tool_pain_points": te.tool_pain_points,
                 }, self.clock())
         for fragment, is_new in stored:
             if is_new:
                 self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
-        created = [{"id": f.id, "type": type_.value, "created": is_new} for (f, is_new), (_, type_) in zip(stored, plan)]
-        return result | {"fragments": created, "count": len(created)}
+        created = [ReflectedFragment(id=f.id, type=type_, created=is_new) for (f, is_new), (_, type_) in zip(stored, plan)]
+        return ReflectResult(task_feedback_id=feedback_id, fragments=created, count=len(created))
 
-    def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> dict[str, Any]:
+    def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> ToolFeedbackResult:
         """Record a utility assessment of a tool call."""
         scope = self._writable(None, ctx)
         self._own_session(scope, inp.session_id, ctx)
         row = inp.model_dump()
         row["session_id"] = inp.session_id or ctx.session_id
         feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())
-        return {"success": True, "id": feedback_id}
+        return ToolFeedbackResult(id=feedback_id)
 
-    def memory_stats(self, inp: MemoryStatsInput, ctx: CallContext) -> dict[str, Any]:
+    def memory_stats(self, inp: MemoryStatsInput, ctx: CallContext) -> StatsResult:
         """Counts by tier and type, embedding coverage, mean utility, search mode."""
         scope = self._scope(inp.agentId, ctx)
-        stats = self.store.stats(scope)
-        stats["searchMode"] = self.search_mode()
-        stats["embeddingModel"] = self.embedder.name if self.embedder else None
-        return stats
+        return StatsResult.model_validate(
+            self.store.stats(scope) | {"search_mode": self.search_mode(), "embedding_model": self.embedder.name if self.embedder else None}
+        )
 
     def memory_consolidate(
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
-    ) -> dict[str, Any]:
+    ) -> ConsolidateResult:
         """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
         scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         result = self.consolidator.run(scope, progress)

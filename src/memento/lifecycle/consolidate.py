@@ -10,6 +10,7 @@ from typing import Any
 
 from ..observe import Observer
 from ..models import AgentScope, TTLTier
+from ..results import ConsolidateResult, FragmentPair, StoreStats
 from ..settings import MemoryConfig
 from ..storage.protocol import MaintenanceStore, Store
 
@@ -45,7 +46,7 @@ class Consolidator:
         self.clock = clock
         self.session_ttl = session_ttl
 
-    def run(self, scope: AgentScope, progress: Progress | None = None) -> dict[str, Any]:
+    def run(self, scope: AgentScope, progress: Progress | None = None) -> ConsolidateResult:
         """Every stage in order for `scope`; per-stage counts (observed as a consolidation run)."""
         started = time.perf_counter()
         outcome = "error"
@@ -56,7 +57,7 @@ class Consolidator:
         finally:
             self.observers.consolidation(outcome, time.perf_counter() - started)
 
-    def _run(self, scope: AgentScope, progress: Progress | None) -> dict[str, Any]:
+    def _run(self, scope: AgentScope, progress: Progress | None) -> ConsolidateResult:
         self.store.flush_access()  # every stage reads access statistics: settle the pending ones first
         now = self.clock()
         cfg = self.config
@@ -89,12 +90,12 @@ class Consolidator:
             value = step()
             if name == "contradictions":
                 result["contradictions"] = len(value)
-                result["contradiction_pairs"] = [{"fromId": a, "toId": b} for a, b in value]
+                result["contradiction_pairs"] = [FragmentPair(from_id=a, to_id=b) for a, b in value]
             else:
                 result[name] = int(value)
         result["working_memory_expired"] = m.expire_sessions(now - self.session_ttl)
-        result["statistics"] = self.store.stats(scope)
+        result["statistics"] = StoreStats.model_validate(self.store.stats(scope))
         result["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
         if progress:
             progress(len(STAGES), len(STAGES), "done")
-        return result
+        return ConsolidateResult.model_validate(result)

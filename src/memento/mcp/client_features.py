@@ -62,8 +62,8 @@ async def confirm_forget(ctx: RequestContext, app: App, arguments: dict[str, Any
         )
     except (ValidationError, MementoError):
         return None  # the tool call itself reports the problem
-    ids: list[str] = preview["ids"]
-    if not ids or preview["protected"]:
+    ids = preview.ids
+    if not ids or preview.protected:
         return None
     what = f"fragment {ids[0]}" if len(ids) == 1 else f"{len(ids)} fragments of topic {inp.topic!r}"
     params: dict[str, Any] = {

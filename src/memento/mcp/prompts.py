@@ -8,10 +8,10 @@ as untrusted evidence").
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from pydantic import ValidationError
@@ -23,9 +23,12 @@ from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from memento.mcp.namespace import service_context
 from memento.mcp.paging import offset_page
 from memento.models import ContextInput, FragmentType, RecallInput
+from memento.results import FragmentView, RecallItem
 
 if TYPE_CHECKING:
     from memento.app import App
+
+R = TypeVar("R")
 
 PAGE_SIZE = 50
 INJECTION_LIMIT = 5  # "the top five related memories" (004 §5.3)
@@ -75,14 +78,14 @@ def quote_block(text: str) -> str:
     return "\n".join("> " + line for line in text.splitlines() or [""])
 
 
-def render_memories(fragments: list[dict[str, Any]]) -> str:
+def render_memories(fragments: Sequence[FragmentView]) -> str:
     """Memories as labelled, quoted data blocks."""
     blocks = []
     for i, f in enumerate(fragments, 1):
-        label = f"[memory {i}] id={f['id']} type={f['type']} topic={f['topic']} created={f['created_at']}"
-        if f.get("recall_reason"):
-            label += f" why={f['recall_reason']}"
-        blocks.append(label + "\n" + quote_block(str(f["content"])))
+        label = f"[memory {i}] id={f.id} type={f.type.value} topic={f.topic} created={f.created_at}"
+        if isinstance(f, RecallItem) and f.recall_reason:
+            label += f" why={f.recall_reason}"
+        blocks.append(label + "\n" + quote_block(f.content))
     return "\n\n".join(blocks)
 
 
@@ -184,7 +187,7 @@ class PromptsFeature:
 
     # ------------------------------------------------------------ renderers
 
-    async def _service(self, fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    async def _service(self, fn: Callable[..., R], *args: Any) -> R:
         try:
             return await anyio.to_thread.run_sync(partial(fn, *args))
         except MementoError as exc:
@@ -201,21 +204,21 @@ class PromptsFeature:
         except (ValidationError, ValueError) as exc:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         found = await self._service(self.app.service.recall, inp, service_context(ctx.session))
-        fragments = found["fragments"][:INJECTION_LIMIT]
+        fragments = found.fragments[:INJECTION_LIMIT]
         if fragments:
             body = f"{EVIDENCE_NOTE}\n\n{render_memories(fragments)}"
         else:
             body = "No stored memories matched this query."
         text = f"Memories related to the query below, recalled from Memento.\n\nQuery:\n{quote_block(query)}\n\n{body}"
         return {
-            "description": f"{len(fragments)} related memories ({found['totalTokens']} tokens)",
+            "description": f"{len(fragments)} related memories ({found.total_tokens} tokens)",
             "messages": [user_text(text)],
         }
 
     async def _session_start(self, ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
         inp = ContextInput(tokenBudget=parse_budget(args.get("tokenBudget"), 2000), sessionId=ctx.session.id)
         loaded = await self._service(self.app.service.context, inp, service_context(ctx.session))
-        core, working = loaded["coreMemory"], loaded["workingMemory"]
+        core, working = loaded.core_memory, loaded.working_memory
         parts = [
             "Session start: what Memento remembers for you. Call `recall` for anything more specific.",
             EVIDENCE_NOTE,
@@ -234,7 +237,7 @@ class PromptsFeature:
         topics = await anyio.to_thread.run_sync(
             partial(self.app.service.list_topics, service_context(ctx.session), prefix, 100)
         )
-        return [t["topic"] for t in topics]
+        return [t.topic for t in topics]
 
 
 async def _complete_type(ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:

@@ -28,6 +28,7 @@ from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from memento.mcp.namespace import sees, service_context
 from memento.mcp.paging import decode_cursor, encode_cursor, offset_page
 from memento.models import ChangeEvent, MemoryStatsInput
+from memento.results import FragmentView, Result
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -60,8 +61,9 @@ def working_memory_uri(session_id: str) -> str:
     return f"memory://sessions/{quote(session_id, safe='')}/working-memory"
 
 
-def json_contents(uri: str, payload: Any) -> list[dict[str, Any]]:
-    text = json.dumps(payload, ensure_ascii=False, default=str)
+def json_contents(uri: str, payload: Result | dict[str, Any]) -> list[dict[str, Any]]:
+    """One JSON resource content; a service result is serialised by its own `dump()`."""
+    text = json.dumps(payload.dump() if isinstance(payload, Result) else payload, ensure_ascii=False, default=str)
     return [{"uri": uri, "mimeType": JSON_MIME, "text": text}]
 
 
@@ -284,9 +286,8 @@ class ResourcesFeature:
 
     async def _read_topics(self, ctx: RequestContext, _: dict[str, str]) -> list[dict[str, Any]]:
         topics = await self._call(self.app.service.list_topics, service_context(ctx.session))
-        for entry in topics:
-            entry["uri"] = topic_uri(entry["topic"])
-        return json_contents(TOPICS_URI, {"topics": topics, "count": len(topics)})
+        entries = [t.dump() | {"uri": topic_uri(t.topic)} for t in topics]
+        return json_contents(TOPICS_URI, {"topics": entries, "count": len(entries)})
 
     async def _read_fragment(self, ctx: RequestContext, v: dict[str, str]) -> list[dict[str, Any]]:
         fragment = await self._call(self.app.service.get_fragment, v["id"], service_context(ctx.session))
@@ -296,13 +297,15 @@ class ResourcesFeature:
         fragments = await self._call(self.app.service.topic_fragments, v["topic"], service_context(ctx.session))
         if not fragments:
             raise NotFound(f"topic {v['topic']!r} has no fragments")
-        return json_contents(topic_uri(v["topic"]), {"topic": v["topic"], "fragments": fragments, "count": len(fragments)})
+        return json_contents(
+            topic_uri(v["topic"]), {"topic": v["topic"], "fragments": [f.dump() for f in fragments], "count": len(fragments)}
+        )
 
     async def _read_working_memory(self, ctx: RequestContext, v: dict[str, str]) -> list[dict[str, Any]]:
         if v["sessionId"] != ctx.session.id:
             raise NotFound("only your own session's working memory is readable")
         fragments = await self._call(self.app.service.working_memory, ctx.session.id, service_context(ctx.session))
-        payload = {"sessionId": ctx.session.id, "fragments": fragments, "count": len(fragments)}
+        payload = {"sessionId": ctx.session.id, "fragments": [f.dump() for f in fragments], "count": len(fragments)}
         return json_contents(working_memory_uri(ctx.session.id), payload)
 
     # ------------------------------------------------------------ completers
@@ -312,7 +315,7 @@ class ResourcesFeature:
 
     async def _complete_topic(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:
         topics = await self._call(self.app.service.list_topics, service_context(ctx.session), prefix, 100)
-        return [t["topic"] for t in topics]
+        return [t.topic for t in topics]
 
     async def _complete_session(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:
         return [ctx.session.id] if ctx.session.id.startswith(prefix) else []
@@ -330,14 +333,14 @@ class ResourcesFeature:
         raise not_found(uri)
 
     @staticmethod
-    def _fragment_entry(version: str, fragment: dict[str, Any]) -> dict[str, Any]:
-        content = str(fragment["content"])
+    def _fragment_entry(version: str, fragment: FragmentView) -> dict[str, Any]:
+        content = fragment.content
         entry = {
-            "uri": fragment_uri(fragment["id"]), "name": fragment["id"],
+            "uri": fragment_uri(fragment.id), "name": fragment.id,
             "description": content if len(content) <= 120 else content[:119] + "…",
             "mimeType": JSON_MIME,
         }
-        return _describe(version, entry, f"{fragment['type']} · {fragment['topic']}")
+        return _describe(version, entry, f"{fragment.type.value} · {fragment.topic}")
 
     # ------------------------------------------------------------ change notifications
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -35,15 +35,26 @@ from memento.models import (
     RememberInput,
     ToolFeedbackInput,
 )
+from memento.results import (
+    AmendResult,
+    ConsolidateResult,
+    ContextResult,
+    ForgetResult,
+    GraphResult,
+    LinkResult,
+    RecallResult,
+    ReflectResult,
+    RememberResult,
+    Result,
+    StatsResult,
+    ToolFeedbackResult,
+)
+from memento.service import MemoryService
 
 if TYPE_CHECKING:
     from memento.mcp.features import RequestContext
 
 log = logging.getLogger(__name__)
-
-OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
-"""Every operation answers with a JSON object; its fields are documented per tool."""
-
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     """Replace local `#/$defs/...` references by their definitions and drop `$defs`.
@@ -71,21 +82,45 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return inlined
 
 
+Operation = Callable[..., Result]
+"""A MemoryService operation, unbound: operation(service, inp, ctx[, progress=...]) -> result."""
+
+
+def drop_titles(node: Any) -> Any:
+    """`node` without the schema keyword `title` anywhere (property names are kept)."""
+    if isinstance(node, list):
+        return [drop_titles(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        k: ({name: drop_titles(sub) for name, sub in v.items()} if k == "properties" else drop_titles(v))
+        for k, v in node.items()
+        if not (k == "title" and isinstance(v, str))
+    }
+
+
 @dataclass(frozen=True)
 class ToolSpec:
-    """One MCP tool: its wire description and the service method it calls."""
+    """One MCP tool: its wire description, the service operation it calls and what that returns."""
 
     name: str
     title: str
     description: str
     input_model: type[BaseModel]
-    method: str  # the MemoryService method, called as method(inp, ctx) -> dict
+    operation: Operation  # e.g. MemoryService.remember, called as operation(service, inp, ctx)
+    result_model: type[Result]
     hints: ToolHints = field(default_factory=ToolHints)
-    reports_progress: bool = False  # the service method takes progress=callable(done, total, stage)
+    reports_progress: bool = False  # the operation takes progress=callable(done, total, stage)
 
     def input_schema(self) -> dict[str, Any]:
         schema = inline_refs(self.input_model.model_json_schema())
         schema.pop("title", None)
+        return schema
+
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of the tool's structuredContent: its result model's, refs inlined and
+        the generated titles dropped (they repeat the property names and cost clients tokens)."""
+        schema: dict[str, Any] = drop_titles(inline_refs(self.result_model.json_schema()))
         return schema
 
     def definition(self, version: str) -> dict[str, Any]:
@@ -96,7 +131,7 @@ class ToolSpec:
             title=self.title,
             description=self.description,
             input_schema=self.input_schema(),
-            output_schema=OUTPUT_SCHEMA,
+            output_schema=self.output_schema(),
             hints=self.hints,
         )
 
@@ -111,7 +146,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "relation, episode). Content over 300 characters is truncated and PII is masked. Returns "
         "the fragment id; created=false means identical content already existed.",
         RememberInput,
-        "remember",
+        MemoryService.remember,
+        RememberResult,
         ToolHints(idempotent=True),
     ),
     ToolSpec(
@@ -120,7 +156,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Find fragments by keywords, natural-language text, topic and type, ranked by relevance, "
         "importance and recency within a token budget; linked neighbours are appended.",
         RecallInput,
-        "recall",
+        MemoryService.recall,
+        RecallResult,
         ToolHints(read_only=True),
     ),
     ToolSpec(
@@ -129,7 +166,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Delete a fragment by id, or every fragment of a topic. Permanent-tier fragments need "
         "force=true.",
         ForgetInput,
-        "forget",
+        MemoryService.forget,
+        ForgetResult,
         ToolHints(destructive=True, idempotent=True),
     ),
     ToolSpec(
@@ -138,7 +176,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Create a typed directed edge between two fragments (related, caused_by, resolved_by, "
         "part_of, contradicts, superseded_by).",
         LinkInput,
-        "link",
+        MemoryService.link,
+        LinkResult,
         ToolHints(idempotent=True),
     ),
     ToolSpec(
@@ -148,7 +187,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "version. supersedes=true stores the change as a new fragment that supersedes the "
         "original.",
         AmendInput,
-        "amend",
+        MemoryService.amend,
+        AmendResult,
         ToolHints(destructive=True),
     ),
     ToolSpec(
@@ -157,7 +197,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "At session end, turn a summary (plus decisions, resolved errors, new procedures, open "
         "questions) into typed fragments for future sessions.",
         ReflectInput,
-        "reflect",
+        MemoryService.reflect,
+        ReflectResult,
     ),
     ToolSpec(
         "context",
@@ -165,7 +206,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "At session start, load core memory (high-importance preferences, errors, procedures) and "
         "the session's working memory within a token budget.",
         ContextInput,
-        "context",
+        MemoryService.context,
+        ContextResult,
         _READ,
     ),
     ToolSpec(
@@ -173,14 +215,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Tool feedback",
         "Record whether a tool's results were relevant and sufficient for the task.",
         ToolFeedbackInput,
-        "tool_feedback",
+        MemoryService.tool_feedback,
+        ToolFeedbackResult,
     ),
     ToolSpec(
         "memory_stats",
         "Memory statistics",
         "Aggregate statistics: fragment counts by tier and type, embedding coverage, mean utility.",
         MemoryStatsInput,
-        "memory_stats",
+        MemoryService.memory_stats,
+        StatsResult,
         _READ,
     ),
     ToolSpec(
@@ -189,7 +233,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Run the maintenance pipeline now (tier moves, decay, expiry, duplicate merging) and "
         "return per-stage counts.",
         ConsolidateInput,
-        "memory_consolidate",
+        MemoryService.memory_consolidate,
+        ConsolidateResult,
         ToolHints(destructive=True),
         reports_progress=True,
     ),
@@ -199,7 +244,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Follow caused_by and resolved_by edges from a fragment (typically an error) for root- "
         "cause analysis.",
         GraphExploreInput,
-        "graph_explore",
+        MemoryService.graph_explore,
+        GraphResult,
         _READ,
     ),
 )
@@ -231,7 +277,7 @@ def _progress_bridge(rctx: RequestContext) -> Any:
 async def call_tool(
     spec: ToolSpec,
     arguments: Mapping[str, Any],
-    service: Any,
+    service: MemoryService,
     ctx: CallContext,
     version: str,
     rctx: RequestContext | None = None,
@@ -251,19 +297,18 @@ async def call_tool(
         return versions.tool_error(
             version, "invalid_argument", describe_validation_error(spec.name, exc)
         )
-    method = getattr(service, spec.method)
-    call = partial(method, inp, ctx)
+    call = partial(spec.operation, service, inp, ctx)
     if spec.reports_progress and rctx is not None and "progressToken" in rctx.meta:
-        call = partial(method, inp, ctx, progress=_progress_bridge(rctx))
+        call = partial(spec.operation, service, inp, ctx, progress=_progress_bridge(rctx))
     try:
-        payload = await anyio.to_thread.run_sync(call)
+        result = await anyio.to_thread.run_sync(call)
     except MementoError as exc:
         log.info("tool %s failed: %s", spec.name, exc.code)  # the message may quote input: not logged
         return versions.tool_error(version, exc.code, exc.message)
     except Exception:  # boundary: one broken call must not take the server down
         log.exception("tool %s raised unexpectedly", spec.name)
         return versions.tool_error(version, "internal", "internal error")
-    if not isinstance(payload, dict):
-        log.error("tool %s returned %s, not a dict", spec.name, type(payload).__name__)
+    if not isinstance(result, spec.result_model):
+        log.error("tool %s returned %s, not %s", spec.name, type(result).__name__, spec.result_model.__name__)
         return versions.tool_error(version, "internal", "internal error")
-    return versions.tool_result(version, payload)
+    return versions.tool_result(version, result.dump())  # the one serialisation of every tool result

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
 from ..analysis import normalise_keyword, query_terms
 from ..models import AgentScope, Fragment, RecallInput, RelationType
+from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, SearchFilter, Store
 from .rank import Candidate, composite, fuse, prior, reason
@@ -42,7 +42,7 @@ class Recall:
         self.search_mode = search_mode
         self.keyword_index = keyword_index
 
-    def run(self, scope: AgentScope, inp: RecallInput, filt: SearchFilter, vector: np.ndarray | None, now: datetime) -> dict[str, Any]:
+    def run(self, scope: AgentScope, inp: RecallInput, filt: SearchFilter, vector: np.ndarray | None, now: datetime) -> RecallResult:
         """Answer `inp` within `scope` and `filt`; `vector` is the query's embedding when there is one."""
         pool = max(CANDIDATE_POOL, inp.limit * 3)
         keywords = [normalise_keyword(k) for k in inp.keywords or []]
@@ -70,12 +70,10 @@ class Recall:
             else:
                 semantic = "unavailable (embedding provider failed; keyword tiers only)"
         ranked = self._rank_query(scope, tiers, now, inp.limit) if tiers else self._rank_listing(scope, filt, now, inp.limit)
-        report: dict[str, Any] = {
-            "keywords": len(tiers.get("keywords", [])), "text": len(tiers.get("text", [])),
-            "semantic": len(tiers["semantic"]) if "semantic" in tiers else semantic,
-        }
-        if l1 is not None:
-            report["l1"] = l1
+        report = RecallTiers(
+            keywords=len(tiers.get("keywords", [])), text=len(tiers.get("text", [])),
+            semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic, l1=l1,
+        )
         return self._assemble(scope, inp, ranked[: inp.limit], now, report)
 
     def _l1_keywords(
@@ -136,21 +134,21 @@ class Recall:
         scored.sort(key=lambda t: -t[2])
         return scored
 
-    def _assemble(self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: dict[str, Any]) -> dict[str, Any]:
-        out: list[dict[str, Any]] = []
+    def _assemble(self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: RecallTiers) -> RecallResult:
+        out: list[RecallItem] = []
         used, truncated = 0, False
         for fragment, cand, score in ranked:
             if used + fragment.estimated_tokens > inp.tokenBudget:
                 truncated = True
                 break
             used += fragment.estimated_tokens
-            item = fragment.to_dict() | {"score": round(score, 4), "recall_reason": reason(cand), "matched": sorted(cand.matched)}
-            if cand.similarity is not None:
-                item["similarity"] = round(cand.similarity, 4)
-            out.append(item)
+            out.append(RecallItem.of_recalled(
+                fragment, score=round(score, 4), recall_reason=reason(cand), matched=sorted(cand.matched),
+                similarity=round(cand.similarity, 4) if cand.similarity is not None else None,
+            ))
         if inp.includeLinks and out and not truncated:
             relations = (inp.linkRelationType,) if inp.linkRelationType else DEFAULT_LINK_RELATIONS
-            present = {i["id"] for i in out}
+            present = {i.id for i in out}
             limit = self.config.linkedFragmentLimit
             for link, neighbour in self.store.neighbours(scope, list(present), relations, limit * 3):
                 if neighbour.id in present or limit <= 0:
@@ -161,12 +159,12 @@ class Recall:
                 used += neighbour.estimated_tokens
                 present.add(neighbour.id)
                 limit -= 1
-                out.append(neighbour.to_dict() | {
-                    "linked": True, "via": {"from": link.from_id, "to": link.to_id, "relation": link.relation_type.value},
-                    "recall_reason": f"linked ({link.relation_type.value}) to a recalled fragment",
-                })
-        self.store.record_access([i["id"] for i in out], now)
-        return {
-            "fragments": out, "count": len(out), "totalTokens": used, "tokenBudget": inp.tokenBudget,
-            "truncated": truncated, "tiers": tiers, "searchMode": self.search_mode(),
-        }
+                out.append(RecallItem.of_recalled(
+                    neighbour, linked=True, via=Edge(from_=link.from_id, to=link.to_id, relation=link.relation_type),
+                    recall_reason=f"linked ({link.relation_type.value}) to a recalled fragment",
+                ))
+        self.store.record_access([i.id for i in out], now)
+        return RecallResult(
+            fragments=out, count=len(out), total_tokens=used, token_budget=inp.tokenBudget,
+            truncated=truncated, tiers=tiers, search_mode=self.search_mode(),
+        )

@@ -1,0 +1,299 @@
+"""The typed results of the service operations, shared by every face.
+
+Python attributes are snake_case; on the wire every field name is camelCase (the casing of the
+seed's parameters, e.g. `tokenBudget`, `isAnchor`), generated from the attribute name. Maps whose
+keys are data (counts keyed by tier or type names, `metadata`, `originTrace`) keep their keys.
+Every face serialises a result with `dump()` (JSON mode, by alias), and the MCP tools advertise
+`json_schema()` as their outputSchema.
+
+Optional fields declared with `Omitted` are left out of the output when they are None (e.g.
+`message` of remember, `similarity` of a recall item); every other field is always present,
+null included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .models import Fragment, FragmentType, MemorySystem, PrivacyScope, RelationType, Scope, TTLTier
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def Omitted(**kwargs: Any) -> Any:  # noqa: N802 - reads as a field declaration
+    """An optional field that is absent from the output when None (not required in the schema)."""
+    return Field(default=None, exclude_if=_is_none, **kwargs)
+
+
+class Result(BaseModel):
+    """Base of every result: snake_case attributes, camelCase on the wire, one dump path."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True, extra="forbid", frozen=True
+    )
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON-ready wire form: camelCase field names, enums and values as JSON."""
+        return self.model_dump(by_alias=True, mode="json")
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON schema of `dump()`'s output (serialization mode, by alias)."""
+        return cls.model_json_schema(by_alias=True, mode="serialization")
+
+
+# ---------------------------------------------------------------- fragments
+
+
+class FragmentView(Result):
+    """One stored memory as every face shows it."""
+
+    id: str
+    content: str
+    topic: str
+    type: FragmentType
+    keywords: list[str]
+    importance: float
+    ttl_tier: TTLTier
+    is_anchor: bool
+    source: str | None
+    agent_id: str
+    linked_to: list[str]
+    access_count: int
+    created_at: str  # ISO-8601, as Python writes it (e.g. 2025-01-02T03:04:05.678901+00:00)
+    accessed_at: str | None
+    estimated_tokens: int
+    utility_score: float
+    scope: Scope
+    has_embedding: bool
+    confidence: float
+    tags: list[str]
+    memory_system: MemorySystem
+    pinned: bool
+    privacy_scope: PrivacyScope
+    context: str | None
+    metadata: dict[str, Any]
+    expires_at: str | None
+    origin_trace: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, f: Fragment) -> FragmentView:
+        return cls(**_fragment_fields(f))
+
+
+def _fragment_fields(f: Fragment) -> dict[str, Any]:
+    return {
+        "id": f.id,
+        "content": f.content,
+        "topic": f.topic,
+        "type": f.type,
+        "keywords": list(f.keywords),
+        "importance": round(f.importance, 4),
+        "ttl_tier": f.ttl_tier,
+        "is_anchor": f.is_anchor,
+        "source": f.source,
+        "agent_id": f.agent_id,
+        "linked_to": list(f.linked_to),
+        "access_count": f.access_count,
+        "created_at": f.created_at.isoformat(),
+        "accessed_at": f.accessed_at.isoformat() if f.accessed_at else None,
+        "estimated_tokens": f.estimated_tokens,
+        "utility_score": round(f.utility_score, 4),
+        "scope": Scope.SESSION if f.session_id else Scope.PERMANENT,
+        "has_embedding": f.has_embedding,
+        "confidence": round(f.confidence, 4),
+        "tags": list(f.tags),
+        "memory_system": f.memory_system,
+        "pinned": f.pinned,
+        "privacy_scope": f.privacy_scope,
+        "context": f.context,
+        "metadata": dict(f.metadata),
+        "expires_at": f.expires_at.isoformat() if f.expires_at else None,
+        "origin_trace": f.origin_trace,
+    }
+
+
+def views(fragments: list[Fragment]) -> list[FragmentView]:
+    return [FragmentView.of(f) for f in fragments]
+
+
+class Edge(Result):
+    """A directed, typed edge between two fragments."""
+
+    from_: str = Field(alias="from")
+    to: str
+    relation: RelationType
+
+
+class FragmentPair(Result):
+    from_id: str
+    to_id: str
+
+
+# ---------------------------------------------------------------- storage cluster
+
+
+class RememberResult(Result):
+    success: bool = True
+    id: str
+    created: bool = Field(description="false: identical content already existed; nothing new stored")
+    fragment: FragmentView
+    embedded: bool
+    message: str | None = Omitted()
+
+
+class ForgetResult(Result):
+    success: bool = True
+    deleted: list[str]
+    count: int
+    kept: list[str] | None = Omitted(description="shared-pool fragments of the topic the caller may not change")
+    message: str | None = Omitted()
+
+
+class ForgetPreview(Result):
+    """What forget would delete: the target ids and the protected (permanent or anchored) ones."""
+
+    ids: list[str]
+    protected: list[str]
+
+
+class LinkResult(Result):
+    success: bool = True
+    from_id: str
+    to_id: str
+    relation_type: RelationType
+
+
+class AmendResult(Result):
+    """An amendment in place (versionArchived), or a superseding fragment (supersededId, original)."""
+
+    success: bool = True
+    id: str
+    fragment: FragmentView
+    version_archived: bool | None = Omitted()
+    superseded_id: str | None = Omitted()
+    original: FragmentView | None = Omitted()
+    message: str | None = Omitted()
+
+
+# ---------------------------------------------------------------- retrieval cluster
+
+
+class RecallTiers(Result):
+    """Candidates per tier; `semantic` is a count or why the tier did not run; `l1` the keyword
+    index's verified matches or why it did not answer."""
+
+    keywords: int
+    text: int
+    semantic: int | str
+    l1: int | str | None = Omitted()
+
+
+class RecallItem(FragmentView):
+    """A recalled fragment: ranked (score, matched) or a linked neighbour (linked, via)."""
+
+    recall_reason: str
+    score: float | None = Omitted()
+    matched: list[str] | None = Omitted()
+    similarity: float | None = Omitted()
+    linked: bool | None = Omitted()
+    via: Edge | None = Omitted()
+
+    @classmethod
+    def of_recalled(cls, f: Fragment, **extra: Any) -> RecallItem:
+        return cls(**_fragment_fields(f), **extra)
+
+
+class RecallResult(Result):
+    fragments: list[RecallItem]
+    count: int
+    total_tokens: int
+    token_budget: int
+    truncated: bool
+    tiers: RecallTiers
+    search_mode: str
+
+
+class ContextResult(Result):
+    core_memory: list[FragmentView]
+    working_memory: list[FragmentView]
+    total_tokens: int
+    token_budget: int
+    rendered: str
+
+
+class GraphResult(Result):
+    start: FragmentView
+    nodes: list[FragmentView]
+    edges: list[Edge]
+
+
+class TopicCount(Result):
+    topic: str
+    count: int
+
+
+# ---------------------------------------------------------------- maintenance and telemetry
+
+
+class ReflectedFragment(Result):
+    id: str
+    type: FragmentType
+    created: bool
+
+
+class ReflectResult(Result):
+    success: bool = True
+    task_feedback_id: int | None = Omitted()
+    fragments: list[ReflectedFragment]
+    count: int
+
+
+class ToolFeedbackResult(Result):
+    success: bool = True
+    id: int
+
+
+class StoreStats(Result):
+    """The store's aggregate counts; `byTier` and `byType` are keyed by tier and type names."""
+
+    total: int
+    working_memory: int
+    by_tier: dict[str, int]
+    by_type: dict[str, int]
+    anchors: int
+    links: int
+    embedded: int
+    indexed: int | None = Omitted(description="vectors in this process's index (SQLite)")
+    embedding_coverage: float
+    index_coverage: float | None = Omitted()
+    mean_utility_score: float | None
+    mean_importance: float | None
+
+
+class StatsResult(StoreStats):
+    search_mode: str
+    embedding_model: str | None
+
+
+class ConsolidateResult(Result):
+    """Per-stage counts of one consolidation run."""
+
+    hot_to_warm: int
+    warm_to_cold: int
+    expired: int
+    decayed: int
+    deduplicated: int
+    contradictions: int
+    contradiction_pairs: list[FragmentPair]
+    orphan_links_pruned: int
+    utility_recomputed: int
+    embeddings_backfilled: int
+    working_memory_expired: int
+    statistics: StoreStats
+    elapsed_ms: float
