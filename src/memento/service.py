@@ -21,13 +21,14 @@ from .access import call_scope, pool_writes, refuse_foreign_session, refuse_unch
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
 from .observe import Observer
+from .vectorizer import Vectorizer
+from .retrieval.context import explore, load_context
 from .models import (
     AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
-    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RelationType,
-    RecordFields, ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
+    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RecordFields, ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
 )
 from .results import (
-    AmendResult, ConsolidateResult, ContextResult, Edge, ForgetPreview, ForgetResult, FragmentView, GraphResult,
+    AmendResult, ConsolidateResult, ContextResult, ForgetPreview, ForgetResult, FragmentView, GraphResult,
     LinkResult, RecallResult, ReflectedFragment, ReflectResult, RememberResult, StatsResult, ToolFeedbackResult,
     TopicCount, views,
 )
@@ -38,7 +39,6 @@ from .storage.protocol import FragmentChanges, KeywordIndex, MaintenanceStore, N
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
 AMENDABLE = (
     "content", "topic", "keywords", "type", "importance", "isAnchor", "tags", "confidence", "context", "metadata",
@@ -68,12 +68,17 @@ class MemoryService:
         self.settings = settings
         self.store = store
         self._keyword_index = keyword_index
-        self.embedder = embedder
         self.factory = factory or FragmentFactory()
         self.clock = clock
+        self.vectors = Vectorizer(embedder, store, self.observers)
         self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers)
-        self.recaller = Recall(store, settings.memory, self._embed_query, self.search_mode, keyword_index)
+        self.recaller = Recall(store, settings.memory, self.vectors.query, self.search_mode, keyword_index)
         self._listeners: list[Callable[[ChangeEvent], None]] = []
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedding provider (None: keyword-only mode)."""
+        return self.vectors.embedder
 
     @property
     def keyword_index(self) -> KeywordIndex | None:
@@ -116,63 +121,12 @@ class MemoryService:
     def _own_session(self, scope: AgentScope, session_id: str | None, ctx: CallContext) -> None:
         refuse_foreign_session(self.store, scope, session_id, ctx)
 
-    def _embed_passage(self, text: str) -> np.ndarray | None:
-        """A passage vector, or None when the provider fails (the write goes on; 000 §9.3)."""
-        if self.embedder is None:
-            return None
-        try:
-            return np.asarray(self._embed_passages([text])[0])
-        except Exception as exc:  # noqa: BLE001 - any provider failure degrades to a pending embedding
-            log.warning("embedding failed, fragment stored for backfill: %s", exc)
-            return None
-
-    def _embed_query(self, text: str) -> np.ndarray | None:
-        if self.embedder is None:
-            return None
-        try:
-            return self._observed("query", lambda: self.embedder.embed_query(text) if self.embedder else None)
-        except Exception as exc:  # noqa: BLE001 - recall degrades to the keyword tiers
-            log.warning("query embedding failed, recall is keyword-only: %s", exc)
-            return None
-
-    def _embed_passages(self, texts: list[str]) -> np.ndarray:
-        assert self.embedder is not None
-        embedder = self.embedder
-        return self._observed("passage", lambda: embedder.embed_passages(texts))
-
-    def _observed(self, kind: str, call: Callable[[], T]) -> T:
-        """An embedding provider call, reported to the observers (duration, failure)."""
-        started = time.perf_counter()
-        try:
-            result = call()
-        except BaseException as exc:
-            self.observers.embedding(kind, time.perf_counter() - started, exc)
-            raise
-        self.observers.embedding(kind, time.perf_counter() - started, None)
-        return result
-
     def _backfill(self, scope: AgentScope, limit: int | None = None) -> int:
-        """Embed fragments that have no vector of the current model. Returns how many were done."""
-        if self.embedder is None:
-            return 0
-        done, after = 0, 0
-        while limit is None or done < limit:
-            batch = self.store.missing_embeddings(scope, 64, after)
-            if not batch:
-                break
-            after = batch[-1][0]
-            try:
-                vectors = self._embed_passages([content for _, _, content in batch])
-            except Exception as exc:  # noqa: BLE001 - provider still down: leave the rest pending
-                log.warning("embedding backfill stopped: %s", exc)
-                break
-            for (_, fid, _), vector in zip(batch, vectors):
-                self.store.set_embedding(fid, vector)
-            done += len(batch)
-        return done
+        """Embed fragments stored without a vector (the consolidator's backfill stage)."""
+        return self.vectors.backfill(scope, limit)
 
     def search_mode(self) -> str:
-        return "hybrid" if self.embedder is not None else "keyword-only"
+        return self.vectors.search_mode()
 
     # ------------------------------------------------------------ storage cluster
 
@@ -220,7 +174,7 @@ class MemoryService:
         )
         if not draft.content:
             raise InvalidArgument("content is empty after redaction")
-        vector = self._embed_passage(draft.content)
+        vector = self.vectors.passage(draft.content)
         own = session is not None and session == ctx.session_id
         return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
 
@@ -293,7 +247,7 @@ class MemoryService:
             self.factory.keywords_for(content or old.content, inp.keywords)
             if inp.keywords is not None or content_changed else None
         )
-        vector = self._embed_passage(content) if content_changed and content else None
+        vector = self.vectors.passage(content) if content_changed and content else None
         changes = FragmentChanges(
             content=content if content_changed else None,
             content_hash=content_hash(content) if content_changed and content else None,
@@ -318,7 +272,7 @@ class MemoryService:
             keywords=inp.keywords, importance=inp.importance,
             source=f"supersedes:{old.id}", is_anchor=bool(inp.isAnchor),
         )
-        vector = self._embed_passage(draft.content)
+        vector = self.vectors.passage(draft.content)
         fragment, _ = self.store.supersede(
             scope, old.id, NewFragment(draft, scope.agent_id, None, vector), SUPERSEDED_IMPORTANCE_FACTOR, now
         )
@@ -346,7 +300,7 @@ class MemoryService:
         """recall with the query vector already computed (lets benchmarks time the store alone);
         without one, a text query is embedded here (unless `embed` is false)."""
         if vector is None and embed and inp.text:
-            vector = self._embed_query(inp.text)
+            vector = self.vectors.query(inp.text)
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
         filt = SearchFilter(
@@ -359,56 +313,11 @@ class MemoryService:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        session = inp.sessionId or ctx.session_id
-        working = self.store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
-        working_budget = inp.tokenBudget // 2 if working else 0
-        work_items, work_used = self._take(working, working_budget)
-        core_items, core_used = self._take(
-            self.store.list_fragments(scope, SearchFilter(types=tuple(inp.types)), 500), inp.tokenBudget - work_used
-        )
-        self.store.record_access([f.id for f in core_items + work_items], self.clock())
-        lines = ["## Core memory"] + [f"- [{f.type.value}] {f.content} (id {f.id})" for f in core_items]
-        if session:
-            lines += ["", "## Working memory (this session)"] + [f"- [{f.type.value}] {f.content}" for f in work_items]
-        return ContextResult(
-            core_memory=views(core_items), working_memory=views(work_items),
-            total_tokens=core_used + work_used, token_budget=inp.tokenBudget, rendered="\n".join(lines),
-        )
-
-    @staticmethod
-    def _take(fragments: list[Fragment], budget: int) -> tuple[list[Fragment], int]:
-        taken, used = [], 0
-        for fragment in fragments:
-            if used + fragment.estimated_tokens > budget:
-                break
-            taken.append(fragment)
-            used += fragment.estimated_tokens
-        return taken, used
+        return load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, self.clock())
 
     def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> GraphResult:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
-        scope = self._scope(inp.agentId, ctx)
-        start = self.store.get_many(scope, [inp.startId])
-        if not start:
-            raise NotFound(f"fragment {inp.startId!r} not found")
-        nodes = {start[0].id: start[0]}
-        edges: dict[tuple[str, str], RelationType] = {}
-        frontier = [start[0].id]
-        for _ in range(inp.depth):
-            found = self.store.neighbours(scope, frontier, CAUSAL_RELATIONS, 200)
-            frontier = []
-            for link, fragment in found:
-                edges[(link.from_id, link.to_id)] = link.relation_type
-                if fragment.id not in nodes:
-                    nodes[fragment.id] = fragment
-                    frontier.append(fragment.id)
-            if not frontier:
-                break
-        return GraphResult(
-            start=FragmentView.of(start[0]),
-            nodes=views([f for fid, f in nodes.items() if fid != start[0].id]),
-            edges=[Edge(from_=a, to=b, relation=r) for (a, b), r in edges.items()],
-        )
+        return explore(self.store, self._scope(inp.agentId, ctx), inp)
 
     # ------------------------------------------------------------ read-only views (MCP resources, completion)
     # Views flush the buffered access statistics first: what they show then never depends on
