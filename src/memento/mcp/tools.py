@@ -99,6 +99,45 @@ def drop_titles(node: Any) -> Any:
     }
 
 
+def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema that validates the same documents in fewer tokens (it is sent in every
+    tools/list): the result's own fields keep their full schemas; a nested model (a fragment, say)
+    is an object, described by the tool's description and docs/mcp.md (the fragment view's
+    fields are listed there once instead of in every tool). Titles, descriptions and defaults go; `anyOf [X, null]` becomes
+    `type: [X, "null"]`; nothing is left as a `$ref` (some clients resolve none)."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+
+    def shrink(node: Any) -> Any:
+        if isinstance(node, list):
+            return [shrink(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = defs[ref.removeprefix("#/$defs/")]
+            if target.get("type") == "object" and "properties" in target:  # a nested model
+                return {"type": "object"}
+            return shrink(target)  # an enum or a plain type: inlined
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("$defs", "title", "description", "default"):
+                continue
+            if key == "properties":
+                out[key] = {name: shrink(sub) for name, sub in value.items()}
+            else:
+                out[key] = shrink(value)
+        branches = out.get("anyOf")
+        if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+            other = next(b for b in branches if b != {"type": "null"})
+            if isinstance(other, dict) and isinstance(other.get("type"), str):
+                del out["anyOf"]
+                out.update(other, type=[other["type"], "null"])
+        return out
+
+    compact: dict[str, Any] = shrink(schema)
+    return compact
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One MCP tool: its wire description, the service operation it calls and what that returns."""
@@ -118,10 +157,9 @@ class ToolSpec:
         return schema
 
     def output_schema(self) -> dict[str, Any]:
-        """The JSON schema of the tool's structuredContent: its result model's, refs inlined and
-        the generated titles dropped (they repeat the property names and cost clients tokens)."""
-        schema: dict[str, Any] = drop_titles(inline_refs(self.result_model.json_schema()))
-        return schema
+        """The JSON schema of the tool's structuredContent: its result model's, compacted (see
+        `compact_output`): it is sent in every tools/list, and clients pay for it in tokens."""
+        return compact_output(self.result_model.json_schema())
 
     def definition(self, version: str) -> dict[str, Any]:
         """The `tools/list` entry for the negotiated version."""
