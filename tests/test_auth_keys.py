@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp_helpers import SERVE
 
 from memento.app import App, build_app
 from memento.auth.keys import (
@@ -24,10 +25,9 @@ from memento.auth.keys import (
 from memento.auth.principal import ANONYMOUS
 from memento.auth.registry import token_verifiers
 from memento.embeddings.hashing import HashEmbedder
-from memento.web import create_http_app
 from memento.mcp.http_gate import check_exposure, is_loopback
 from memento.settings import Settings
-from mcp_helpers import SERVE
+from memento.web import create_http_app
 
 pytestmark = pytest.mark.anyio
 

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from mcp import Client
-
 from conftest import StoreEnv
+from mcp import Client
 from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]

@@ -10,12 +10,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from pg_harness import PostgresServer
 
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.settings import Settings
-
-from pg_harness import PostgresServer
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from mcp import Client
-
 from mcp_helpers import TIMEOUT_S, HttpServer, data, error_of, server_env, start_http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

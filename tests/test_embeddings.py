@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,7 +139,7 @@ class TestLocalE5Embedder:
         def work(i: int) -> None:
             try:
                 results[i] = local.embed_passages(texts)
-            except BaseException as exc:  # pragma: no cover - reported below
+            except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]

@@ -7,12 +7,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memento.factory import (
-    FragmentFactory, TokenCounter, content_hash, infer_ttl, new_fragment_id, truncate,
-)
-from memento.redaction import redact_pii
-from memento.models import FragmentType, TTLTier
 from memento.analysis import extract_keywords
+from memento.factory import (
+    FragmentFactory,
+    TokenCounter,
+    content_hash,
+    infer_ttl,
+    new_fragment_id,
+    truncate,
+)
+from memento.models import FragmentType, TTLTier
+from memento.redaction import redact_pii
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

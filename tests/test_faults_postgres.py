@@ -17,13 +17,13 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from mcp_types import CallToolResult
-
 from mcp_helpers import data, error_of
-from memento.app import App
-from memento.settings import Settings
+from mcp_types import CallToolResult
 from ops_helpers import serving
 from pg_harness import PostgresServer
+
+from memento.app import App
+from memento.settings import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("postgres", "postgres+redis")]
 TIMEOUT_S = 30.0  # generous bounds on a test run, never an assertion on timings

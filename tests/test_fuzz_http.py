@@ -16,13 +16,21 @@ from typing import Any
 import httpx
 import pytest
 from fuzz_helpers import (
-    HOSTILE, INITIALIZED, VERSIONS, Expected, LegacySsePeer, Tally, body_messages, expected,
-    initialize, is_answer, sse_messages,
+    HOSTILE,
+    INITIALIZED,
+    VERSIONS,
+    Expected,
+    LegacySsePeer,
+    Tally,
+    body_messages,
+    expected,
+    initialize,
+    is_answer,
+    sse_messages,
 )
 from fuzz_strategies import fuzz_settings, raw_bodies
 from hypothesis import given
 from hypothesis import strategies as st
-
 from mcp_helpers import TIMEOUT_S, HttpServer, server_env, start_http_server
 
 pytestmark = pytest.mark.slow

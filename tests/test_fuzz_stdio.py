@@ -17,7 +17,6 @@ import pytest
 from fuzz_helpers import HOSTILE, INITIALIZED, StdioPeer, Tally, expected, initialize, key
 from fuzz_strategies import fuzz_settings, raw_bodies
 from hypothesis import given
-
 from mcp_helpers import server_env
 
 pytestmark = pytest.mark.slow

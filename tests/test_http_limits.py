@@ -16,8 +16,6 @@ import pytest
 from http_probes import Upload, closed_within, connect, head, rss_peak_kib
 from mcp_helpers import HttpServer, server_env, start_http_server
 
-
-
 KEY = "limits-operator-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 BOTH = {"Accept": "application/json, text/event-stream", **AUTH}

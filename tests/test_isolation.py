@@ -24,14 +24,14 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
+from conftest import StoreEnv
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client  # its defining module (__all__)
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
 from mcp_types import PromptReference, ResourceTemplateReference, TextResourceContents
 
-from conftest import StoreEnv
-from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
 from memento.mcp.resources import working_memory_uri
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from conftest import Clock
 
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
@@ -15,8 +16,6 @@ from memento.models import CallContext, ConsolidateInput, LinkInput, MemoryStats
 from memento.results import ConsolidateResult
 from memento.service import MemoryService
 from memento.settings import Settings
-
-from conftest import Clock
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from mcp_fakes import FakeContext, FakeHub, FakeSession
+
 from memento.app import App, build_app
 from memento.errors import Unavailable
 from memento.mcp.client_features import confirm_forget, sample

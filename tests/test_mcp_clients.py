@@ -17,13 +17,13 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import StoreEnv
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_types import CallToolResult, TextContent
-
-from conftest import StoreEnv
 from mcp_helpers import SERVE, TIMEOUT_S, TOOL_NAMES, HttpServer, assert_backend, start_http_server
 from mcp_helpers import server_env as helper_env
+from mcp_types import CallToolResult, TextContent
+
 from memento.app import build_app
 from memento.models import CallContext, MemoryStatsInput
 from memento.settings import Settings

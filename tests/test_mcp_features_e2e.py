@@ -11,10 +11,12 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import StoreEnv
 from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, assert_backend, data, server_env, start_http_server
 from mcp_types import (
     PromptReference,
     ResourceListChangedNotification,
@@ -23,9 +25,6 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
 )
-
-from conftest import StoreEnv
-from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, assert_backend, data, server_env, start_http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]
 

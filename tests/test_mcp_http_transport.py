@@ -24,8 +24,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from memento.app import App, build_app
 from memento.mcp.features import Handler, NotificationHandler, RequestContext, ServerHub
-from memento.web import create_http_app
 from memento.settings import Settings
+from memento.web import create_http_app
 
 pytestmark = pytest.mark.anyio
 TIMEOUT_S = 20.0

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-
 from mcp_fakes import FakeContext, FakeHub, FakeSession
+
 from memento.app import App
 from memento.mcp.completion import CompletionFeature
 from memento.mcp.jsonrpc import JsonRpcError

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-
 from mcp_fakes import FakeContext, FakeHub, FakeSession
+
 from memento.app import App
 from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.resources import ResourcesFeature, fragment_uri, topic_uri, working_memory_uri

@@ -6,8 +6,8 @@ from typing import Any
 
 import anyio
 import pytest
-
 from mcp_fakes import FakeContext, FakeHub, FakeSession
+
 from memento.app import App
 from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.tasks import RELATED_TASK, TasksFeature, tool_execution

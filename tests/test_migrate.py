@@ -10,21 +10,27 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import Clock
+from pg_harness import APP_ROLE, PostgresServer
+
 from memento.app import App, build_app
 from memento.cli import main
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import InvalidArgument, Unavailable
 from memento.migrate import TextProgress, migrate
 from memento.models import (
-    AgentScope, AmendInput, CallContext, LinkInput, RecallInput, ReflectInput, RememberInput, ToolFeedbackInput,
+    AgentScope,
+    AmendInput,
+    CallContext,
+    LinkInput,
+    RecallInput,
+    ReflectInput,
+    RememberInput,
+    ToolFeedbackInput,
 )
 from memento.settings import Settings
 from memento.storage.protocol import BULK_TABLES, BulkStore, SearchFilter
 from memento.storage.sqlite import SQLiteStore
-
-from pg_harness import APP_ROLE, PostgresServer
 
 QUERIES = ["database connection pool", "deploy rollback", "pgbouncer prepared statements", "coffee preference"]
 

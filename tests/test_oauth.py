@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from memento.app import App, build_app
-from memento.auth.oauth import OAuthServer, Endpoints, normalize_url, oauth_server
+from memento.auth.oauth import Endpoints, OAuthServer, normalize_url, oauth_server
 from memento.auth.registry import token_verifiers
 from memento.embeddings.hashing import HashEmbedder
-from memento.web import create_http_app
 from memento.settings import Settings
+from memento.web import create_http_app
 
 pytestmark = pytest.mark.anyio
 

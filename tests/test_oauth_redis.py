@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import replace
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,9 +50,9 @@ from memento.auth.oauth_store import (
     Token,
 )
 from memento.embeddings.hashing import HashEmbedder
-from memento.web import create_http_app
 from memento.settings import Settings
 from memento.storage.redis import connect
+from memento.web import create_http_app
 
 pytestmark = pytest.mark.anyio
 T = TypeVar("T")

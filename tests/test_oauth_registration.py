@@ -19,10 +19,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from mcp_helpers import HttpServer, server_env, start_http_server
 from redis_harness import RedisServer, redis_server  # noqa: F401  (fixture)
 from test_oauth import OPERATOR_KEY, REDIRECT, FakeClock, make_settings, pkce
 
-from mcp_helpers import HttpServer, server_env, start_http_server
 from memento.app import App, build_app
 from memento.auth.oauth import oauth_server
 from memento.embeddings.hashing import HashEmbedder

@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
+from ops_helpers import BOTH, initialize, serving
 
 from memento.app import App, build_app
 from memento.ops.compression import MINIMUM_SIZE, choose_encoding
 from memento.settings import Settings
-from ops_helpers import BOTH, initialize, serving
 
 pytestmark = pytest.mark.anyio
 TIMEOUT_S = 20.0

@@ -4,6 +4,7 @@ expire after SESSION_TTL_MINUTES."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -13,13 +14,13 @@ import httpx
 import numpy as np
 import pytest
 from mcp import Client
+from ops_helpers import BOTH, initialize, serving
 
 from memento import __version__
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.protocol import EmbeddingFailed
 from memento.settings import Settings
-from ops_helpers import BOTH, initialize, serving
 
 pytestmark = pytest.mark.anyio
 TIMEOUT_S = 20.0
@@ -188,7 +189,7 @@ OPERATOR_KEY = "health-operator-key-0123456789"
 AGENT_KEY = "health-agent-key-0123456789ab"
 KEYED: dict[str, Any] = {  # environment-style values, parsed by Settings
     "MEMENTO_ACCESS_KEY": OPERATOR_KEY,
-    "MEMENTO_KEYS": '[{"name": "a", "key": "%s", "agent": "agent-a", "access": "read-write"}]' % AGENT_KEY,
+    "MEMENTO_KEYS": json.dumps([{"name": "a", "key": AGENT_KEY, "agent": "agent-a", "access": "read-write"}]),
 }
 
 

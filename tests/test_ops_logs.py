@@ -8,9 +8,9 @@ LOG_DIR set, then reads every log file (and stderr): none of them may appear.
 from __future__ import annotations
 
 import io
-import signal
 import json
 import logging
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,10 +21,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import SERVE, TIMEOUT_S, data, server_env, start_http_server
 
 from memento.ops.logs import JsonFormatter, RedactionFilter, add_secret, configure_logging, redact
 from memento.settings import Settings
-from mcp_helpers import SERVE, TIMEOUT_S, data, server_env, start_http_server
 
 ACCESS_KEY = "opskey-Zq8Xw3Vt9Lm2Pn7Rb4Hc6"
 EMAIL = "jinho.secret.person@example.org"

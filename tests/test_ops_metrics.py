@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
+from ops_helpers import serving
 from prometheus_client.parser import text_string_to_metric_families
 
 from memento.app import App, build_app
 from memento.settings import Settings
-from ops_helpers import serving
 
 pytestmark = pytest.mark.anyio
 TIMEOUT_S = 20.0
@@ -145,7 +146,7 @@ AGENT_KEY = "metrics-agent-key-0123456789ab"
 
 
 def _keyed_app(folder: Path, **settings: Any) -> App:  # environment-style values, parsed by Settings
-    keys = '[{"name": "a", "key": "%s", "agent": "agent-a", "access": "read-write"}]' % AGENT_KEY
+    keys = json.dumps([{"name": "a", "key": AGENT_KEY, "agent": "agent-a", "access": "read-write"}])
     return build_app(Settings(DATABASE_URL=f"sqlite:///{folder / 'm.db'}", EMBEDDING_PROVIDER="hash",
                               MEMENTO_ACCESS_KEY=OPERATOR_KEY, MEMENTO_KEYS=keys, **settings))
 

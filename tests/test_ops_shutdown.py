@@ -17,7 +17,6 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-
 from mcp_helpers import TIMEOUT_S, data, server_env, start_http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

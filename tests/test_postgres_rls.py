@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 
 psycopg = postgres_module("psycopg")

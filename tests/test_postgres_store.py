@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
@@ -21,8 +22,6 @@ from memento.settings import Settings
 from memento.storage.postgres import PostgresStore
 from memento.storage.postgres_maintenance import PostgresMaintenance
 from memento.storage.protocol import SearchFilter
-
-from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 
 psycopg = postgres_module("psycopg")
 
@@ -89,7 +88,7 @@ def test_migrations_are_recorded_and_never_rerun(pg_app: App, pg_settings: Setti
 
 def test_the_index_inventory_of_000_exists(pg_app: App, postgres_server: PostgresServer) -> None:
     rows = owner_query(postgres_server, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'agent_memory' AND tablename = 'fragments'")
-    defs = {name: definition for name, definition in rows}
+    defs = dict(rows)
     for column in ("keywords", "linked_to", "search"):
         assert "USING gin" in defs[f"fragments_{column}"]
     hnsw = defs["fragments_embedding_hnsw"]

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_types import CallToolResult, TextContent
-
 from mcp_helpers import SERVE
+from mcp_types import CallToolResult, TextContent
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from memento.app import build_app
-from memento.errors import InvalidArgument
 from memento.embeddings.hashing import HashEmbedder
+from memento.errors import InvalidArgument
 from memento.models import AgentScope, AmendInput, CallContext, Fragment, RecallInput, RememberInput
 from memento.results import RememberResult
 from memento.service import MemoryService

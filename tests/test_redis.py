@@ -10,6 +10,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from ops_helpers import serving
+from redis_harness import RedisServer, redis_server  # noqa: F401  (fixture)
 
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
@@ -17,8 +19,6 @@ from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, Rec
 from memento.ops.health import check_redis
 from memento.results import RecallResult
 from memento.settings import Settings
-from ops_helpers import serving
-from redis_harness import RedisServer, redis_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 CTX = CallContext()
@@ -147,9 +147,9 @@ def test_health_is_200_and_degraded_while_redis_is_down(redis_app: App, redis_se
     async def probe() -> list[tuple[int, dict[str, Any]]]:
         replies = []
         async with serving(redis_app) as (url, _), httpx.AsyncClient(timeout=20.0) as http:
-            replies.append((await http.get(url + "/health")))
+            replies.append(await http.get(url + "/health"))
             redis_server.stop()
-            replies.append((await http.get(url + "/health")))
+            replies.append(await http.get(url + "/health"))
         return [(r.status_code, r.json()) for r in replies]
 
     (code, body), (code_down, body_down) = anyio.run(probe)

@@ -9,8 +9,19 @@ import pytest
 
 from memento.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from memento.models import (
-    AgentScope, AmendInput, CallContext, ContextInput, ForgetInput, GraphExploreInput, LinkInput, MemoryStatsInput,
-    RecallInput, ReflectInput, RelationType, RememberInput, ToolFeedbackInput,
+    AgentScope,
+    AmendInput,
+    CallContext,
+    ContextInput,
+    ForgetInput,
+    GraphExploreInput,
+    LinkInput,
+    MemoryStatsInput,
+    RecallInput,
+    ReflectInput,
+    RelationType,
+    RememberInput,
+    ToolFeedbackInput,
 )
 from memento.service import MemoryService
 from memento.storage.protocol import Hit, SearchFilter

@@ -17,8 +17,15 @@ from conftest import Clock
 
 from memento.errors import Forbidden, NotFound
 from memento.models import (
-    AgentScope, CallContext, ConsolidateInput, ContextInput, MemoryStatsInput, RecallInput, ReflectInput,
-    RememberInput, ToolFeedbackInput,
+    AgentScope,
+    CallContext,
+    ConsolidateInput,
+    ContextInput,
+    MemoryStatsInput,
+    RecallInput,
+    ReflectInput,
+    RememberInput,
+    ToolFeedbackInput,
 )
 from memento.service import MemoryService
 

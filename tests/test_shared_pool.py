@@ -19,8 +19,17 @@ from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import Forbidden
 from memento.models import (
-    AgentScope, AmendInput, CallContext, ConsolidateInput, ForgetInput, LinkInput, PoolWrites, RecallInput,
-    ReflectInput, RelationType, RememberInput,
+    AgentScope,
+    AmendInput,
+    CallContext,
+    ConsolidateInput,
+    ForgetInput,
+    LinkInput,
+    PoolWrites,
+    RecallInput,
+    ReflectInput,
+    RelationType,
+    RememberInput,
 )
 from memento.results import FragmentView
 from memento.service import MemoryService

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from fuzz_helpers import INITIALIZED, StdioPeer, initialize
-
 from mcp_helpers import server_env
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,16 @@ import pytest
 
 from memento.analysis import query_terms
 from memento.errors import Conflict, Forbidden, NotFound
-from memento.models import AgentScope, FragmentType, PoolWrites, RecallInput, RecordFields, RelationType, TTLTier, CallContext
+from memento.models import (
+    AgentScope,
+    CallContext,
+    FragmentType,
+    PoolWrites,
+    RecallInput,
+    RecordFields,
+    RelationType,
+    TTLTier,
+)
 from memento.service import MemoryService
 from memento.storage.protocol import FragmentChanges, MaintenanceStore, NewFragment, SearchFilter, Store
 from memento.storage.terms import COMMON_TERM_MIN_DOCS

@@ -14,6 +14,7 @@ from memento.auth import oauth_http
 from memento.auth.oauth import oauth_server
 from memento.embeddings.hashing import HashEmbedder
 from memento.endpoint import MissingGuard
+from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.sse_legacy import LegacySse
 from memento.models import CallContext, ConsolidateInput, RecallInput, RememberInput
 from memento.observe import Observer
@@ -143,7 +144,7 @@ async def test_tool_calls_are_observed_by_name_and_outcome(tmp_path: Path) -> No
         ctx = McpContext(session, 1, "2025-06-18", {})
         await server._tools_call(ctx, {"name": "memory_stats", "arguments": {}})
         await server._tools_call(ctx, {"name": "remember", "arguments": {"content": 3}})
-        with pytest.raises(Exception):
+        with pytest.raises(JsonRpcError):
             await server._tools_call(ctx, {"name": "no_such_tool", "arguments": {}})
         assert [s for s in recorder.seen if s[0] == "tool"] == [
             ("tool", "memory_stats", "ok"), ("tool", "remember", "error"), ("tool", "unknown", "invalid"),

@@ -17,9 +17,9 @@ OWN_NAMESPACE_ONLY = "this operation writes only your own namespace, not the sha
 def call_scope(agent_id: str | None, ctx: CallContext) -> AgentScope:
     """The namespace of a call: an agentId argument may narrow a credential (to its own
     namespace or the shared pool it already sees), never widen it."""
-    if ctx.agent_id and agent_id and agent_id not in (ctx.agent_id, DEFAULT_AGENT):
-        if not AgentScope(ctx.agent_id).is_maintenance:
-            raise Forbidden(f"this credential may not act as agent {agent_id!r}")
+    widening = bool(ctx.agent_id and agent_id and agent_id not in (ctx.agent_id, DEFAULT_AGENT))
+    if widening and not AgentScope(str(ctx.agent_id)).is_maintenance:
+        raise Forbidden(f"this credential may not act as agent {agent_id!r}")
     return AgentScope(agent_id or ctx.agent_id or DEFAULT_AGENT)
 
 

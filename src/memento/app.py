@@ -52,7 +52,7 @@ class App:
         for closer in reversed(self._closers):
             try:
                 closer()
-            except Exception:  # noqa: BLE001 - closing must reach the store whatever a face left
+            except Exception:
                 log.warning("a close hook failed", exc_info=True)
         if self.bus is not None:
             self.bus.close()
@@ -106,8 +106,8 @@ def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[AppStore
         from psycopg.conninfo import conninfo_to_dict
 
         from .storage.postgres import PostgresStore
-        from .storage.postgres_schema import migrate
         from .storage.postgres_maintenance import PostgresMaintenance
+        from .storage.postgres_schema import migrate
 
         dsn = settings.postgres_dsn
         app_role = conninfo_to_dict(dsn).get("user")

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from . import __version__
 from .app import App, build_app
 from .errors import MementoError
-from .ops.logs import configure_logging
 from .models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
+from .ops.logs import configure_logging
 from .results import RecallResult, Result
 from .settings import Settings
 
@@ -131,8 +131,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
-        from .web import serve_http
         from .mcp.stdio import serve_stdio
+        from .web import serve_http
 
         if args.transport == "stdio":
             import anyio

@@ -6,12 +6,12 @@ import hashlib
 import logging
 import math
 import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Sequence
 
-from .models import Draft, FragmentType, RecordFields, TTLTier
 from .analysis import extract_keywords, normalise_keyword
+from .models import Draft, FragmentType, RecordFields, TTLTier
 from .redaction import PLACEHOLDERS, redact_pii
 
 log = logging.getLogger(__name__)

@@ -17,12 +17,13 @@ with each batch, so recall works there at once.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
-from .extras import require
 from .errors import InvalidArgument, MementoError, Unavailable
+from .extras import require
 from .storage.protocol import BULK_KEYS, BULK_TABLES, BulkStore
 from .storage.sqlite import SQLiteStore
 
@@ -133,7 +134,7 @@ def _open_source(end: Endpoint) -> BulkStore:
     except MementoError:
         store.close()
         raise
-    except Exception as exc:  # noqa: BLE001 - e.g. no agent_memory schema: not a Memento database
+    except Exception as exc:
         store.close()
         raise Unavailable(f"source {end.describe()} holds no Memento store: {type(exc).__name__}: {exc}") from exc
     return store
@@ -167,7 +168,7 @@ def _open_target(end: Endpoint, model: str | None, dimensions: int | None) -> Bu
     _refuse_other_dimensions(end.dsn or "", dimensions)
     try:
         migrate_schema(end.dsn or "", dimensions=dimensions)
-    except Exception as exc:  # noqa: BLE001 - unreachable server, missing rights, no pgvector
+    except Exception as exc:
         raise Unavailable(f"cannot prepare target {end.describe()}: {type(exc).__name__}: {exc}") from exc
     return PostgresStore(end.dsn or "", embedding_model=model, dimensions=dimensions, max_connections=2)
 

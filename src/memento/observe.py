@@ -50,26 +50,26 @@ class Observers(Observer):
         for observer in self._observers:
             try:
                 observer.tool_call(tool, outcome, seconds)
-            except Exception:  # noqa: BLE001 - observing must not break the call
+            except Exception:
                 log.exception("tool_call observer failed")
 
     def recall(self, seconds: float) -> None:
         for observer in self._observers:
             try:
                 observer.recall(seconds)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("recall observer failed")
 
     def consolidation(self, outcome: str, seconds: float) -> None:
         for observer in self._observers:
             try:
                 observer.consolidation(outcome, seconds)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("consolidation observer failed")
 
     def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
         for observer in self._observers:
             try:
                 observer.embedding(kind, seconds, error)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("embedding observer failed")

@@ -25,7 +25,7 @@ def _is_none(value: Any) -> bool:
     return value is None
 
 
-def Omitted(**kwargs: Any) -> Any:  # noqa: N802 - reads as a field declaration
+def Omitted(**kwargs: Any) -> Any:
     """An optional field that is absent from the output when None (not required in the schema)."""
     return Field(default=None, exclude_if=_is_none, **kwargs)
 

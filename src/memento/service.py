@@ -15,26 +15,57 @@ from typing import TypeVar
 
 import numpy as np
 
+from .access import call_scope, pool_writes, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .embeddings.protocol import Embedder
 from .errors import Forbidden, InvalidArgument, NotFound
-from .access import call_scope, pool_writes, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
-from .observe import Observer
-from .vectorizer import Vectorizer
-from .retrieval.context import explore, load_context
 from .models import (
-    AgentScope, AmendInput, CallContext, ChangeEvent, ConsolidateInput, ContextInput, ForgetInput, Fragment,
-    FragmentType, GraphExploreInput, LinkInput, MemoryStatsInput, RecallInput, RecordFields, ReflectInput, RememberInput, Scope, ToolFeedbackInput, TTLTier, DEFAULT_AGENT,
+    DEFAULT_AGENT,
+    AgentScope,
+    AmendInput,
+    CallContext,
+    ChangeEvent,
+    ConsolidateInput,
+    ContextInput,
+    ForgetInput,
+    Fragment,
+    FragmentType,
+    GraphExploreInput,
+    LinkInput,
+    MemoryStatsInput,
+    RecallInput,
+    RecordFields,
+    ReflectInput,
+    RememberInput,
+    Scope,
+    ToolFeedbackInput,
+    TTLTier,
 )
+from .observe import Observer
 from .results import (
-    AmendResult, ConsolidateResult, ContextResult, ForgetPreview, ForgetResult, FragmentView, GraphResult,
-    LinkResult, RecallResult, ReflectedFragment, ReflectResult, RememberResult, StatsResult, ToolFeedbackResult,
-    TopicCount, views,
+    AmendResult,
+    ConsolidateResult,
+    ContextResult,
+    ForgetPreview,
+    ForgetResult,
+    FragmentView,
+    GraphResult,
+    LinkResult,
+    RecallResult,
+    ReflectedFragment,
+    ReflectResult,
+    RememberResult,
+    StatsResult,
+    ToolFeedbackResult,
+    TopicCount,
+    views,
 )
+from .retrieval.context import explore, load_context
 from .retrieval.recall import CANDIDATE_POOL, Recall  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .settings import Settings
 from .storage.protocol import FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
+from .vectorizer import Vectorizer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -103,7 +134,7 @@ class MemoryService:
         for listener in list(self._listeners):
             try:
                 listener(event)
-            except Exception:  # noqa: BLE001 - a face's listener must never undo a committed write
+            except Exception:
                 log.exception("change listener failed")
 
     # ------------------------------------------------------------ helpers

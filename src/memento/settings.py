@@ -21,7 +21,7 @@ class RankingConfig(BaseModel):
     recencyHalfLifeDays: float = Field(30.0, gt=0, description="Age at which the recency score halves.")
 
     @model_validator(mode="after")
-    def _weights_sum_to_one(self) -> "RankingConfig":
+    def _weights_sum_to_one(self) -> RankingConfig:
         if abs(self.importanceWeight + self.recencyWeight - 1.0) > 1e-6:
             raise ValueError("importanceWeight + recencyWeight must equal 1.0")
         return self

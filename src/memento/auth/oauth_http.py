@@ -82,7 +82,7 @@ async def _form(request: Request) -> dict[str, str] | OAuthError:
         return OAuthError("invalid_request", "request body too large")
     form = await request.form()
     values: dict[str, str] = {}
-    for key in form.keys():
+    for key in form.keys():  # noqa: SIM118 - a multi-dict: keys() gives each name once
         items = form.getlist(key)
         if len(items) != 1 or not isinstance(items[0], str):
             return OAuthError("invalid_request", f"parameter {key} must appear exactly once")
@@ -207,7 +207,7 @@ class OAuthEndpoints:
         if not self.server.active:
             return _html(oauth_pages.no_operator_page(), 503)
         params: dict[str, str] = {}
-        for key in request.query_params.keys():
+        for key in request.query_params.keys():  # noqa: SIM118 - a multi-dict: each name once
             values = request.query_params.getlist(key)
             if len(values) != 1:
                 return _html(oauth_pages.error_page("Invalid request", f"Parameter {key} appears more than once."), 400)

@@ -28,7 +28,6 @@ from typing import Literal, Protocol
 
 from ..errors import Unavailable
 
-
 UNUSED_CLIENT_TTL_S = 86400.0
 MAX_UNUSED_CLIENTS = 10_000
 REGISTRATION_WINDOW_S = 60.0

@@ -7,7 +7,8 @@ vector is only ever compared with vectors of the same name.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy
 

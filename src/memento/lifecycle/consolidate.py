@@ -8,8 +8,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..observe import Observer
 from ..models import AgentScope, TTLTier
+from ..observe import Observer
 from ..results import ConsolidateResult, FragmentPair, StoreStats
 from ..settings import MemoryConfig
 from ..storage.protocol import MaintenanceStore, Store

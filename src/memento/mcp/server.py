@@ -21,6 +21,10 @@ import anyio.to_thread
 import memento
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.mcp import jsonrpc, versions
+from memento.mcp.client_features import confirm_forget
+from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
+from memento.mcp.extensions import tasks_of
+from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
 from memento.mcp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -30,13 +34,9 @@ from memento.mcp.jsonrpc import (
     Notification,
     Request,
 )
-from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
-from memento.mcp.client_features import confirm_forget
-from memento.mcp.extensions import tasks_of
-from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
+from memento.mcp.namespace import service_context
 from memento.mcp.tools import ToolSpec, call_tool
 from memento.mcp.toolsets import selected_tools, tool_definitions
-from memento.mcp.namespace import service_context
 
 if TYPE_CHECKING:
     from memento.app import App

@@ -23,10 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memento.mcp import jsonrpc
-from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
-
 from memento.mcp.http_gate import owns
 from memento.mcp.http_json import JSONResponse  # total: always valid JSON
+from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from memento.mcp.sse_streams import SseResponse, overflowing
 
 if TYPE_CHECKING:

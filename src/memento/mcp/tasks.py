@@ -198,9 +198,9 @@ class TasksFeature:
 
     def _cancel_here(self, task_id: str) -> None:
         record = self.tasks.get(task_id)
-        if record is not None and record.finish("cancelled", "The task was cancelled by request."):
-            if record.runner is not None:
-                record.runner.cancel()
+        cancelled = record is not None and record.finish("cancelled", "The task was cancelled by request.")
+        if cancelled and record is not None and record.runner is not None:
+            record.runner.cancel()
 
     # ------------------------------------------------------------ the core's hook
 

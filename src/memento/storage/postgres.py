@@ -18,9 +18,10 @@ statements in postgres_sql.py), bulk copy (postgres_bulk.py); migrations: postgr
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

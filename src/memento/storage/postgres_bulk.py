@@ -3,8 +3,9 @@ agent's rows are visible, and the conversion of plain Python column values to Po
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from psycopg import sql

@@ -8,8 +8,9 @@ import functools
 import logging
 import selectors
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector

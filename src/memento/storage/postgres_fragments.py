@@ -4,8 +4,9 @@ restore, links and vectors. Each public write is retried when PostgreSQL rolled 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Sequence
 
 from ..models import AgentScope, TTLTier
 from .postgres import PostgresStore

@@ -3,8 +3,9 @@ embedding backlog and statistics; plus the feedback tables (rows beside the frag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .postgres_db import SYSTEM, PostgresDatabase

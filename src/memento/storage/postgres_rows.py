@@ -3,7 +3,8 @@ look-ups by id that writes and reads make inside their transaction."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import NotFound
 from ..models import AgentScope, Fragment, FragmentType, MemorySystem, PrivacyScope, TTLTier

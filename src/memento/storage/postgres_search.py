@@ -4,7 +4,7 @@ and the pgvector HNSW search."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

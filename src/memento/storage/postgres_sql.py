@@ -9,7 +9,8 @@ plans (bench/latency.py).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..analysis import index_terms
 from ..errors import Forbidden

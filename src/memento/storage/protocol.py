@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..models import (
-    AgentScope, Draft, Fragment, FragmentType, Link, MemorySystem, PrivacyScope, RelationType, TTLTier, memory_system_for,
+    AgentScope,
+    Draft,
+    Fragment,
+    FragmentType,
+    Link,
+    MemorySystem,
+    PrivacyScope,
+    RelationType,
+    TTLTier,
+    memory_system_for,
 )
 
 

@@ -16,12 +16,12 @@ half-built index never stands in for the database's keyword tier.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from ..models import AgentScope, ChangeEvent, Fragment
@@ -187,7 +187,7 @@ class RedisKeywordIndex:
     def _rebuild_logged(self) -> None:
         try:
             self.rebuild_l1()
-        except Exception:  # noqa: BLE001 - a failed rebuild leaves L1 off; the next recovery retries
+        except Exception:
             log.exception("L1 keyword index rebuild failed")
 
     def wait_ready(self, timeout_s: float = 10.0) -> bool:
@@ -207,7 +207,7 @@ class RedisKeywordIndex:
                 break
             after = int(rows[-1]["seq"])  # type: ignore[call-overload]
             pairs = [(str(r["id"]), str(r["agent_id"]), list(r["keywords"] or [])) for r in rows]  # type: ignore[call-overload]
-            if self._call(lambda: self._index_many(pairs)) is None:
+            if self._call(partial(self._index_many, pairs)) is None:
                 return -1
             done += len(pairs)
         if self.prune() < 0 or self._call(lambda: self.client.set(BUILT, "1")) is None:
@@ -282,7 +282,7 @@ class RedisKeywordIndex:
         removed = 0
         cursor: Any = 0
         while True:
-            page = self._call(lambda: self.client.scan(cursor, match=REVERSE + "*", count=self.batch))
+            page = self._call(partial(self.client.scan, cursor, match=REVERSE + "*", count=self.batch))
             if page is None:
                 return -1
             cursor, names = page
@@ -290,7 +290,7 @@ class RedisKeywordIndex:
             if ids:
                 present = {f.id for f in self.store.get_many(SYSTEM, ids)}
                 gone = [i for i in ids if i not in present]
-                if gone and self._call(lambda: self._unindex(gone)) is None:
+                if gone and self._call(partial(self._unindex, gone)) is None:
                     return -1
                 removed += len(gone)
             if int(cursor) == 0:

@@ -156,7 +156,7 @@ class RedisBus:
         for handler in handlers:
             try:
                 handler(payload)
-            except Exception:  # noqa: BLE001 - one handler's bug must not stop the bus
+            except Exception:
                 log.exception("replica message handler for %s failed", channel)
 
     def _close_pubsub(self) -> None:

@@ -4,8 +4,9 @@ plain Python column values and the forms SQLite stores them in."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
@@ -13,7 +14,15 @@ import pysqlite3.dbapi2 as sqlite3
 from ..errors import InvalidArgument
 from ..models import Fragment, FragmentType, memory_system_for
 from . import terms as terms_policy
-from .protocol import BULK_COLUMNS, BULK_KEYS, FRAGMENT_DEFAULTS, FragmentChanges, NewFragment, changed_record, new_record
+from .protocol import (
+    BULK_COLUMNS,
+    BULK_KEYS,
+    FRAGMENT_DEFAULTS,
+    FragmentChanges,
+    NewFragment,
+    changed_record,
+    new_record,
+)
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _index_text, parse_ts, ts
 

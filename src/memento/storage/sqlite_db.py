@@ -7,11 +7,11 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pysqlite3.dbapi2 as sqlite3
 

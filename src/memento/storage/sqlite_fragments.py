@@ -5,8 +5,8 @@ vectors, which this process's vector index follows once their transaction has co
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Sequence
 
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
@@ -18,7 +18,15 @@ from .protocol import RECORD_COLUMNS, FragmentChanges, NewFragment
 from .sqlite_bulk import _changed_record_values, _record_values
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import (
-    _FRAGMENT_COLUMNS, _index_text, _require, _row_to_fragment, _scope_sql, _unindex_text, _visible, _writable, ts,
+    _FRAGMENT_COLUMNS,
+    _index_text,
+    _require,
+    _row_to_fragment,
+    _scope_sql,
+    _unindex_text,
+    _visible,
+    _writable,
+    ts,
 )
 from .sqlite_vectors import clock as vector_clock
 from .vectors import Span, VectorIndex

@@ -4,8 +4,9 @@ embedding backlog and statistics; plus the feedback tables (rows beside the frag
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

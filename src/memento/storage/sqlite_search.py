@@ -3,7 +3,7 @@ storage/terms.py, counted within the caller's scope) and the per-agent vector in
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -4,8 +4,9 @@ the visibility and write predicates of a scope, and the full-text entries beside
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Sequence
+from typing import Any
 
 import pysqlite3.dbapi2 as sqlite3
 
