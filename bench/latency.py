@@ -47,7 +47,9 @@ def corpus() -> tuple[list[str], list[str]]:
     """Sentences and questions from the LoCoMo dev split (synthetic ones if it is absent)."""
     if DATA.exists():
         data = json.loads(DATA.read_text())
-        turns = [t["text"] for s in data for k, v in s["conversation"].items() if k.startswith("session_") and isinstance(v, list) for t in v]
+        turns = [
+            t["text"] for s in data for k, v in s["conversation"].items() if k.startswith("session_") and isinstance(v, list) for t in v
+        ]
         questions = [q["question"] for s in data for q in s["qa"]]
         return turns, questions
     words = "memory agent database vector index search recall store cache latency meeting project".split()
@@ -75,8 +77,12 @@ def fill(app, embedder, turns, start: int, stop: int, rng: random.Random) -> Non
         if len(batch_texts) == 256 or i == stop - 1:
             vectors = embedder.embed_passages(batch_texts)
             for j, (text, vec) in enumerate(zip(batch_texts, vectors)):
-                draft = factory.draft(content=text, topic=f"topic-{(i + j) % 50}", type_=FragmentType.FACT,
-                                      created_at=base + timedelta(minutes=i - len(batch_texts) + j))
+                draft = factory.draft(
+                    content=text,
+                    topic=f"topic-{(i + j) % 50}",
+                    type_=FragmentType.FACT,
+                    created_at=base + timedelta(minutes=i - len(batch_texts) + j),
+                )
                 app.store.insert(scope, NewFragment(draft, AGENT, None, vec))
             batch_texts = []
             done = i + 1
@@ -166,8 +172,9 @@ def fill_postgres(app, embedder, turns, start: int, stop: int, rng: random.Rando
         vectors = embedder.embed_passages(texts)
         with store._tx(AGENT) as cur:
             for i, text, vec in zip(range(lo, hi), texts, vectors):
-                draft = factory.draft(content=text, topic=f"topic-{i % 50}", type_=FragmentType.FACT,
-                                      created_at=base + timedelta(minutes=i))
+                draft = factory.draft(
+                    content=text, topic=f"topic-{i % 50}", type_=FragmentType.FACT, created_at=base + timedelta(minutes=i)
+                )
                 store._insert(cur, scope, NewFragment(draft, AGENT, None, vec))
         if hi % 10_000 == 0 or hi == stop:
             rate = (hi - start) / (time.perf_counter() - t0)
@@ -183,9 +190,11 @@ def _vector_sql(app, vec):  # type: ignore[no-untyped-def]
     where, params = scope_sql(AgentScope(AGENT))
     fwhere, fparams = filter_sql(SearchFilter())
     query = np.ascontiguousarray(vec, dtype=np.float32)
-    text = ("SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"
-            f" WHERE f.embedding IS NOT NULL AND f.embedding_model = %s AND {where} AND {fwhere}"
-            " ORDER BY f.embedding <=> %s LIMIT %s")
+    text = (
+        "SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"
+        f" WHERE f.embedding IS NOT NULL AND f.embedding_model = %s AND {where} AND {fwhere}"
+        " ORDER BY f.embedding <=> %s LIMIT %s"
+    )
     return text, [query, app.store.embedding_model, *params, *fparams, query, 10]
 
 
@@ -193,9 +202,11 @@ def explain_vector_query(app, embedder, question: str) -> list[str]:
     """EXPLAIN ANALYZE of recall's vector query, with the store's own session settings."""
     text, params = _vector_sql(app, embedder.embed_query(question))
     with app.store._tx(AGENT) as cur:
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                    " set_config('enable_sort', 'off', true)",  # as vector_search does for an unfiltered search
-                    (str(app.store.ef_search),))
+        cur.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            " set_config('enable_sort', 'off', true)",  # as vector_search does for an unfiltered search
+            (str(app.store.ef_search),),
+        )
         cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + text, params)
         return [r["QUERY PLAN"] for r in cur.fetchall()]
 
@@ -206,7 +217,9 @@ def ann_recall_postgres(app, embedder, questions, k: int = 10, n: int = 50) -> f
 
     with app.store._tx(AGENT) as cur:
         cur.execute("SELECT embedding FROM agent_memory.fragments WHERE agent_id = %s AND embedding IS NOT NULL", (AGENT,))
-        matrix = np.stack([np.asarray(getattr(r["embedding"], "to_numpy", lambda v=r["embedding"]: v)(), dtype=np.float32) for r in cur.fetchall()])
+        matrix = np.stack(
+            [np.asarray(getattr(r["embedding"], "to_numpy", lambda v=r["embedding"]: v)(), dtype=np.float32) for r in cur.fetchall()]
+        )
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     found = 0
     for q in questions[:n]:
@@ -319,9 +332,11 @@ def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -
             version = conn.execute("SELECT split_part(version(), ' ', 2), extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         settings = Settings(DATABASE_URL=server.app_dsn, DATABASE_MIGRATION_URL=server.owner_dsn)
         app = build_app(settings, embedder=embedder)
-        print(f"backend postgres (embedded PostgreSQL {version[0]}, pgvector {version[1]}, fsync=off,"
-              f" synchronous_commit=off; HNSW m=16 ef_construction=64, hnsw.ef_search={app.store.ef_search}),"
-              f" one agent, {args.samples} samples per figure")
+        print(
+            f"backend postgres (embedded PostgreSQL {version[0]}, pgvector {version[1]}, fsync=off,"
+            f" synchronous_commit=off; HNSW m=16 ef_construction=64, hnsw.ef_search={app.store.ef_search}),"
+            f" one agent, {args.samples} samples per figure"
+        )
         have = app.store.count(AgentScope(AGENT), SearchFilter())
         for size in sizes:
             if have < size:
@@ -341,8 +356,10 @@ def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -
             print(f"  recall    store {fmt(m['recall_store'])}   (hash embedding {fmt(m['recall_embed'])})")
             uses_hnsw = any("fragments_embedding_hnsw" in line for line in plan)
             scan = next((line.strip().lstrip("-> ").strip() for line in plan if "Scan" in line), plan[0])
-            print(f"  vector search: {'HNSW index' if uses_hnsw else 'NOT the HNSW index'}"
-                  f", recall@10 vs exact scan {ann_recall_postgres(app, embedder, questions):.3f}")
+            print(
+                f"  vector search: {'HNSW index' if uses_hnsw else 'NOT the HNSW index'}"
+                f", recall@10 vs exact scan {ann_recall_postgres(app, embedder, questions):.3f}"
+            )
             print(f"  EXPLAIN ANALYZE vector: {scan}")
             for name, lines in explain_search_queries(app, questions[0]).items():
                 print(f"  EXPLAIN ANALYZE {name}: {plan_summary(lines)}")
@@ -352,7 +369,8 @@ def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -
             with psycopg.connect(server.superuser_dsn) as conn:
                 sizes = conn.execute(
                     "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c WHERE c.relnamespace = 'agent_memory'::regnamespace"
-                    " AND c.relname IN ('fragments', 'fragment_terms', 'fragment_keywords')").fetchall()
+                    " AND c.relname IN ('fragments', 'fragment_terms', 'fragment_keywords')"
+                ).fetchall()
             print("  on disk (with indexes): " + ", ".join(f"{name} {size / 2**20:,.0f} MB" for name, size in sorted(sizes)))
         embedder.misses = 0
         print(f"\nremember throughput at ~{have:,} memories (service.remember, precomputed vectors, {args.writes} writes each):")
@@ -389,8 +407,9 @@ def main() -> int:
     parser.add_argument("--synchronous", default="FULL", choices=["NORMAL", "FULL"])
     parser.add_argument("--skip-model", action="store_true", help="do not time the default embedding model")
     parser.add_argument("--db", type=Path, help="keep the store in this file and reuse what it already holds (SQLite)")
-    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres"],
-                        help="postgres starts a private embedded PostgreSQL for the run")
+    parser.add_argument(
+        "--backend", default="sqlite", choices=["sqlite", "postgres"], help="postgres starts a private embedded PostgreSQL for the run"
+    )
     parser.add_argument("--threads", default="1,4,8", help="PostgreSQL: client threads for the throughput figure")
     parser.add_argument("--writes", type=int, default=2000, help="PostgreSQL: remember calls per throughput figure")
     args = parser.parse_args()

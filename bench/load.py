@@ -58,9 +58,11 @@ WEIGHTS = {"remember": 30, "recall": 25, "amend": 12, "link": 10, "memory_stats"
 TYPES = ("fact", "decision", "error", "procedure", "preference", "relation", "episode")
 RELATIONS = ("related", "caused_by", "resolved_by", "part_of")
 TOPICS = ("database", "deployment", "security", "frontend", "billing", "search", "oncall")
-WORDS = ("index cache latency replica vacuum migration schema rollback deploy canary token queue worker "
-         "timeout retry backoff shard partition vector embedding keyword recall session memory agent "
-         "postgres redis sqlite nginx kubernetes helm terraform alert pager budget invoice customer").split()
+WORDS = (
+    "index cache latency replica vacuum migration schema rollback deploy canary token queue worker "
+    "timeout retry backoff shard partition vector embedding keyword recall session memory agent "
+    "postgres redis sqlite nginx kubernetes helm terraform alert pager budget invoice customer"
+).split()
 CALL_TIMEOUT_S = 120.0
 START_TIMEOUT_S = 60.0
 FLAT_FRACTION = 0.05
@@ -69,6 +71,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------- servers
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -124,8 +127,9 @@ def start_server(name: str, env: dict[str, str], workdir: Path) -> Server:
     port, log = _free_port(), workdir / f"{name}.log"
     command = [sys.executable, "-m", "memento", "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("ab") as sink:
-        process = subprocess.Popen(command, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=sink,
-                                   stderr=sink, preexec_fn=_die_with_parent)
+        process = subprocess.Popen(
+            command, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, preexec_fn=_die_with_parent
+        )
     server = Server(name, process, f"http://127.0.0.1:{port}/mcp", log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
@@ -164,8 +168,14 @@ def servers_for(setup: str, workdir: Path) -> Iterator[list[Server]]:
             redis = RedisServer(binary, _free_port())
             redis.start()
             stack.callback(redis.stop)
-            env = {**BASE_ENV, "DATABASE_URL": postgres.app_dsn, "DATABASE_MIGRATION_URL": postgres.owner_dsn,
-                   "REDIS_ENABLED": "true", "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis.port)}
+            env = {
+                **BASE_ENV,
+                "DATABASE_URL": postgres.app_dsn,
+                "DATABASE_MIGRATION_URL": postgres.owner_dsn,
+                "REDIS_ENABLED": "true",
+                "REDIS_HOST": "127.0.0.1",
+                "REDIS_PORT": str(redis.port),
+            }
             names = ["replica-a", "replica-b"]
         running: list[Server] = []
         for name in names:
@@ -175,6 +185,7 @@ def servers_for(setup: str, workdir: Path) -> Iterator[list[Server]]:
 
 
 # ---------------------------------------------------------------- clients
+
 
 @dataclass
 class Stats:
@@ -213,8 +224,12 @@ class Agent:
         rng, base = self.rng, {"agentId": self.agent}
         if tool == "remember":
             self.made += 1
-            return {**base, "content": f"{self.agent} note {self.made}: {self.sentence()}",
-                    "topic": rng.choice(TOPICS), "type": rng.choice(TYPES)}
+            return {
+                **base,
+                "content": f"{self.agent} note {self.made}: {self.sentence()}",
+                "topic": rng.choice(TOPICS),
+                "type": rng.choice(TYPES),
+            }
         if tool == "recall":
             if rng.random() < 0.5:
                 return {**base, "text": f"what about {self.sentence(4)}?"}
@@ -245,9 +260,10 @@ async def run_client(index: int, url: str, deadline: float, stats: Stats, seed: 
     """One MCP session calling tools until the deadline; every failure is recorded."""
     agent = Agent(index, random.Random(seed * 1000 + index), live)
     try:
-        async with httpx2.AsyncClient(timeout=CALL_TIMEOUT_S) as http, Client(
-            streamable_http_client(url, http_client=http), read_timeout_seconds=CALL_TIMEOUT_S
-        ) as client:
+        async with (
+            httpx2.AsyncClient(timeout=CALL_TIMEOUT_S) as http,
+            Client(streamable_http_client(url, http_client=http), read_timeout_seconds=CALL_TIMEOUT_S) as client,
+        ):
             while time.monotonic() < deadline:
                 tool = agent.next_tool()
                 started = time.perf_counter()
@@ -281,7 +297,9 @@ async def sample_memory(servers: list[Server], stop: asyncio.Event, every_s: flo
         return samples
 
 
-async def drive(servers: list[Server], clients: int, seconds: float, seed: int, live: int) -> tuple[Stats, list[tuple[float, list[int]]], float]:
+async def drive(
+    servers: list[Server], clients: int, seconds: float, seed: int, live: int
+) -> tuple[Stats, list[tuple[float, list[int]]], float]:
     """Run the clients against the servers; returns stats, RSS samples and the wall time."""
     stats, stop = Stats(), asyncio.Event()
     sampler = asyncio.create_task(sample_memory(servers, stop, 1.0))
@@ -295,6 +313,7 @@ async def drive(servers: list[Server], clients: int, seconds: float, seed: int, 
 
 
 # ---------------------------------------------------------------- report
+
 
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (0 for no values)."""
@@ -310,29 +329,48 @@ def memory_report(servers: list[Server], samples: list[tuple[float, list[int]]])
     report = []
     for i, server in enumerate(servers):
         start, mid, end = (samples[0][1][i] / 2**20, middle[1][i] / 2**20, samples[-1][1][i] / 2**20)
-        report.append({
-            "server": server.name, "start_mib": round(start, 1), "middle_mib": round(mid, 1), "end_mib": round(end, 1),
-            "first_half_growth_mib": round(mid - start, 1), "second_half_growth_mib": round(end - mid, 1),
-            "flat": end - mid < FLAT_FRACTION * mid,
-        })
+        report.append(
+            {
+                "server": server.name,
+                "start_mib": round(start, 1),
+                "middle_mib": round(mid, 1),
+                "end_mib": round(end, 1),
+                "first_half_growth_mib": round(mid - start, 1),
+                "second_half_growth_mib": round(end - mid, 1),
+                "flat": end - mid < FLAT_FRACTION * mid,
+            }
+        )
     return report
 
 
-def summarise(setup: str, clients: int, stats: Stats, wall: float, memory: list[dict[str, Any]],
-              cpu: dict[str, float]) -> dict[str, Any]:
+def summarise(setup: str, clients: int, stats: Stats, wall: float, memory: list[dict[str, Any]], cpu: dict[str, float]) -> dict[str, Any]:
     """Everything printed, as one JSON-ready dict."""
     calls = stats.calls()
     tools = {
-        tool: {"calls": len(v), "p50_ms": round(percentile(v, 0.50) * 1000, 1), "p95_ms": round(percentile(v, 0.95) * 1000, 1),
-               "p99_ms": round(percentile(v, 0.99) * 1000, 1), "max_ms": round(max(v, default=0.0) * 1000, 1)}
+        tool: {
+            "calls": len(v),
+            "p50_ms": round(percentile(v, 0.50) * 1000, 1),
+            "p95_ms": round(percentile(v, 0.95) * 1000, 1),
+            "p99_ms": round(percentile(v, 0.99) * 1000, 1),
+            "max_ms": round(max(v, default=0.0) * 1000, 1),
+        }
         for tool, v in stats.latencies.items()
     }
     return {
-        "setup": setup, "clients": clients, "seconds": round(wall, 1), "calls": calls, "errors": len(stats.errors),
-        "error_rate": len(stats.errors) / calls if calls else 0.0, "first_errors": stats.errors[:10],
-        "throughput_per_s": round(calls / wall, 1) if wall else 0.0, "tools": tools, "memory": memory,
-        "memory_flat": all(m["flat"] for m in memory), "cpu_percent_of_one_core": cpu,
-        "fragments_created": stats.created, "fragments_forgotten": len(stats.latencies["forget"]),
+        "setup": setup,
+        "clients": clients,
+        "seconds": round(wall, 1),
+        "calls": calls,
+        "errors": len(stats.errors),
+        "error_rate": len(stats.errors) / calls if calls else 0.0,
+        "first_errors": stats.errors[:10],
+        "throughput_per_s": round(calls / wall, 1) if wall else 0.0,
+        "tools": tools,
+        "memory": memory,
+        "memory_flat": all(m["flat"] for m in memory),
+        "cpu_percent_of_one_core": cpu,
+        "fragments_created": stats.created,
+        "fragments_forgotten": len(stats.latencies["forget"]),
     }
 
 
@@ -346,8 +384,10 @@ def print_summary(s: dict[str, Any]) -> None:
         print(f"{tool:14s} {t['calls']:7d} {t['p50_ms']:8.1f} {t['p95_ms']:8.1f} {t['p99_ms']:8.1f} {t['max_ms']:8.1f}")
     for m in s["memory"]:
         verdict = "flat" if m["flat"] else "GROWING"
-        print(f"RSS {m['server']}: start {m['start_mib']} MiB, middle {m['middle_mib']} MiB, end {m['end_mib']} MiB "
-              f"(first half {m['first_half_growth_mib']:+} MiB, second half {m['second_half_growth_mib']:+} MiB) -> {verdict}")
+        print(
+            f"RSS {m['server']}: start {m['start_mib']} MiB, middle {m['middle_mib']} MiB, end {m['end_mib']} MiB "
+            f"(first half {m['first_half_growth_mib']:+} MiB, second half {m['second_half_growth_mib']:+} MiB) -> {verdict}"
+        )
     print(f"memory {'flat' if s['memory_flat'] else 'NOT flat'} (second-half growth < {FLAT_FRACTION:.0%} of the middle RSS)")
     print("CPU, % of one core: " + ", ".join(f"{k} {v}" for k, v in s["cpu_percent_of_one_core"].items()))
     print(f"fragments created {s['fragments_created']}, forgotten {s['fragments_forgotten']}")

@@ -133,17 +133,20 @@ def main() -> int:
         for sample in data:
             conv_rows, info = evaluate_conversation(sample, settings, args.embedder, Path(tmp))
             rows += conv_rows
-            print(f"{sample['sample_id']}: {info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
-                  f"{info['queries']} questions in {info['query_s']:.1f}s", file=sys.stderr)
+            print(
+                f"{sample['sample_id']}: {info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
+                f"{info['queries']} questions in {info['query_s']:.1f}s",
+                file=sys.stderr,
+            )
     print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
-    print(f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false), "
-          f"ranking={settings.memory.ranking.model_dump()}")
+    print(
+        f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false), "
+        f"ranking={settings.memory.ranking.model_dump()}"
+    )
     header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    groups = [("overall", rows)] + [
-        (CATEGORIES[c], [r for r in rows if r["category"] == c]) for c in sorted(CATEGORIES)
-    ]
+    groups = [("overall", rows)] + [(CATEGORIES[c], [r for r in rows if r["category"] == c]) for c in sorted(CATEGORIES)]
     table = {}
     for name, subset in groups:
         m = metrics(subset)

@@ -39,8 +39,7 @@ def _free_port() -> int:
 
 
 def _register(base: str, redirect_uri: str) -> str:
-    body = json.dumps({"client_name": "conformance suite", "redirect_uris": [redirect_uri],
-                       "token_endpoint_auth_method": "none"}).encode()
+    body = json.dumps({"client_name": "conformance suite", "redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none"}).encode()
     request = urllib.request.Request(base + "/register", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as reply:
         return str(json.load(reply)["client_id"])
@@ -53,8 +52,9 @@ def _approve(url: str, operator_key: str) -> str:
     found = re.search(r'name=request_id value="([^"]+)"', page)
     if not found:
         raise RuntimeError("no consent form in the authorization page:\n" + page[:2000])
-    form = urllib.parse.urlencode({"request_id": found.group(1), "access_key": operator_key,
-                                   "agent": "conformance", "access": "read-write", "decision": "approve"}).encode()
+    form = urllib.parse.urlencode(
+        {"request_id": found.group(1), "access_key": operator_key, "agent": "conformance", "access": "read-write", "decision": "approve"}
+    ).encode()
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         opener.open(urllib.request.Request(url.split("?")[0], data=form), timeout=10)
@@ -83,8 +83,22 @@ def main(argv: list[str]) -> int:
     node, conformance_js, base, operator_key, out_dir, log_path, *extra = argv
     port = _free_port()
     client_id = _register(base, f"http://127.0.0.1:{port}/callback")
-    command = [node, conformance_js, "authorization", "--url", base, "--client-id", client_id,
-               "--resource", base + "/mcp", "--port", str(port), "-o", out_dir, *extra]
+    command = [
+        node,
+        conformance_js,
+        "authorization",
+        "--url",
+        base,
+        "--client-id",
+        client_id,
+        "--resource",
+        base + "/mcp",
+        "--port",
+        str(port),
+        "-o",
+        out_dir,
+        *extra,
+    ]
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(command) + "\n")
         log.flush()

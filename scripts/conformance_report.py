@@ -89,9 +89,17 @@ def parse_suite(name: str, results: Path, log: Path, exit_code: int) -> dict[str
         failed += 1
         failures.append({"scenario": "(runner)", "check": "exit-code", "message": f"runner exited {exit_code} (see the log)"})
     return {
-        "name": name, "kind": "suite", "passed": passed, "failed": failed, "warnings": warnings,
-        "exit_code": exit_code, "failures": failures, "warned": warned, "scenarios": scenarios,
-        "log": str(log), "results": str(results),
+        "name": name,
+        "kind": "suite",
+        "passed": passed,
+        "failed": failed,
+        "warnings": warnings,
+        "exit_code": exit_code,
+        "failures": failures,
+        "warned": warned,
+        "scenarios": scenarios,
+        "log": str(log),
+        "results": str(results),
     }
 
 
@@ -108,10 +116,7 @@ def parse_client(name: str, output: Path, exit_code: int) -> dict[str, Any]:
             except ValueError:
                 continue
     checks = report.get("checks") or []
-    failures = [
-        {"scenario": name, "check": str(c.get("name")), "message": _short(c.get("detail", ""))}
-        for c in checks if not c.get("ok")
-    ]
+    failures = [{"scenario": name, "check": str(c.get("name")), "message": _short(c.get("detail", ""))} for c in checks if not c.get("ok")]
     passed = sum(1 for c in checks if c.get("ok"))
     if not report:
         failures.append({"scenario": name, "check": "output", "message": f"no JSON report (exit {exit_code})"})
@@ -120,10 +125,19 @@ def parse_client(name: str, output: Path, exit_code: int) -> dict[str, Any]:
     if exit_code != 0 and not failures:
         failures.append({"scenario": name, "check": "exit-code", "message": f"client exited {exit_code}"})
     return {
-        "name": name, "kind": "client", "passed": passed, "failed": len(failures), "warnings": 0,
-        "exit_code": exit_code, "failures": failures, "warned": [],
-        "negotiated": report.get("negotiated"), "expected": report.get("expected"),
-        "sdk": report.get("sdk"), "transport": report.get("transport"), "log": str(output),
+        "name": name,
+        "kind": "client",
+        "passed": passed,
+        "failed": len(failures),
+        "warnings": 0,
+        "exit_code": exit_code,
+        "failures": failures,
+        "warned": [],
+        "negotiated": report.get("negotiated"),
+        "expected": report.get("expected"),
+        "sdk": report.get("sdk"),
+        "transport": report.get("transport"),
+        "log": str(output),
     }
 
 

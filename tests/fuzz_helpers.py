@@ -159,9 +159,7 @@ def is_answer(message: Any) -> bool:
     if ("result" in message) == ("error" in message):
         return False
     error = message.get("error")
-    return "result" in message or (
-        isinstance(error, dict) and type(error.get("code")) is int and isinstance(error.get("message"), str)
-    )
+    return "result" in message or (isinstance(error, dict) and type(error.get("code")) is int and isinstance(error.get("message"), str))
 
 
 def is_server_message(message: Any) -> bool:
@@ -281,8 +279,7 @@ class StdioPeer(StreamPeer):
         super().__init__()
         with log.open("ab") as sink:
             self.process = subprocess.Popen(
-                [*SERVE, "--transport", "stdio"], env={**os.environ, **env},
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink,
+                [*SERVE, "--transport", "stdio"], env={**os.environ, **env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink
             )
         self._write_lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()

@@ -49,16 +49,31 @@ scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | texts
 )
-json_values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4), max_leaves=12
-)
+json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4), max_leaves=12)
 
 METHODS = (
-    "initialize", "ping", "logging/setLevel", "tools/list", "tools/call", "resources/list",
-    "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
-    "prompts/list", "prompts/get", "completion/complete", "tasks/get", "tasks/result",
-    "tasks/list", "tasks/cancel", "notifications/initialized", "notifications/progress",
-    "notifications/roots/list_changed", "sampling/createMessage", "nonexistent/method",
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "notifications/initialized",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "sampling/createMessage",
+    "nonexistent/method",
 )
 TOOLS = {
     "remember": ("content", "topic", "type", "keywords", "importance", "scope", "isAnchor", "createdAt", "linkedTo"),
@@ -73,12 +88,19 @@ TOOLS = {
     "graph_explore": ("startId", "depth"),
 }
 GOOD = {  # values of the right type, often accepted, so calls get past validation
-    "content": texts.filter(str.strip), "summary": texts.filter(str.strip), "text": texts,
+    "content": texts.filter(str.strip),
+    "summary": texts.filter(str.strip),
+    "text": texts,
     "topic": st.sampled_from(["t", "deploys", "x" * 40]) | texts,
     "type": st.sampled_from(["fact", "decision", "error", "preference", "procedure", "relation"]),
-    "keywords": st.lists(texts, max_size=3), "importance": st.floats(0, 1), "limit": st.integers(-2, 30),
-    "tokenBudget": st.integers(-10, 5000), "id": st.sampled_from(["frag-0000000000000000"]) | texts,
-    "depth": st.integers(-1, 5), "force": st.booleans(), "relationType": st.sampled_from(["related", "caused_by"]),
+    "keywords": st.lists(texts, max_size=3),
+    "importance": st.floats(0, 1),
+    "limit": st.integers(-2, 30),
+    "tokenBudget": st.integers(-10, 5000),
+    "id": st.sampled_from(["frag-0000000000000000"]) | texts,
+    "depth": st.integers(-1, 5),
+    "force": st.booleans(),
+    "relationType": st.sampled_from(["related", "caused_by"]),
 }
 ids = st.integers() | texts | st.integers(min_value=-(10**40), max_value=10**40)
 odd_ids = st.none() | st.booleans() | st.floats(allow_nan=False) | st.lists(st.integers(), max_size=2)
@@ -90,8 +112,7 @@ def tool_arguments(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     name = draw(st.sampled_from(sorted(TOOLS)) if draw(likely) else texts)
     names = st.sampled_from(TOOLS.get(name) or ("content",))
     arguments = {
-        field: draw(GOOD.get(field, texts) if draw(likely) else json_values)
-        for field in draw(st.lists(names | texts, max_size=5))
+        field: draw(GOOD.get(field, texts) if draw(likely) else json_values) for field in draw(st.lists(names | texts, max_size=5))
     }
     return name, arguments
 
@@ -139,11 +160,7 @@ def messages(draw: st.DrawFn) -> Any:
     return message
 
 
-_SHAPES = {
-    "message": messages(),
-    "json": json_values,
-    "batch": st.lists(messages() | json_values, max_size=4),
-}
+_SHAPES = {"message": messages(), "json": json_values, "batch": st.lists(messages() | json_values, max_size=4)}
 values = st.sampled_from(["message"] * 6 + ["json", "batch"]).flatmap(_SHAPES.__getitem__)
 
 

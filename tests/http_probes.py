@@ -34,8 +34,16 @@ class Upload:
     """One upload of up to `total` bytes in CHUNK pieces, chunked or with a Content-Length, on
     its own socket; a reader thread catches the server's answer while the body still flows."""
 
-    def __init__(self, url: str, path: str, total: int, *, chunked: bool,
-                 content_type: str = "application/json", headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        path: str,
+        total: int,
+        *,
+        chunked: bool,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.sock = connect(url)
         self.path, self.total, self.chunked = path, total, chunked
         self.content_type = content_type
@@ -62,8 +70,7 @@ class Upload:
 
     def _write(self) -> None:
         framing = {"Transfer-Encoding": "chunked"} if self.chunked else {"Content-Length": str(self.total)}
-        headers = {"Content-Type": self.content_type, "Accept": "application/json, text/event-stream",
-                   **self.headers, **framing}
+        headers = {"Content-Type": self.content_type, "Accept": "application/json, text/event-stream", **self.headers, **framing}
         piece = b"x" * CHUNK
         with contextlib.suppress(OSError):
             self.sock.sendall(head("POST", self.path, headers))

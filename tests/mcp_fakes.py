@@ -75,9 +75,10 @@ class FakeContext:
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if "progressToken" in self.meta:
-            await self.notify("notifications/progress", {
-                "progressToken": self.meta["progressToken"], "progress": progress, "total": total, "message": message,
-            })
+            await self.notify(
+                "notifications/progress",
+                {"progressToken": self.meta["progressToken"], "progress": progress, "total": total, "message": message},
+            )
 
     async def log(self, level: str, data: Any, logger: str = "memento") -> None:
         await self.notify("notifications/message", {"level": level, "logger": logger, "data": data})

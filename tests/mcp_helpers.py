@@ -62,12 +62,7 @@ def server_env(store: Path | Mapping[str, str]) -> dict[str, str]:
     """Environment for a server with the deterministic hash embedder, on the SQLite file `store`
     or on the store settings given (conftest's `store_env(folder)`: SQLite, PostgreSQL, Redis)."""
     database = {"DATABASE_URL": f"sqlite:///{store}"} if isinstance(store, Path) else dict(store)
-    return {
-        "EMBEDDING_PROVIDER": "hash",
-        **database,
-        "LOG_LEVEL": "INFO",
-        "MEMENTO_HOST": "127.0.0.1",
-    }
+    return {"EMBEDDING_PROVIDER": "hash", **database, "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1"}
 
 
 def free_port() -> int:

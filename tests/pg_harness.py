@@ -194,8 +194,21 @@ class _Started:
 
 
 def _pg_ctl(started: _Started, action: str, *args: str) -> None:
-    _run_as(started.user, [str(started.bin_dir / "pg_ctl"), "-D", str(started.data), "-l", str(started.workdir / "server.log"),
-                           "-w", "-t", "60", *args, action])
+    _run_as(
+        started.user,
+        [
+            str(started.bin_dir / "pg_ctl"),
+            "-D",
+            str(started.data),
+            "-l",
+            str(started.workdir / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            *args,
+            action,
+        ],
+    )
 
 
 def _start() -> tuple[_Started, PostgresServer]:
@@ -215,11 +228,26 @@ def _start_in(user: str | None, workdir: Path) -> tuple[_Started, PostgresServer
     os.chmod(workdir, 0o700)
     bin_dir = _binaries(user, workdir)
     data = workdir / "data"
-    _run_as(user, [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                   "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"])
+    _run_as(
+        user,
+        [
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+            "--no-instructions",
+        ],
+    )
     port = _free_port()
-    options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {workdir} -c fsync=off"
-               " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {workdir} -c fsync=off"
+        " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    )
     started = _Started(workdir, data, bin_dir, user, options)
     _pg_ctl(started, "start", "-o", options)
     server = PostgresServer(

@@ -45,8 +45,7 @@ def _build(target: Path) -> None:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(target)], check=True, timeout=BUILD_TIMEOUT_S)
     pip = [str(_python(target)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-e", f"{ROOT}[{EXTRAS}]"], check=True, timeout=BUILD_TIMEOUT_S,
-                   stdout=sys.stderr, stderr=sys.stderr)
+    subprocess.run([*pip, "-e", f"{ROOT}[{EXTRAS}]"], check=True, timeout=BUILD_TIMEOUT_S, stdout=sys.stderr, stderr=sys.stderr)
 
 
 def runtime_venv() -> Path:

@@ -24,6 +24,7 @@ class TaskFeedbackReader(Protocol):
 
     def task_feedback(self, session_id: str) -> list[dict[str, object]]: ...
 
+
 SQLITE_TRIGGER = "CREATE TRIGGER injected_fault BEFORE {event} ON fragments WHEN {when} BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
 PG_FUNCTION = (
     "CREATE OR REPLACE FUNCTION agent_memory.injected_fault() RETURNS trigger LANGUAGE plpgsql AS"
@@ -75,7 +76,9 @@ def test_a_reflect_that_fails_half_way_stores_none_of_its_fragments(
     service: MemoryService, ctx: CallContext, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
     inp = ReflectInput(
-        summary="the deploy took an hour", decisions=["pin the base image"], errors_resolved=["BOOM: the cache was stale"],
+        summary="the deploy took an hour",
+        decisions=["pin the base image"],
+        errors_resolved=["BOOM: the cache was stale"],
         task_effectiveness=TaskEffectiveness(overall_success=True),
     )
     with fault(settings, request, "INSERT", "NEW.content LIKE '%BOOM%'"), pytest.raises(Exception):  # noqa: B017 - the driver's error, whichever backend

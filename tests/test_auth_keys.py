@@ -15,13 +15,7 @@ import pytest
 from mcp_helpers import SERVE
 
 from memento.app import App, build_app
-from memento.auth.keys import (
-    AuthConfigError,
-    KeyVerifier,
-    load_keys,
-    parse_keys,
-    stdio_principal,
-)
+from memento.auth.keys import AuthConfigError, KeyVerifier, load_keys, parse_keys, stdio_principal
 from memento.auth.principal import ANONYMOUS
 from memento.auth.registry import token_verifiers
 from memento.embeddings.hashing import HashEmbedder
@@ -173,16 +167,10 @@ def test_exposed_without_credentials_is_refused(tmp_path: Path) -> None:
 
 
 def _serve(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {
-        **os.environ,
-        "EMBEDDING_PROVIDER": "hash",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
-        **env,
-    }
+    environ = {**os.environ, "EMBEDDING_PROVIDER": "hash", "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}", **env}
     environ.pop("MEMENTO_ALLOW_UNAUTHENTICATED", None)
     return subprocess.run(
-        [*SERVE, "--transport", "http", *args],
-        env=environ, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        [*SERVE, "--transport", "http", *args], env=environ, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
 
 
@@ -306,7 +294,11 @@ async def test_legacy_message_of_another_credential_is_404(http: httpx.AsyncClie
 async def test_read_only_key_cannot_write_and_agent_cannot_widen(http: httpx.AsyncClient) -> None:
     async def call(key: str, session_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         request = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
-        reply = await http.post("/mcp", json=request, headers={**bearer(key), "Mcp-Session-Id": session_id, "Accept": "application/json, text/event-stream;q=0.5"})
+        reply = await http.post(
+            "/mcp",
+            json=request,
+            headers={**bearer(key), "Mcp-Session-Id": session_id, "Accept": "application/json, text/event-stream;q=0.5"},
+        )
         assert reply.status_code == 200, reply.text
         result: dict[str, Any] = reply.json()["result"]
         return result
@@ -345,7 +337,12 @@ async def test_stdio_runs_in_the_configured_agent_namespace(tmp_path: Path) -> N
     lines = [
         INIT,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "remember", "arguments": {"content": "stdio agent fact", "topic": "t", "type": "fact"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": "stdio agent fact", "topic": "t", "type": "fact"}},
+        },
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "recall", "arguments": {"text": "x", "agentId": "agent-b"}}},
     ]
     stdin = io.BytesIO(b"".join(json.dumps(line).encode() + b"\n" for line in lines))

@@ -20,7 +20,7 @@ from memento.storage.redis_bus import RedisBus
 
 
 @pytest.fixture
-def client(redis_server: RedisServer) -> Iterator[Any]:  # noqa: F811
+def client(redis_server: RedisServer) -> Iterator[Any]:
     c = connect(Settings(REDIS_ENABLED=True, REDIS_HOST="127.0.0.1", REDIS_PORT=redis_server.port))
     yield c
     c.close()
@@ -49,7 +49,7 @@ def test_events_resume_in_order_per_stream_from_any_store(client: Any) -> None:
     assert here.after("s1", "standalone", None) == []
 
 
-def test_events_fall_back_to_memory_while_redis_is_down(client: Any, redis_server: RedisServer) -> None:  # noqa: F811
+def test_events_fall_back_to_memory_while_redis_is_down(client: Any, redis_server: RedisServer) -> None:
     store = RedisEventStore(client, ttl_s=60)
     redis_server.stop()
     try:
@@ -80,13 +80,23 @@ def test_a_session_saved_by_one_replica_is_continued_by_another(client: Any) -> 
     bus_a, bus_b = FakeBus("a"), FakeBus("b")
     a, b = RedisSessionDirectory(client, bus_a, ttl_s=60), RedisSessionDirectory(client, bus_b, ttl_s=60)
     owner = Principal(subject="alice", agent_id="alice", read_only=True, scopes=frozenset({"memory:read"}), kind="oauth")
-    session = Session(id="sid-1", protocol_version="2025-06-18", client_info={"name": "c"},
-                      client_capabilities={"sampling": {}}, initialized=True, principal=owner)
+    session = Session(
+        id="sid-1",
+        protocol_version="2025-06-18",
+        client_info={"name": "c"},
+        client_capabilities={"sampling": {}},
+        initialized=True,
+        principal=owner,
+    )
     a.register(session)
     copy = b.load("sid-1")
     assert copy is not None and copy is not session
     assert (copy.principal, copy.protocol_version, copy.client_capabilities, copy.initialized) == (
-        owner, "2025-06-18", {"sampling": {}}, True)
+        owner,
+        "2025-06-18",
+        {"sampling": {}},
+        True,
+    )
     assert copy.delivers is False  # A created it, so A delivers its notifications
     assert b.load("unknown") is None
 
@@ -137,7 +147,7 @@ def test_a_session_record_expires_after_the_ttl_unless_touched(client: Any) -> N
         time.sleep(0.05)
 
 
-def test_the_bus_carries_changes_between_replicas_but_not_back_to_the_sender(client: Any, redis_server: RedisServer) -> None:  # noqa: F811
+def test_the_bus_carries_changes_between_replicas_but_not_back_to_the_sender(client: Any, redis_server: RedisServer) -> None:
     settings = Settings(REDIS_ENABLED=True, REDIS_HOST="127.0.0.1", REDIS_PORT=redis_server.port)
     one, two = RedisBus(connect(settings)), RedisBus(connect(settings))
     heard_one: queue.Queue[ChangeEvent] = queue.Queue()
@@ -165,12 +175,19 @@ def test_the_bus_carries_changes_between_replicas_but_not_back_to_the_sender(cli
 
 
 @pytest.fixture
-def two_apps(tmp_path: Any, redis_server: RedisServer) -> Iterator[tuple[Any, Any]]:  # noqa: F811
+def two_apps(tmp_path: Any, redis_server: RedisServer) -> Iterator[tuple[Any, Any]]:
     from memento.app import build_app
 
     apps = [
-        build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / name}.db", EMBEDDING_PROVIDER="hash",
-                           REDIS_ENABLED=True, REDIS_HOST="127.0.0.1", REDIS_PORT=redis_server.port))
+        build_app(
+            Settings(
+                DATABASE_URL=f"sqlite:///{tmp_path / name}.db",
+                EMBEDDING_PROVIDER="hash",
+                REDIS_ENABLED=True,
+                REDIS_HOST="127.0.0.1",
+                REDIS_PORT=redis_server.port,
+            )
+        )
         for name in ("a", "b")
     ]
     for app in apps:

@@ -59,9 +59,7 @@ report = _load_report()
 @pytest.fixture(scope="session")
 def toolchain() -> None:
     """Skip (or fail, when required) unless scripts/conformance has installed its toolchain."""
-    check = subprocess.run(
-        ["bash", str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
+    check = subprocess.run(["bash", str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     if check.returncode == 0:
         return
     message = (check.stdout + check.stderr).strip() or f"scripts/conformance --check exited {check.returncode}"
@@ -82,7 +80,10 @@ class _Runs:
             out = self.base / kind
             proc = subprocess.run(
                 ["bash", str(SCRIPT), "--no-install", "--only", kind, "--out", str(out)],
-                capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT_S,
+                cwd=ROOT,
                 # The servers run from the runtime-only environment (tests/runtime_env.py).
                 env={**os.environ, "PYTHON": sys.executable, "MEMENTO_VENV": str(runtime_venv())},
             )
@@ -90,8 +91,7 @@ class _Runs:
             (out / "script.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
             summary = out / "summary.json"
             assert summary.is_file(), (
-                f"scripts/conformance --only {kind} wrote no summary (exit {proc.returncode}):\n"
-                + (proc.stdout + proc.stderr)[-4000:]
+                f"scripts/conformance --only {kind} wrote no summary (exit {proc.returncode}):\n" + (proc.stdout + proc.stderr)[-4000:]
             )
             runs = json.loads(summary.read_text(encoding="utf-8"))["runs"]
             self.results[kind] = {r["name"]: r for r in runs}
@@ -160,9 +160,7 @@ def test_parse_suite_counts_checks_and_crashed_scenarios(tmp_path: Path) -> None
     )
     record = report.parse_suite("demo", results, log, 1)
     assert (record["passed"], record["failed"], record["warnings"]) == (1, 3, 1)
-    assert {(f["scenario"], f["check"]) for f in record["failures"]} == {
-        ("tools-list", "tools-list"), ("resources-list", "resources-list"),
-    }
+    assert {(f["scenario"], f["check"]) for f in record["failures"]} == {("tools-list", "tools-list"), ("resources-list", "resources-list")}
     assert record["failures"][0]["message"] == "Method not found"
 
 
@@ -174,8 +172,14 @@ def test_parse_suite_counts_a_failed_runner_with_no_checks(tmp_path: Path) -> No
 def test_parse_client(tmp_path: Path) -> None:
     output = tmp_path / "client.json"
     output.write_text(
-        json.dumps({"checks": [{"name": "connect", "ok": True}, {"name": "recall", "ok": False, "detail": "probe missing"}],
-                    "expected": "2025-03-26", "negotiated": "2025-03-26"}) + "\n",
+        json.dumps(
+            {
+                "checks": [{"name": "connect", "ok": True}, {"name": "recall", "ok": False, "detail": "probe missing"}],
+                "expected": "2025-03-26",
+                "negotiated": "2025-03-26",
+            }
+        )
+        + "\n",
         encoding="utf-8",
     )
     record = report.parse_client("c", output, 1)

@@ -116,17 +116,11 @@ async def test_acknowledged_writes_survive_sigkill(servers: Servers) -> None:
             by_keyword = data(await client.call_tool("recall", {"keywords": [tag(i)]}))
             assert [f["id"] for f in by_keyword["fragments"]] == [fid]
             assert by_keyword["fragments"][0]["content"] == memory(i)["content"]
-            by_text = data(
-                await client.call_tool("recall", {"text": f"where does shard {tag(i)} live?"})
-            )
+            by_text = data(await client.call_tool("recall", {"text": f"where does shard {tag(i)} live?"}))
             assert by_text["tiers"]["text"] >= 1
             assert by_text["fragments"][0]["id"] == fid
 
-        listed = data(
-            await client.call_tool(
-                "recall", {"keywords": ["durability"], "limit": 200, "tokenBudget": 100_000}
-            )
-        )
+        listed = data(await client.call_tool("recall", {"keywords": ["durability"], "limit": 200, "tokenBudget": 100_000}))
         assert {f["id"] for f in listed["fragments"]} == {acknowledged[i] for i in range(COUNT - 1)}
 
         # Full text finds the backup procedure by a word of its content...
@@ -135,9 +129,7 @@ async def test_acknowledged_writes_survive_sigkill(servers: Servers) -> None:
         assert full_text["fragments"][0]["id"] == acknowledged[COUNT - 1]
         # ...and a query no full-text term matches finds it by vector similarity alone, so the
         # vector index was rebuilt from the embeddings stored in the database.
-        semantic = data(
-            await client.call_tool("recall", {"text": "invoicingdatabase nightlybackup"})
-        )
+        semantic = data(await client.call_tool("recall", {"text": "invoicingdatabase nightlybackup"}))
         assert semantic["tiers"]["keywords"] == 0 and semantic["tiers"]["text"] == 0
         assert semantic["tiers"]["semantic"] == COUNT
         top = semantic["fragments"][0]
@@ -154,20 +146,12 @@ async def test_acknowledged_amend_and_forget_survive_sigkill(servers: Servers) -
         amended = data(await client.call_tool("remember", memory(2)))["id"]
         forgotten = data(await client.call_tool("remember", memory(3)))["id"]
         cause = data(await client.call_tool("remember", BACKUP))["id"]
-        linked = data(
-            await client.call_tool(
-                "link", {"fromId": amended, "toId": cause, "relationType": "caused_by"}
-            )
-        )
+        linked = data(await client.call_tool("link", {"fromId": amended, "toId": cause, "relationType": "caused_by"}))
         assert linked["relationType"] == "caused_by"
 
         new_content = "Ledger shard s02q moved to the cobalt replica set after the migration"
         change = data(
-            await client.call_tool(
-                "amend",
-                {"id": amended, "content": new_content, "importance": 0.85,
-                 "keywords": ["s02q", "cobalt"]},
-            )
+            await client.call_tool("amend", {"id": amended, "content": new_content, "importance": 0.85, "keywords": ["s02q", "cobalt"]})
         )
         assert change["id"] == amended and change["fragment"]["content"] == new_content
         gone = data(await client.call_tool("forget", {"id": forgotten}))

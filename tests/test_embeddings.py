@@ -14,14 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memento.embeddings import (
-    Embedder,
-    EmbeddingFailed,
-    HashEmbedder,
-    LocalE5Embedder,
-    OpenAICompatibleEmbedder,
-    build_embedder,
-)
+from memento.embeddings import Embedder, EmbeddingFailed, HashEmbedder, LocalE5Embedder, OpenAICompatibleEmbedder, build_embedder
 from memento.errors import InvalidArgument, Unavailable
 from memento.settings import Settings
 
@@ -66,11 +59,13 @@ class TestHashEmbedder:
     def test_shared_words_score_higher_than_unrelated(self) -> None:
         emb = HashEmbedder()
         q = emb.embed_query("How do I restart the staging database server?")
-        P = emb.embed_passages([
-            "Restart the staging database server with systemctl.",
-            "The database server for staging runs PostgreSQL.",
-            "My grandmother bakes apple pie every Sunday.",
-        ])
+        P = emb.embed_passages(
+            [
+                "Restart the staging database server with systemctl.",
+                "The database server for staging runs PostgreSQL.",
+                "My grandmother bakes apple pie every Sunday.",
+            ]
+        )
         s = P @ q
         assert s[0] > s[1] > s[2]
         # Case-insensitive and word-piece aware: "Restarting" shares trigrams with "restart".
@@ -317,8 +312,15 @@ class TestOpenAICompatible:
 # --------------------------------------------------------------------------- factory
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("EMBEDDING_PROVIDER", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS", "OPENAI_API_KEY",
-                "OPENAI_BASE_URL", "EMBEDDING_BASE_URL", "EMBEDDING_TIMEOUT_S"):
+    for var in (
+        "EMBEDDING_PROVIDER",
+        "EMBEDDING_MODEL",
+        "EMBEDDING_DIMENSIONS",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "EMBEDDING_BASE_URL",
+        "EMBEDDING_TIMEOUT_S",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -22,25 +22,34 @@ def run_without(modules: list[str], args: list[str], env: dict[str, str]) -> sub
     hide = "; ".join(f"sys.modules[{m!r}] = None" for m in modules)
     code = f"import sys; {hide}; from memento.cli import main; sys.exit(main())"
     return subprocess.run(
-        [SERVE[0], "-c", code, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=False,
+        [SERVE[0], "-c", code, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         stdin=subprocess.DEVNULL,
     )
 
 
 @pytest.mark.parametrize("args", [["serve", "--transport", "stdio"], ["serve", "--transport", "http", "--port", "0"]])
 def test_a_postgres_url_without_the_postgres_extra_names_the_extra(tmp_path: Path, args: list[str]) -> None:
-    done = run_without(["psycopg", "psycopg_pool", "pgvector"], args, {
-        "DATABASE_URL": "postgresql://memento@127.0.0.1:1/memento", "EMBEDDING_PROVIDER": "hash",
-    })
+    done = run_without(
+        ["psycopg", "psycopg_pool", "pgvector"],
+        args,
+        {"DATABASE_URL": "postgresql://memento@127.0.0.1:1/memento", "EMBEDDING_PROVIDER": "hash"},
+    )
     assert done.returncode != 0
     assert "needs the optional 'postgres' dependencies" in done.stderr and "[postgres]'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "ModuleNotFoundError" not in done.stderr
 
 
 def test_redis_enabled_without_the_redis_extra_names_the_extra(tmp_path: Path) -> None:
-    done = run_without(["redis"], ["serve", "--transport", "stdio"], {
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}", "REDIS_ENABLED": "true", "EMBEDDING_PROVIDER": "hash",
-    })
+    done = run_without(
+        ["redis"],
+        ["serve", "--transport", "stdio"],
+        {"DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}", "REDIS_ENABLED": "true", "EMBEDDING_PROVIDER": "hash"},
+    )
     assert done.returncode != 0
     assert "REDIS_ENABLED=true needs the optional 'redis' dependencies" in done.stderr and "[redis]'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

@@ -8,14 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memento.analysis import extract_keywords
-from memento.factory import (
-    FragmentFactory,
-    TokenCounter,
-    content_hash,
-    infer_ttl,
-    new_fragment_id,
-    truncate,
-)
+from memento.factory import FragmentFactory, TokenCounter, content_hash, infer_ttl, new_fragment_id, truncate
 from memento.models import FragmentType, TTLTier
 from memento.redaction import redact_pii
 
@@ -23,8 +16,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
-    ("type_", "importance"),
-    [("preference", 0.95), ("error", 0.9), ("decision", 0.8), ("procedure", 0.7), ("relation", 0.6), ("fact", 0.5)],
+    ("type_", "importance"), [("preference", 0.95), ("error", 0.9), ("decision", 0.8), ("procedure", 0.7), ("relation", 0.6), ("fact", 0.5)]
 )
 def test_importance_defaults_per_type(type_: str, importance: float) -> None:
     draft = FragmentFactory().draft(content="x y z", topic="t", type_=FragmentType(type_), created_at=NOW)
@@ -58,10 +50,7 @@ def test_emails_are_redacted() -> None:
     assert redact_pii("write to jane.doe+x@example.co.kr today") == "write to [REDACTED_EMAIL] today"
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["password: hunter2", "passwd=hunter2", "PWD = hunter2", "비밀번호: hunter2", "비번=hunter2"],
-)
+@pytest.mark.parametrize("text", ["password: hunter2", "passwd=hunter2", "PWD = hunter2", "비밀번호: hunter2", "비번=hunter2"])
 def test_password_values_are_redacted(text: str) -> None:
     out = redact_pii(text)
     assert "hunter2" not in out and "[REDACTED_PWD]" in out
@@ -103,7 +92,9 @@ def test_korean_keywords_drop_particles_and_stopwords() -> None:
 
 
 def test_given_keywords_are_normalised_not_extracted() -> None:
-    draft = FragmentFactory().draft(content="anything", topic="t", type_=FragmentType.FACT, keywords=[" Redis ", "redis", "Cache"], created_at=NOW)
+    draft = FragmentFactory().draft(
+        content="anything", topic="t", type_=FragmentType.FACT, keywords=[" Redis ", "redis", "Cache"], created_at=NOW
+    )
     assert draft.keywords == ["redis", "cache"]
 
 

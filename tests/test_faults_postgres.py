@@ -69,18 +69,18 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> CallTool
         return await client.call_tool(tool, arguments)
 
 
-async def test_postgres_restart_is_a_clear_error_then_recovers_without_restarting_memento(
-    app: App, outage: PostgresServer
-) -> None:
+async def test_postgres_restart_is_a_clear_error_then_recovers_without_restarting_memento(app: App, outage: PostgresServer) -> None:
     async with serving(app) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
         async with Client(url + "/mcp", read_timeout_seconds=TIMEOUT_S) as client:
             before = data(await call(client, "remember", remember("Stored before the PostgreSQL restart")))
             assert (await http.get(url + "/health")).status_code == 200
 
             outage.stop()
-            for tool, arguments in (("remember", remember("Stored while PostgreSQL is down")),
-                                    ("recall", {"keywords": ["outage"]}),
-                                    ("memory_stats", {})):
+            for tool, arguments in (
+                ("remember", remember("Stored while PostgreSQL is down")),
+                ("recall", {"keywords": ["outage"]}),
+                ("memory_stats", {}),
+            ):
                 code, message, _ = error_of(await call(client, tool, arguments))
                 assert code == "unavailable", (tool, message)
                 assert "database" in message and "unavailable" in message, message

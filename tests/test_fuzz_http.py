@@ -196,7 +196,12 @@ def test_fuzzed_get_and_delete_answer_with_the_spec_status(server: HttpServer, h
     sessions = {version: open_session(http, version) for version in VERSIONS}
     seen: list[int] = []
 
-    @given(method=st.sampled_from(["GET", "DELETE", "PUT"]), version=st.sampled_from(VERSIONS), case=st.sampled_from(HEADER_CASES), junk=junk_headers)
+    @given(
+        method=st.sampled_from(["GET", "DELETE", "PUT"]),
+        version=st.sampled_from(VERSIONS),
+        case=st.sampled_from(HEADER_CASES),
+        junk=junk_headers,
+    )
     @fuzz_settings(factor=1)
     def one(method: str, version: str, case: str, junk: str) -> None:
         headers = spoil(sessions[version], case, junk)

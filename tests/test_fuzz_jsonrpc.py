@@ -174,5 +174,7 @@ def test_the_protocol_core_answers_every_message_exactly_once(app: App, portal: 
     one()
     assert tally.failures() == {}, tally.failures()
     assert portal.call(server.handle, {"jsonrpc": "2.0", "id": "last", "method": "ping"}, session) == {
-        "jsonrpc": "2.0", "id": "last", "result": {}
+        "jsonrpc": "2.0",
+        "id": "last",
+        "result": {},
     }

@@ -21,6 +21,7 @@ from mcp_helpers import server_env
 
 pytestmark = pytest.mark.slow
 
+
 def start(folder: Path, version: str) -> StdioPeer:
     peer = StdioPeer(server_env(folder / "memento.db"), folder / "server.log")
     peer.send(json.dumps(initialize(version)).encode())

@@ -27,8 +27,7 @@ DEADLINE_S = 30.0
 
 @contextlib.contextmanager
 def serving(tmp_path: Path, **settings: str) -> Iterator[HttpServer]:
-    env = {**server_env(tmp_path / "m.db"), "MEMENTO_ACCESS_KEY": KEY,
-           "MEMENTO_MAX_BODY_BYTES": str(LIMIT), **settings}
+    env = {**server_env(tmp_path / "m.db"), "MEMENTO_ACCESS_KEY": KEY, "MEMENTO_MAX_BODY_BYTES": str(LIMIT), **settings}
     server = start_http_server(env, tmp_path / "server.log")
     try:
         yield server
@@ -37,8 +36,12 @@ def serving(tmp_path: Path, **settings: str) -> Iterator[HttpServer]:
 
 
 def initialize(version: str = "2025-11-25") -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "limits", "version": "0"}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "limits", "version": "0"}},
+    }
 
 
 def legacy_session(server: HttpServer) -> tuple[Any, str]:
@@ -54,8 +57,19 @@ def legacy_session(server: HttpServer) -> tuple[Any, str]:
     return sock, session_id
 
 
-ROUTES = ["/mcp", "/message?sessionId=x", "/sse", "/register", "/token", "/revoke", "/authorize",
-          "/health", "/metrics", "/.well-known/oauth-authorization-server", "/nowhere"]
+ROUTES = [
+    "/mcp",
+    "/message?sessionId=x",
+    "/sse",
+    "/register",
+    "/token",
+    "/revoke",
+    "/authorize",
+    "/health",
+    "/metrics",
+    "/.well-known/oauth-authorization-server",
+    "/nowhere",
+]
 
 
 @pytest.mark.slow
@@ -138,14 +152,18 @@ def test_a_body_that_stalls_gets_408_and_the_connection_closed(tmp_path: Path) -
 
 
 def _ping(http: httpx.Client, session: str) -> int:
-    reply = http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
-                      headers={**BOTH, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+    reply = http.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        headers={**BOTH, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"},
+    )
     return reply.status_code
 
 
 @pytest.mark.slow
 def test_sessions_are_capped_and_the_least_recently_used_idle_one_is_ended(tmp_path: Path) -> None:
     with serving(tmp_path, MEMENTO_MAX_SESSIONS="3") as server, httpx.Client(base_url=server.url, timeout=DEADLINE_S) as http:
+
         def open_session() -> str:
             reply = http.post("/mcp", json=initialize(), headers=BOTH)
             assert reply.status_code == 200, reply.text

@@ -49,17 +49,42 @@ KEYS = [
 # B's memories: every marker is a string that must never reach A.
 B_TOPIC = "zanzibar-vault"
 B_FRAGMENTS = [
-    {"content": "The zanzibar vault combination is quokka marmalade seven", "topic": B_TOPIC,
-     "type": "fact", "keywords": ["quokkasecret", "zanzibar"]},
-    {"content": "Zanzibar deploys fail with FlamingoOverflow when the vault rotates", "topic": B_TOPIC,
-     "type": "error", "keywords": ["flamingooverflow", "zanzibar"]},
-    {"content": "Agent B prefers the narwhal pipeline for zanzibar releases", "topic": "narwhal-prefs",
-     "type": "preference", "keywords": ["narwhalpipe"]},
+    {
+        "content": "The zanzibar vault combination is quokka marmalade seven",
+        "topic": B_TOPIC,
+        "type": "fact",
+        "keywords": ["quokkasecret", "zanzibar"],
+    },
+    {
+        "content": "Zanzibar deploys fail with FlamingoOverflow when the vault rotates",
+        "topic": B_TOPIC,
+        "type": "error",
+        "keywords": ["flamingooverflow", "zanzibar"],
+    },
+    {
+        "content": "Agent B prefers the narwhal pipeline for zanzibar releases",
+        "topic": "narwhal-prefs",
+        "type": "preference",
+        "keywords": ["narwhalpipe"],
+    },
 ]
-B_MARKERS = ["zanzibar", "Zanzibar", "quokka", "marmalade", "FlamingoOverflow", "flamingooverflow",
-             "narwhal", "quokkasecret", "narwhalpipe"]
-A_FRAGMENT = {"content": "Agent A runs the penguin build on Tuesdays", "topic": "penguin-builds",
-              "type": "procedure", "keywords": ["penguin"]}
+B_MARKERS = [
+    "zanzibar",
+    "Zanzibar",
+    "quokka",
+    "marmalade",
+    "FlamingoOverflow",
+    "flamingooverflow",
+    "narwhal",
+    "quokkasecret",
+    "narwhalpipe",
+]
+A_FRAGMENT = {
+    "content": "Agent A runs the penguin build on Tuesdays",
+    "topic": "penguin-builds",
+    "type": "procedure",
+    "keywords": ["penguin"],
+}
 WRITE_TOOLS = ("remember", "amend", "forget", "link", "reflect", "tool_feedback", "memory_consolidate")
 
 
@@ -78,8 +103,10 @@ def pool_mode(request: pytest.FixtureRequest) -> str:
 def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str, pool_mode: str) -> Iterator[HttpServer]:
     folder = tmp_path_factory.mktemp("isolation")
     env = {
-        **server_env(module_store_env(folder)), "MEMENTO_KEYS": json.dumps(KEYS),
-        "MEMENTO_ACCESS_KEY": OPERATOR_KEY, "MEMENTO_SHARED_POOL": pool_mode,
+        **server_env(module_store_env(folder)),
+        "MEMENTO_KEYS": json.dumps(KEYS),
+        "MEMENTO_ACCESS_KEY": OPERATOR_KEY,
+        "MEMENTO_SHARED_POOL": pool_mode,
     }
     running = start_http_server(env, folder / "server.log")
     try:
@@ -210,9 +237,15 @@ async def test_isolation_matrix(server: HttpServer) -> None:
         own = data(await a.tool("remember", A_FRAGMENT))["id"]
 
         # recall by text, keywords, topic, type; with B's agentId refused
-        for query in ({"text": "zanzibar vault combination"}, {"keywords": ["zanzibar", "quokkasecret"]},
-                      {"topic": B_TOPIC}, {"type": "fact"}, {"type": "error"}, {"text": "narwhal pipeline"},
-                      {"keywords": ["penguin"], "includeLinks": True}):
+        for query in (
+            {"text": "zanzibar vault combination"},
+            {"keywords": ["zanzibar", "quokkasecret"]},
+            {"topic": B_TOPIC},
+            {"type": "fact"},
+            {"type": "error"},
+            {"text": "narwhal pipeline"},
+            {"keywords": ["penguin"], "includeLinks": True},
+        ):
             found = data(await a.tool("recall", query))
             assert all(f["agentId"] in ("agent-a", "default") for f in found["fragments"])
         assert_code(await a.tool("recall", {"text": "zanzibar", "agentId": "agent-b"}), "forbidden")
@@ -256,10 +289,14 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             await a.call(f"read {uri}", [], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh"))
         for value in (b_ids[0], fake):
             uri = f"memory://fragments/{value}"
-            assert isinstance(await a.call(f"read {uri}", [uri, value], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh")), MCPError)
+            assert isinstance(
+                await a.call(f"read {uri}", [uri, value], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh")), MCPError
+            )
         for topic in (B_TOPIC, "narwhal-prefs"):
             uri = f"memory://topics/{topic}"
-            assert isinstance(await a.call(f"read {uri}", [uri, topic], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh")), MCPError)
+            assert isinstance(
+                await a.call(f"read {uri}", [uri, topic], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh")), MCPError
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)  # still in 2025-11-25
             for uri in (f"memory://fragments/{b_ids[0]}", f"memory://topics/{B_TOPIC}"):
@@ -267,23 +304,42 @@ async def test_isolation_matrix(server: HttpServer) -> None:
 
         # prompts: memory_injection must not inject B's memories; session_start neither
         for question in ("zanzibar vault combination", "narwhal pipeline releases", "FlamingoOverflow"):
-            injected = await a.call(f"prompt memory_injection {question}", [question],
-                                    lambda q=question: a_client.get_prompt("memory_injection", {"query": q}))
+            injected = await a.call(
+                f"prompt memory_injection {question}", [question], lambda q=question: a_client.get_prompt("memory_injection", {"query": q})
+            )
             assert "No stored memories matched" in dump(injected) or "penguin" in dump(injected)
-        await a.call("prompt memory_injection topic", [B_TOPIC],
-                     lambda: a_client.get_prompt("memory_injection", {"query": "vault", "topic": B_TOPIC}))
+        await a.call(
+            "prompt memory_injection topic",
+            [B_TOPIC],
+            lambda: a_client.get_prompt("memory_injection", {"query": "vault", "topic": B_TOPIC}),
+        )
         await a.call("prompt session_start", [], lambda: a_client.get_prompt("session_start", {}))
 
         # completion: neither B's fragment ids nor B's topics
         for prefix in ("", "frag-", b_ids[0][:8]):
-            done = await a.call(f"complete id {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
-                ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"), {"name": "id", "value": p}))
+            done = await a.call(
+                f"complete id {prefix!r}",
+                [prefix] if prefix else [],
+                lambda p=prefix: a_client.complete(
+                    ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"), {"name": "id", "value": p}
+                ),
+            )
             assert all(v == own or v.startswith(prefix) and v not in b_ids for v in done.completion.values)
         for prefix in ("", "z", "n", "zan"):
-            await a.call(f"complete topic {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
-                ResourceTemplateReference(type="ref/resource", uri="memory://topics/{topic}"), {"name": "topic", "value": p}))
-            await a.call(f"complete prompt topic {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
-                PromptReference(type="ref/prompt", name="memory_injection"), {"name": "topic", "value": p}))
+            await a.call(
+                f"complete topic {prefix!r}",
+                [prefix] if prefix else [],
+                lambda p=prefix: a_client.complete(
+                    ResourceTemplateReference(type="ref/resource", uri="memory://topics/{topic}"), {"name": "topic", "value": p}
+                ),
+            )
+            await a.call(
+                f"complete prompt topic {prefix!r}",
+                [prefix] if prefix else [],
+                lambda p=prefix: a_client.complete(
+                    PromptReference(type="ref/prompt", name="memory_injection"), {"name": "topic", "value": p}
+                ),
+            )
         assert len(a.seen) > 60
         a_before = await snapshot(a_client)
 
@@ -330,6 +386,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
 
 # ---------------------------------------------------------------- working memory and sessions
 
+
 async def own_session_id(client: Client) -> str:
     """The client's MCP session id, as the server lists the session's working memory."""
     listed = await client.list_resources(cache_mode="refresh")
@@ -348,10 +405,18 @@ async def working_ids(client: Client, session: str) -> list[str]:
 async def test_an_agent_key_never_reads_the_operators_working_memory(server: HttpServer) -> None:
     async with connect(server, OPERATOR_KEY) as op:
         op_session = await own_session_id(op)
-        secret = data(await op.call_tool("remember", {
-            "content": "Operator scratch: the pelican ledger key is 4471", "topic": "pelican-ops",
-            "type": "fact", "keywords": ["pelicanledger"], "scope": "session",
-        }))["id"]
+        secret = data(
+            await op.call_tool(
+                "remember",
+                {
+                    "content": "Operator scratch: the pelican ledger key is 4471",
+                    "topic": "pelican-ops",
+                    "type": "fact",
+                    "keywords": ["pelicanledger"],
+                    "scope": "session",
+                },
+            )
+        )["id"]
         assert secret in [f["id"] for f in data(await op.call_tool("recall", {"keywords": ["pelicanledger"]}))["fragments"]]
 
         async with connect(server, KEY_A) as a_client:
@@ -362,19 +427,32 @@ async def test_an_agent_key_never_reads_the_operators_working_memory(server: Htt
             assert_code(await a.tool("context", {"sessionId": op_session}), "forbidden")
             assert data(await a.tool("context", {"types": ["fact"]}))["workingMemory"] == []
             assert data(await a.tool("memory_stats", {}))["workingMemory"] == 0
-            planted = {"content": "planted in the operator's session", "topic": "t", "type": "fact",
-                       "scope": "session", "sessionId": op_session}
+            planted = {
+                "content": "planted in the operator's session",
+                "topic": "t",
+                "type": "fact",
+                "scope": "session",
+                "sessionId": op_session,
+            }
             assert_code(await a.tool("remember", planted), "forbidden")
             for uri in (working_memory_uri(op_session), f"memory://fragments/{secret}"):
                 got = await a.call(f"read {uri}", [uri], lambda uri=uri: a_client.read_resource(uri, cache_mode="refresh"))
                 assert isinstance(got, MCPError)
             template = ResourceTemplateReference(type="ref/resource", uri="memory://sessions/{sessionId}/working-memory")
             for prefix in ("", op_session[:3]):
-                done = await a.call(f"complete sessionId {prefix!r}", [prefix] if prefix else [], lambda p=prefix: a_client.complete(
-                    template, {"name": "sessionId", "value": p}))
+                done = await a.call(
+                    f"complete sessionId {prefix!r}",
+                    [prefix] if prefix else [],
+                    lambda p=prefix: a_client.complete(template, {"name": "sessionId", "value": p}),
+                )
                 assert op_session not in done.completion.values
-            done = await a.call("complete id ''", [], lambda: a_client.complete(
-                ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"), {"name": "id", "value": ""}))
+            done = await a.call(
+                "complete id ''",
+                [],
+                lambda: a_client.complete(
+                    ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"), {"name": "id", "value": ""}
+                ),
+            )
             assert secret not in done.completion.values
 
         # nothing of it changed, and it is still the operator's
@@ -384,7 +462,9 @@ async def test_an_agent_key_never_reads_the_operators_working_memory(server: Htt
 async def test_a_session_id_is_its_first_namespaces_and_its_end_takes_only_its_rows(server: HttpServer) -> None:
     scratch = {"topic": "heron", "type": "fact", "scope": "session"}
     async with connect(server, KEY_B) as b:
-        b_task = data(await b.call_tool("remember", {**scratch, "content": "B scratch: heron queue drained", "sessionId": "heron-task"}))["id"]
+        b_task = data(await b.call_tool("remember", {**scratch, "content": "B scratch: heron queue drained", "sessionId": "heron-task"}))[
+            "id"
+        ]
         async with connect(server, KEY_A) as a:
             a_session = await own_session_id(a)
             # B names A's live MCP session before A wrote anything: B's rows, in B's namespace
@@ -395,8 +475,11 @@ async def test_a_session_id_is_its_first_namespaces_and_its_end_takes_only_its_r
             assert_code(await b.call_tool("remember", {**scratch, "content": "B again under A's id", "sessionId": a_session}), "forbidden")
             assert_code(await b.call_tool("context", {"sessionId": a_session}), "forbidden")
             assert_code(await a.call_tool("remember", {**scratch, "content": "A in B's session", "sessionId": "heron-task"}), "forbidden")
-            for name, args in (("recall", {"text": "heron", "sessionId": "heron-task"}), ("context", {"sessionId": "heron-task"}),
-                               ("reflect", {"summary": "A reflects on B's task", "sessionId": "heron-task"})):
+            for name, args in (
+                ("recall", {"text": "heron", "sessionId": "heron-task"}),
+                ("context", {"sessionId": "heron-task"}),
+                ("reflect", {"summary": "A reflects on B's task", "sessionId": "heron-task"}),
+            ):
                 assert_code(await a.call_tool(name, args), "forbidden")
         # A's MCP session has ended (DELETE): A's working memory went, B's stayed, even under A's id
         assert await working_ids(b, "heron-task") == [b_task]
@@ -419,10 +502,17 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
     async with connect(server, OPERATOR_KEY) as op:
         plain = data(await op.call_tool("remember", {**fact, "content": "Releases are tagged vMAJOR.MINOR"}))["id"]
         anchor = data(await op.call_tool("remember", {**fact, "content": "Production lives in eu-west-1", "isAnchor": True}))["id"]
-        stale = data(await op.call_tool("remember", {
-            "topic": POOL_TOPIC, "type": "episode", "content": "The 2019 outage post-mortem",
-            "createdAt": (datetime.now(UTC) - timedelta(days=40)).isoformat(),
-        }))["id"]
+        stale = data(
+            await op.call_tool(
+                "remember",
+                {
+                    "topic": POOL_TOPIC,
+                    "type": "episode",
+                    "content": "The 2019 outage post-mortem",
+                    "createdAt": (datetime.now(UTC) - timedelta(days=40)).isoformat(),
+                },
+            )
+        )["id"]
         pool_before = await snapshot(op)
 
     async with connect(server, KEY_A) as a:

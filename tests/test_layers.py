@@ -11,13 +11,29 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "memento"
 
 LAYERS = {
-    "memento": 0, "memento.errors": 0, "memento.models": 0, "memento.results": 0, "memento.settings": 0, "memento.analysis": 0,
-    "memento.storage": 1, "memento.embeddings": 1,
-    "memento.factory": 2, "memento.vectorizer": 2, "memento.retrieval": 2, "memento.lifecycle": 2, "memento.access": 2,
-    "memento.service": 3, "memento.app": 3, "memento.auth": 3, "memento.ops": 3, "memento.migrate": 3,
+    "memento": 0,
+    "memento.errors": 0,
+    "memento.models": 0,
+    "memento.results": 0,
+    "memento.settings": 0,
+    "memento.analysis": 0,
+    "memento.storage": 1,
+    "memento.embeddings": 1,
+    "memento.factory": 2,
+    "memento.vectorizer": 2,
+    "memento.retrieval": 2,
+    "memento.lifecycle": 2,
+    "memento.access": 2,
+    "memento.service": 3,
+    "memento.app": 3,
+    "memento.auth": 3,
+    "memento.ops": 3,
+    "memento.migrate": 3,
     "memento.endpoint": 3,
     "memento.mcp": 4,
-    "memento.web": 5, "memento.cli": 5, "memento.__main__": 5,
+    "memento.web": 5,
+    "memento.cli": 5,
+    "memento.__main__": 5,
 }
 TOP = {"memento.web", "memento.cli", "memento.__main__"}
 # Siblings on one layer that must not know each other.

@@ -97,8 +97,19 @@ def test_contradictions_are_reported_not_resolved(service: MemoryService) -> Non
 
 def test_consolidation_returns_every_stage(service: MemoryService) -> None:
     result = consolidate(service)
-    for stage in ("hotToWarm", "warmToCold", "expired", "decayed", "deduplicated", "contradictions",
-                  "orphanLinksPruned", "utilityRecomputed", "embeddingsBackfilled", "workingMemoryExpired", "statistics"):
+    for stage in (
+        "hotToWarm",
+        "warmToCold",
+        "expired",
+        "decayed",
+        "deduplicated",
+        "contradictions",
+        "orphanLinksPruned",
+        "utilityRecomputed",
+        "embeddingsBackfilled",
+        "workingMemoryExpired",
+        "statistics",
+    ):
         assert stage in result.dump()
 
 

@@ -21,9 +21,23 @@ TOOLS = {"remember", "recall", "context", "amend", "link", "forget", "memory_sta
 def test_concurrent_clients_with_mixed_tools_see_no_errors(tmp_path: Path) -> None:
     summary_file = tmp_path / "load.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "load.py"), "--setup", "sqlite", "--clients", "3", "--seconds", "4",
-         "--json", str(summary_file)],
-        cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "load.py"),
+            "--setup",
+            "sqlite",
+            "--clients",
+            "3",
+            "--seconds",
+            "4",
+            "--json",
+            str(summary_file),
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(summary_file.read_text())

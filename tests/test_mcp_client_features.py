@@ -12,14 +12,7 @@ from mcp_fakes import FakeContext, FakeHub, FakeSession
 from memento.app import App, build_app
 from memento.errors import Unavailable
 from memento.mcp.client_features import confirm_forget, sample
-from memento.mcp.fixtures import (
-    FIXTURE_PROMPTS,
-    FIXTURE_RESOURCES,
-    FIXTURE_TEMPLATES,
-    FIXTURE_TOOLS,
-    FIXTURE_TOOLS_BY_NAME,
-    install,
-)
+from memento.mcp.fixtures import FIXTURE_PROMPTS, FIXTURE_RESOURCES, FIXTURE_TEMPLATES, FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME, install
 from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.prompts import PromptsFeature
 from memento.mcp.registry import default_features
@@ -58,8 +51,9 @@ async def test_forget_asks_and_proceeds_when_the_user_confirms(app: App) -> None
     assert "2 fragments" in params["message"] and params["requestedSchema"]["properties"]["confirm"]["type"] == "boolean"
 
 
-@pytest.mark.parametrize("reply", [answer("decline"), answer("cancel"), answer("accept", False),
-                                   {"elicitation/create": JsonRpcError(-32600, "no")}])
+@pytest.mark.parametrize(
+    "reply", [answer("decline"), answer("cancel"), answer("accept", False), {"elicitation/create": JsonRpcError(-32600, "no")}]
+)
 async def test_forget_is_refused_unless_confirmed(app: App, reply: dict[str, Any]) -> None:
     fid = remember(app, "temporary note")
     ctx = FakeContext(FakeSession("s1", client_capabilities=ELICIT), answers=reply)
@@ -115,8 +109,7 @@ async def _served_surface(settings: Settings) -> dict[str, set[str]]:
             names: set[str] = set()
             params: dict[str, Any] = {}
             for request_id in range(2, 100):  # pages, bounded
-                reply = await server.handle({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
-                                            session, sink)
+                reply = await server.handle({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, session, sink)
                 assert isinstance(reply, dict) and "result" in reply, reply
                 names |= {str(item[field]) for item in reply["result"][key]}
                 if not reply["result"].get("nextCursor"):
@@ -124,9 +117,16 @@ async def _served_surface(settings: Settings) -> dict[str, set[str]]:
                 params = {"cursor": reply["result"]["nextCursor"]}
             raise AssertionError(f"{method} kept paging")
 
-        init = await server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
-            session, sink)
+        init = await server.handle(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+            },
+            session,
+            sink,
+        )
         assert isinstance(init, dict) and "result" in init, init
         await server.handle({"jsonrpc": "2.0", "method": "notifications/initialized"}, session, sink)
         return {
@@ -168,10 +168,14 @@ async def test_fixtures_are_off_by_default(monkeypatch: pytest.MonkeyPatch, tmp_
 
 async def test_fixture_tools_answer_as_the_suite_expects() -> None:
     session = FakeSession("s1", client_capabilities={"sampling": {}, "elicitation": {}})
-    ctx = FakeContext(session, meta={"progressToken": "p1"}, answers={
-        "sampling/createMessage": {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"},
-        "elicitation/create": {"action": "accept", "content": {"username": "u", "email": "e"}},
-    })
+    ctx = FakeContext(
+        session,
+        meta={"progressToken": "p1"},
+        answers={
+            "sampling/createMessage": {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"},
+            "elicitation/create": {"action": "accept", "content": {"username": "u", "email": "e"}},
+        },
+    )
     tools = FIXTURE_TOOLS_BY_NAME
     assert (await tools["test_simple_text"].call(ctx, {}))["content"][0]["text"] == "This is a simple text response for testing."
     assert (await tools["test_error_handling"].call(ctx, {}))["isError"] is True
@@ -198,5 +202,7 @@ async def test_fixture_resources_and_prompts_join_their_features(app: App) -> No
     assert read["contents"][0]["text"] == '{"id":"123","templateTest":true,"data":"Data for ID: 123"}'
     binary = await resources.handlers()["resources/read"](ctx, {"uri": "test://static-binary"})
     assert binary["contents"][0]["mimeType"] == "image/png" and binary["contents"][0]["blob"]
-    got = await prompts.handlers()["prompts/get"](ctx, {"name": "test_prompt_with_arguments", "arguments": {"arg1": "hello", "arg2": "world"}})
+    got = await prompts.handlers()["prompts/get"](
+        ctx, {"name": "test_prompt_with_arguments", "arguments": {"arg1": "hello", "arg2": "world"}}
+    )
     assert got["messages"][0]["content"]["text"] == "Prompt with arguments: arg1='hello', arg2='world'"

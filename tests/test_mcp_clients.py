@@ -30,6 +30,7 @@ from memento.settings import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -99,56 +100,21 @@ async def exercise_every_tool(client: Client) -> None:
             },
         )
     )
-    fact = data(
-        await client.call_tool(
-            "remember",
-            {
-                "content": "Staging uses the eu-west-1 region",
-                "topic": "infra",
-                "type": "fact",
-            },
-        )
-    )
+    fact = data(await client.call_tool("remember", {"content": "Staging uses the eu-west-1 region", "topic": "infra", "type": "fact"}))
     note = data(
         await client.call_tool(
-            "remember",
-            {
-                "content": "Currently bisecting the flaky login test",
-                "topic": "work",
-                "type": "episode",
-                "scope": "session",
-            },
+            "remember", {"content": "Currently bisecting the flaky login test", "topic": "work", "type": "episode", "scope": "session"}
         )
     )
     assert error["created"] and fix["created"] and fact["created"]
     assert note["fragment"]["scope"] == "session"
-    again = data(
-        await client.call_tool(
-            "remember",
-            {
-                "content": "Staging uses the eu-west-1 region",
-                "topic": "infra",
-                "type": "fact",
-            },
-        )
-    )
+    again = data(await client.call_tool("remember", {"content": "Staging uses the eu-west-1 region", "topic": "infra", "type": "fact"}))
     assert again["created"] is False and again["id"] == fact["id"]
 
-    linked = data(
-        await client.call_tool(
-            "link",
-            {
-                "fromId": error["id"],
-                "toId": fix["id"],
-                "relationType": "resolved_by",
-            },
-        )
-    )
+    linked = data(await client.call_tool("link", {"fromId": error["id"], "toId": fix["id"], "relationType": "resolved_by"}))
     assert linked["relationType"] == "resolved_by"
 
-    recalled = data(
-        await client.call_tool("recall", {"keywords": ["postgres"], "topic": "database"})
-    )
+    recalled = data(await client.call_tool("recall", {"keywords": ["postgres"], "topic": "database"}))
     assert {error["id"], fix["id"]} <= {f["id"] for f in recalled["fragments"]}
     by_text = data(await client.call_tool("recall", {"text": "which region does staging run in?"}))
     assert fact["id"] in {f["id"] for f in by_text["fragments"]}
@@ -168,10 +134,7 @@ async def exercise_every_tool(client: Client) -> None:
                 "summary": "Diagnosed the postgres outage after node restarts",
                 "decisions": ["Run pgbouncer as a DaemonSet"],
                 "open_questions": ["Why does the node restart drop pooled connections?"],
-                "task_effectiveness": {
-                    "overall_success": True,
-                    "tool_highlights": ["graph_explore"],
-                },
+                "task_effectiveness": {"overall_success": True, "tool_highlights": ["graph_explore"]},
             },
         )
     )
@@ -179,13 +142,7 @@ async def exercise_every_tool(client: Client) -> None:
 
     feedback = data(
         await client.call_tool(
-            "tool_feedback",
-            {
-                "tool_name": "recall",
-                "relevant": True,
-                "sufficient": False,
-                "suggestion": "rank fixes higher",
-            },
+            "tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": False, "suggestion": "rank fixes higher"}
         )
     )
     assert feedback["success"] is True
@@ -201,9 +158,7 @@ async def exercise_every_tool(client: Client) -> None:
     assert data(await client.call_tool("memory_stats", {}))["total"] == 5
 
     # Bad input is a readable tool error and leaves the store untouched.
-    text = error_text(
-        await client.call_tool("remember", {"content": "x", "topic": "t", "type": "rumour"})
-    )
+    text = error_text(await client.call_tool("remember", {"content": "x", "topic": "t", "type": "rumour"}))
     assert "type" in text and "invalid_argument" in text
     text = error_text(await client.call_tool("amend", {"id": fix["id"], "importance": 7}))
     assert "importance" in text
@@ -219,12 +174,8 @@ async def exercise_every_tool(client: Client) -> None:
 
 
 @pytest.mark.backends("sqlite", "postgres+redis")
-async def test_every_tool_over_stdio(
-    server_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    params = StdioServerParameters(
-        command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=server_env
-    )
+async def test_every_tool_over_stdio(server_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=server_env)
     async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
         await exercise_every_tool(client)
     # Closing stdin ended the session cleanly: its working memory was expunged on the way out.
@@ -263,11 +214,7 @@ INIT = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 BOTH = {"Accept": "application/json, text/event-stream"}
 
@@ -278,9 +225,7 @@ def open_session(http: httpx.Client, url: str) -> str:
     assert reply.json()["result"]["protocolVersion"] == "2025-06-18"
     session_id = reply.headers["mcp-session-id"]
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert (
-        http.post(url, json=note, headers={**BOTH, "Mcp-Session-Id": session_id}).status_code == 202
-    )
+    assert http.post(url, json=note, headers={**BOTH, "Mcp-Session-Id": session_id}).status_code == 202
     return session_id
 
 
@@ -297,37 +242,22 @@ def test_http_session_rules(http_server: HttpServer) -> None:
         assert missing.status_code == 404 and missing.json()["error"]["code"] == -32600
         assert http.post(url, json=ping, headers=with_session).json()["result"] == {}
 
-        sse_only = http.post(
-            url, json=ping, headers={"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
-        )
+        sse_only = http.post(url, json=ping, headers={"Accept": "text/event-stream", "Mcp-Session-Id": session_id})
         assert sse_only.status_code == 406  # a POST must accept both JSON and SSE
         prefers_sse = http.post(
-            url,
-            json=ping,
-            headers={
-                "Accept": "application/json;q=0.5, text/event-stream",
-                "Mcp-Session-Id": session_id,
-            },
+            url, json=ping, headers={"Accept": "application/json;q=0.5, text/event-stream", "Mcp-Session-Id": session_id}
         )
         assert prefers_sse.headers["content-type"].startswith("text/event-stream")
         assert "event: message\n" in prefers_sse.text
         assert json.loads(prefers_sse.text.split("data: ", 1)[1])["result"] == {}
 
-        no_json = http.post(
-            url, json=ping, headers={"Accept": "text/html", "Mcp-Session-Id": session_id}
-        )
+        no_json = http.post(url, json=ping, headers={"Accept": "text/html", "Mcp-Session-Id": session_id})
         assert no_json.status_code == 406
-        garbage = http.post(
-            url, content=b"{not json", headers={**with_session, "Content-Type": "application/json"}
-        )
+        garbage = http.post(url, content=b"{not json", headers={**with_session, "Content-Type": "application/json"})
         assert garbage.status_code == 400 and garbage.json()["error"]["code"] == -32700
-        bad_version = http.post(
-            url, json=ping, headers={**with_session, "MCP-Protocol-Version": "1999-01-01"}
-        )
+        bad_version = http.post(url, json=ping, headers={**with_session, "MCP-Protocol-Version": "1999-01-01"})
         assert bad_version.status_code == 400
-        foreign = http.post(
-            url, json=ping, headers={**with_session, "Origin": "https://evil.example"}
-        )
+        foreign = http.post(url, json=ping, headers={**with_session, "Origin": "https://evil.example"})
         assert foreign.status_code == 403
         assert http.put(url, json=ping, headers=with_session).status_code == 405
 

@@ -87,14 +87,11 @@ class Peer:
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         self.next_id += 1
-        return await self.send(
-            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}}
-        )
+        return await self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}})
 
     async def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
         reply = await self.request(
-            "initialize",
-            {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+            "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
         )
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         result: dict[str, Any] = reply["result"]
@@ -123,10 +120,7 @@ async def test_capabilities_and_tool_shapes_follow_the_version(app: App, version
         hints = {tool["name"]: tool["annotations"] for tool in tools}
         assert hints["recall"]["readOnlyHint"] is True
         assert hints["forget"]["destructiveHint"] is True
-        assert all(
-            set(h) >= {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-            for h in hints.values()
-        )
+        assert all(set(h) >= {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for h in hints.values())
 
     bad = (await peer.request("tools/call", {"name": "remember", "arguments": {}}))["result"]
     assert bad["isError"] is True and "content" in bad["content"][0]["text"]
@@ -145,16 +139,12 @@ async def test_discover_before_initialize_is_method_not_found(app: App) -> None:
 async def test_context_progress_logging_and_standalone_notify(app: App) -> None:
     peer = Peer(McpServer(app, features=[Probe()]))
     await peer.initialize()
-    await peer.send(
-        {"jsonrpc": "2.0", "id": "r", "method": "probe/report", "params": {"_meta": {"progressToken": "tok"}}}
-    )
+    await peer.send({"jsonrpc": "2.0", "id": "r", "method": "probe/report", "params": {"_meta": {"progressToken": "tok"}}})
     methods = [m["method"] for m in peer.related]
     assert methods == ["notifications/progress", "notifications/message"]  # debug filtered at info
     assert peer.related[0]["params"] == {"progressToken": "tok", "progress": 1, "total": 2, "message": "half"}
     assert peer.related[1]["params"] == {"level": "error", "logger": "memento", "data": "loud"}
-    assert peer.standalone == [
-        {"jsonrpc": "2.0", "method": "notifications/probe", "params": {"session": peer.session.id}}
-    ]
+    assert peer.standalone == [{"jsonrpc": "2.0", "method": "notifications/probe", "params": {"session": peer.session.id}}]
 
     peer.related.clear()
     assert (await peer.request("logging/setLevel", {"level": "debug"}))["result"] == {}
@@ -167,9 +157,7 @@ async def test_context_progress_logging_and_standalone_notify(app: App) -> None:
 async def test_2024_11_05_progress_has_no_message(app: App) -> None:
     peer = Peer(McpServer(app, features=[Probe()]))
     await peer.initialize("2024-11-05")
-    await peer.send(
-        {"jsonrpc": "2.0", "id": 9, "method": "probe/report", "params": {"_meta": {"progressToken": 3}}}
-    )
+    await peer.send({"jsonrpc": "2.0", "id": 9, "method": "probe/report", "params": {"_meta": {"progressToken": 3}}})
     assert peer.related[0]["params"] == {"progressToken": 3, "progress": 1, "total": 2}
 
 

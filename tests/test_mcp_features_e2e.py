@@ -85,9 +85,11 @@ async def exercise(client: Client, inbox: Inbox) -> None:
     assert caps.resources.subscribe is True and caps.resources.list_changed is True
     assert caps.prompts is not None and caps.completions is not None
 
-    fid = data(await client.call_tool("remember", {
-        "content": "The billing service retries webhooks three times", "topic": "billing", "type": "fact",
-    }))["id"]
+    fid = data(
+        await client.call_tool(
+            "remember", {"content": "The billing service retries webhooks three times", "topic": "billing", "type": "fact"}
+        )
+    )["id"]
     listed = await client.list_resources()
     uris = [str(r.uri) for r in listed.resources]
     assert uris[:2] == ["memory://stats", "memory://topics"]
@@ -103,9 +105,11 @@ async def exercise(client: Client, inbox: Inbox) -> None:
     with pytest.warns(MCPDeprecationWarning):  # deprecated by the client for 2026-07-28 only
         await client.subscribe_resource("memory://topics/billing")
     before = inbox.list_changes()
-    data(await client.call_tool("remember", {
-        "content": "Billing invoices are generated on the first of the month", "topic": "billing", "type": "fact",
-    }))
+    data(
+        await client.call_tool(
+            "remember", {"content": "Billing invoices are generated on the first of the month", "topic": "billing", "type": "fact"}
+        )
+    )
     await inbox.until(lambda: "memory://topics/billing" in inbox.updated() and inbox.list_changes() > before)
 
     prompts = await client.list_prompts()
@@ -117,8 +121,9 @@ async def exercise(client: Client, inbox: Inbox) -> None:
 
     topic_done = await client.complete(PromptReference(type="ref/prompt", name="memory_injection"), {"name": "topic", "value": "bil"})
     assert topic_done.completion.values == ["billing"]
-    ids = await client.complete(ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"),
-                                {"name": "id", "value": fid[:6]})
+    ids = await client.complete(
+        ResourceTemplateReference(type="ref/resource", uri="memory://fragments/{id}"), {"name": "id", "value": fid[:6]}
+    )
     assert fid in ids.completion.values
 
 

@@ -91,9 +91,7 @@ async def serving(app: App) -> AsyncIterator[str]:
     sock.listen(64)
     port = sock.getsockname()[1]
     asgi = create_http_app(app, features=[Pusher()])
-    server = uvicorn.Server(
-        uvicorn.Config(asgi, log_config=None, lifespan="on", timeout_graceful_shutdown=3)
-    )
+    server = uvicorn.Server(uvicorn.Config(asgi, log_config=None, lifespan="on", timeout_graceful_shutdown=3))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
         try:
@@ -313,8 +311,7 @@ async def test_legacy_sse_with_the_official_client(app: App) -> None:
         transport = sse_client(base + "/sse", timeout=TIMEOUT_S)
         async with Client(transport, mode="legacy", read_timeout_seconds=TIMEOUT_S) as client:
             stored = await client.call_tool(
-                "remember",
-                {"content": "legacy transports still deliver over SSE", "topic": "sse", "type": "fact"},
+                "remember", {"content": "legacy transports still deliver over SSE", "topic": "sse", "type": "fact"}
             )
             assert stored.is_error is False
             found = await client.call_tool("recall", {"keywords": ["legacy"], "topic": "sse"})
@@ -340,12 +337,7 @@ RECONNECT_ACCEPT = "text/event-stream, application/json"  # what the conformance
 
 
 def reconnection_call(rid: int) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "tools/call",
-        "params": {"name": "test_reconnection", "arguments": {}},
-    }
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "test_reconnection", "arguments": {}}}
 
 
 async def test_sse_polling_closes_the_post_stream_and_resumes_through_get(fixtures_app: App) -> None:

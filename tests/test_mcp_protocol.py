@@ -23,6 +23,7 @@ from memento.mcp.tools import TOOLS
 pytestmark = pytest.mark.anyio
 both_backends = pytest.mark.backends("sqlite", "postgres+redis")
 
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -52,16 +53,9 @@ class Peer:
 
     async def initialize(self, version: str = versions.LATEST) -> dict[str, Any]:
         reply = await self.request(
-            "initialize",
-            {
-                "protocolVersion": version,
-                "capabilities": {},
-                "clientInfo": {"name": "pytest", "version": "1"},
-            },
+            "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}}
         )
-        await self.server.handle(
-            {"jsonrpc": "2.0", "method": "notifications/initialized"}, self.session
-        )
+        await self.server.handle({"jsonrpc": "2.0", "method": "notifications/initialized"}, self.session)
         return reply
 
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -150,9 +144,7 @@ async def test_unknown_method_is_method_not_found(server: McpServer) -> None:
 
 async def test_notifications_and_responses_get_no_reply(server: McpServer) -> None:
     session = server.create_session()
-    assert (
-        await server.handle({"jsonrpc": "2.0", "method": "notifications/whatever"}, session) is None
-    )
+    assert await server.handle({"jsonrpc": "2.0", "method": "notifications/whatever"}, session) is None
     assert await server.handle({"jsonrpc": "2.0", "id": 7, "result": {}}, session) is None
 
 
@@ -184,9 +176,7 @@ def test_malformed_json_is_a_parse_error() -> None:
 # ------------------------------------------------------------------ tools/list
 
 
-async def test_tools_list_has_the_eleven_tools_with_self_contained_object_schemas(
-    server: McpServer,
-) -> None:
+async def test_tools_list_has_the_eleven_tools_with_self_contained_object_schemas(server: McpServer) -> None:
     peer = Peer(server)
     await peer.initialize()
     result = (await peer.request("tools/list"))["result"]
@@ -267,12 +257,20 @@ async def test_every_tool_result_validates_against_its_advertised_output_schema(
         checked[name] = checked.get(name, 0) + 1
         return data
 
-    remember = {"content": "OOMKilled in the cart service", "topic": "k8s", "type": "error",
-                "metadata": {"ticket": "OPS-1"}, "originTrace": {"turn": 3}, "expiresAt": "2099-01-01T00:00:00Z"}
+    remember = {
+        "content": "OOMKilled in the cart service",
+        "topic": "k8s",
+        "type": "error",
+        "metadata": {"ticket": "OPS-1"},
+        "originTrace": {"turn": 3},
+        "expiresAt": "2099-01-01T00:00:00Z",
+    }
     err = (await call("remember", remember))["id"]
     assert "message" in await call("remember", remember)  # the duplicate
     fix = (await call("remember", {"content": "Raise the cart memory limit to 1Gi", "topic": "k8s", "type": "procedure"}))["id"]
-    await call("remember", {"content": "scratch note", "topic": "scratch", "type": "fact", "scope": "session", "sessionId": peer.session.id})
+    await call(
+        "remember", {"content": "scratch note", "topic": "scratch", "type": "fact", "scope": "session", "sessionId": peer.session.id}
+    )
     await call("link", {"fromId": err, "toId": fix, "relationType": "resolved_by"})
     found = await call("recall", {"text": "OOMKilled", "limit": 1})
     assert [f.get("linked", False) for f in found["fragments"]] == [False, True]  # ranked, then its neighbour
@@ -302,9 +300,7 @@ def test_output_schemas_come_from_the_result_models() -> None:
 async def test_structured_content_only_from_2025_06_18(server: McpServer, version: str) -> None:
     peer = Peer(server)
     await peer.initialize(version)
-    result = await peer.call(
-        "remember", {"content": "Redis listens on 6379", "topic": "cache", "type": "fact"}
-    )
+    result = await peer.call("remember", {"content": "Redis listens on 6379", "topic": "cache", "type": "fact"})
     data = payload(result)
     assert data["created"] is True
     if versions.at_least(version, "2025-06-18"):
@@ -314,9 +310,7 @@ async def test_structured_content_only_from_2025_06_18(server: McpServer, versio
 
 
 @both_backends
-async def test_invalid_arguments_are_a_tool_error_naming_the_field_and_change_nothing(
-    server: McpServer,
-) -> None:
+async def test_invalid_arguments_are_a_tool_error_naming_the_field_and_change_nothing(server: McpServer) -> None:
     peer = Peer(server)
     await peer.initialize()
     before = payload(await peer.call("memory_stats", {}))["total"]
@@ -371,20 +365,13 @@ async def test_an_unexpected_exception_is_an_internal_tool_error(
 
 
 @both_backends
-async def test_session_scoped_memory_carries_the_session_and_ends_with_it(
-    server: McpServer,
-) -> None:
+async def test_session_scoped_memory_carries_the_session_and_ends_with_it(server: McpServer) -> None:
     peer = Peer(server)
     await peer.initialize()
     stored = payload(
         await peer.call(
             "remember",
-            {
-                "content": "scratch note: try the blue-green deploy first",
-                "topic": "deploy",
-                "type": "procedure",
-                "scope": "session",
-            },
+            {"content": "scratch note: try the blue-green deploy first", "topic": "deploy", "type": "procedure", "scope": "session"},
         )
     )
     assert stored["fragment"]["scope"] == "session"
@@ -394,9 +381,7 @@ async def test_session_scoped_memory_carries_the_session_and_ends_with_it(
     assert await server.close_session(peer.session.id) is False
     other = Peer(server)
     await other.initialize()
-    found = payload(
-        await other.call("context", {"types": ["procedure"], "sessionId": peer.session.id})
-    )
+    found = payload(await other.call("context", {"types": ["procedure"], "sessionId": peer.session.id}))
     assert found["workingMemory"] == []
 
 
@@ -411,11 +396,7 @@ async def test_stdio_answers_line_by_line_and_closes_the_app_at_eof(app: App) ->
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-03-26",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
+            "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},

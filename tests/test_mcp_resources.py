@@ -26,8 +26,9 @@ def anyio_backend() -> str:
 
 
 def remember(app: App, content: str, topic: str = "db", session: str | None = None, agent: str | None = None) -> str:
-    inp = RememberInput(content=content, topic=topic, type=FragmentType.FACT,
-                        scope=Scope.SESSION if session else Scope.PERMANENT, agentId=agent)
+    inp = RememberInput(
+        content=content, topic=topic, type=FragmentType.FACT, scope=Scope.SESSION if session else Scope.PERMANENT, agentId=agent
+    )
     result = app.service.remember(inp, CallContext(session_id=session))
     return str(result.id)
 
@@ -91,7 +92,9 @@ async def test_templates_list_names_the_three_templates(app: App) -> None:
     session = FakeSession("s1")
     listed = await call(setup(app, session), FakeContext(session), "resources/templates/list", {})
     assert [t["uriTemplate"] for t in listed["resourceTemplates"]] == [
-        "memory://fragments/{id}", "memory://topics/{topic}", "memory://sessions/{sessionId}/working-memory",
+        "memory://fragments/{id}",
+        "memory://topics/{topic}",
+        "memory://sessions/{sessionId}/working-memory",
     ]
 
 
@@ -104,7 +107,8 @@ async def test_read_a_fragment_a_topic_the_topics_and_stats(app: App) -> None:
     assert fragment["id"] == fid and fragment["content"].startswith("Postgres")
     topics = payload(await call(feature, ctx, "resources/read", {"uri": "memory://topics"}))
     assert [(t["topic"], t["count"], t["uri"]) for t in topics["topics"]] == [
-        ("data base", 1, "memory://topics/data%20base"), ("ops", 1, "memory://topics/ops"),
+        ("data base", 1, "memory://topics/data%20base"),
+        ("ops", 1, "memory://topics/ops"),
     ]
     by_topic = payload(await call(feature, ctx, "resources/read", {"uri": topic_uri("data base")}))
     assert [f["id"] for f in by_topic["fragments"]] == [fid]

@@ -18,16 +18,7 @@ from memento.cli import main
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import InvalidArgument, Unavailable
 from memento.migrate import TextProgress, migrate
-from memento.models import (
-    AgentScope,
-    AmendInput,
-    CallContext,
-    LinkInput,
-    RecallInput,
-    ReflectInput,
-    RememberInput,
-    ToolFeedbackInput,
-)
+from memento.models import AgentScope, AmendInput, CallContext, LinkInput, RecallInput, ReflectInput, RememberInput, ToolFeedbackInput
 from memento.settings import Settings
 from memento.storage.protocol import BULK_TABLES, BulkStore, SearchFilter
 from memento.storage.sqlite import SQLiteStore
@@ -52,36 +43,77 @@ def build_source(path: Path, clock: Clock) -> Path:
         ids: dict[str, str] = {}
         for agent in ("default", "agent-a", "agent-b"):
             actx = CallContext(session_id=f"s-{agent}")
-            for i, (content, topic, type_) in enumerate([
-                ("the database connection pool is capped at 20", "database", "fact"),
-                ("deploy rollback uses the blue-green switch", "deployment", "procedure"),
-                ("prepared statements broke under pgbouncer", "database", "error"),
-                ("the user prefers coffee over tea", "people", "preference"),
-                ("비밀번호 정책은 분기마다 바뀐다", "security", "decision"),
-            ]):
+            for i, (content, topic, type_) in enumerate(
+                [
+                    ("the database connection pool is capped at 20", "database", "fact"),
+                    ("deploy rollback uses the blue-green switch", "deployment", "procedure"),
+                    ("prepared statements broke under pgbouncer", "database", "error"),
+                    ("the user prefers coffee over tea", "people", "preference"),
+                    ("비밀번호 정책은 분기마다 바뀐다", "security", "decision"),
+                ]
+            ):
                 clock.now = datetime(2026, 1, 1, 12, i, tzinfo=UTC)
-                r = s.remember(RememberInput(content=f"{content} ({agent})", topic=topic, type=type_, agentId=agent, keywords=None if i % 2 else [topic, "shared"]), actx)
+                r = s.remember(
+                    RememberInput(
+                        content=f"{content} ({agent})",
+                        topic=topic,
+                        type=type_,
+                        agentId=agent,
+                        keywords=None if i % 2 else [topic, "shared"],
+                    ),
+                    actx,
+                )
                 ids[f"{agent}-{i}"] = r.id
-            s.remember(RememberInput(content=f"scratch note for {agent}: database pool draft", topic="scratch", type="episode", scope="session", agentId=agent), actx)
+            s.remember(
+                RememberInput(
+                    content=f"scratch note for {agent}: database pool draft",
+                    topic="scratch",
+                    type="episode",
+                    scope="session",
+                    agentId=agent,
+                ),
+                actx,
+            )
             s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-0"], relationType="caused_by", agentId=agent), actx)
             s.link(LinkInput(fromId=ids[f"{agent}-2"], toId=ids[f"{agent}-1"], relationType="resolved_by", agentId=agent), actx)
-        shared = s.remember(RememberInput(
-            content="the shared record survives a copy", topic="record", type="learning", agentId="agent-a",
-            tags=["copy", "record"], confidence=0.6, context="migration test", metadata={"n": 1, "nested": {"k": [1, 2]}},
-            expiresAt=datetime(2099, 1, 1, tzinfo=UTC), pinned=True, memorySystem="procedural", privacyScope="team",
-            originTrace={"from": "test"},
-        ), ctx).id
+        shared = s.remember(
+            RememberInput(
+                content="the shared record survives a copy",
+                topic="record",
+                type="learning",
+                agentId="agent-a",
+                tags=["copy", "record"],
+                confidence=0.6,
+                context="migration test",
+                metadata={"n": 1, "nested": {"k": [1, 2]}},
+                expiresAt=datetime(2099, 1, 1, tzinfo=UTC),
+                pinned=True,
+                memorySystem="procedural",
+                privacyScope="team",
+                originTrace={"from": "test"},
+            ),
+            ctx,
+        ).id
         gone = s.remember(RememberInput(content="a soft-forgotten memory", topic="record", type="observation", agentId="agent-a"), ctx).id
         s.store.soft_delete(AgentScope("agent-a"), [gone], datetime(2026, 1, 1, 13, 0, tzinfo=UTC))
         ids["shared"] = shared
         clock.now = datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
-        s.amend(AmendInput(id=ids["agent-a-0"], content="the database connection pool is capped at 40", importance=0.9, agentId="agent-a"), ctx)
+        s.amend(
+            AmendInput(id=ids["agent-a-0"], content="the database connection pool is capped at 40", importance=0.9, agentId="agent-a"), ctx
+        )
         s.amend(AmendInput(id=ids["agent-a-0"], keywords=["database", "pool"], agentId="agent-a"), ctx)
         s.amend(AmendInput(id=ids["agent-b-1"], content="deploy rollback now uses canaries", supersedes=True, agentId="agent-b"), ctx)
         s.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=False, suggestion="more", session_id="s-1"), ctx)
         s.tool_feedback(ToolFeedbackInput(tool_name="context", relevant=False, sufficient=True, trigger_type="sampled"), ctx)
-        s.reflect(ReflectInput(summary="moved billing to Postgres", sessionId="s-9", agentId="agent-a",
-                               task_effectiveness={"overall_success": True, "tool_highlights": ["recall: found it"], "tool_pain_points": ["slow"]}), ctx)
+        s.reflect(
+            ReflectInput(
+                summary="moved billing to Postgres",
+                sessionId="s-9",
+                agentId="agent-a",
+                task_effectiveness={"overall_success": True, "tool_highlights": ["recall: found it"], "tool_pain_points": ["slow"]},
+            ),
+            ctx,
+        )
         clock.now = datetime(2026, 1, 3, 9, 0, tzinfo=UTC)
         for agent in ("default", "agent-a", "agent-b"):
             s.recall(RecallInput(text="database connection pool", agentId=agent), CallContext(session_id=f"s-{agent}"))
@@ -167,7 +199,12 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
     assert len(before["fragment_versions"]) >= 3 and all(r["embedding"] is not None for r in before["fragments"])
     assert {r["relation_type"] for r in before["fragment_links"]} >= {"caused_by", "resolved_by", "superseded_by"}
     shared = next(r for r in before["fragments"] if r["content"] == "the shared record survives a copy")
-    assert (shared["tags"], shared["confidence"], shared["pinned"], shared["memory_system"]) == (["copy", "record"], 0.6, True, "procedural")
+    assert (shared["tags"], shared["confidence"], shared["pinned"], shared["memory_system"]) == (
+        ["copy", "record"],
+        0.6,
+        True,
+        "procedural",
+    )
     assert shared["metadata"] == {"n": 1, "nested": {"k": [1, 2]}} and shared["origin_trace"] == {"from": "test"}
     assert sum(r["deleted_at"] is not None for r in before["fragments"]) == 1
 
@@ -191,7 +228,11 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
     assert recall_ids(dst, clock) == expected
 
     # the copied stores keep working: new rows get fresh ids past the copied ones
-    app = build_app(Settings(DATABASE_URL=pg.app_dsn, DATABASE_MIGRATION_URL=pg.owner_dsn, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256), clock=clock)
+    app = build_app(
+        Settings(DATABASE_URL=pg.app_dsn, DATABASE_MIGRATION_URL=pg.owner_dsn, EMBEDDING_PROVIDER="hash"),
+        embedder=HashEmbedder(256),
+        clock=clock,
+    )
     try:
         fid = app.service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True), CallContext()).id
         assert fid == max(r["id"] for r in before["tool_feedback"]) + 1

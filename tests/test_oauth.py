@@ -90,9 +90,15 @@ async def register(http: httpx.AsyncClient, **extra: Any) -> dict[str, Any]:
 
 def auth_params(client_id: str, challenge: str, **extra: str) -> dict[str, str]:
     return {
-        "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT, "state": "st-1",
-        "code_challenge": challenge, "code_challenge_method": "S256", "resource": RESOURCE,
-        "scope": "memory:read memory:write", **extra,
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "state": "st-1",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "resource": RESOURCE,
+        "scope": "memory:read memory:write",
+        **extra,
     }
 
 
@@ -102,8 +108,9 @@ def request_id(page: str) -> str:
     return found.group(1)
 
 
-async def consent(http: httpx.AsyncClient, params: dict[str, str], *, key: str = OPERATOR_KEY, agent: str = "agent-a",
-                  access: str = "read-write") -> httpx.Response:
+async def consent(
+    http: httpx.AsyncClient, params: dict[str, str], *, key: str = OPERATOR_KEY, agent: str = "agent-a", access: str = "read-write"
+) -> httpx.Response:
     page = await http.get("/authorize", params=params)
     assert page.status_code == 200, page.text
     assert page.headers["x-frame-options"] == "DENY"
@@ -126,8 +133,15 @@ async def authorize(http: httpx.AsyncClient, client: dict[str, Any], **kwargs: s
 
 
 async def exchange(http: httpx.AsyncClient, client: dict[str, Any], code: str, verifier: str, **extra: str) -> httpx.Response:
-    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "code_verifier": verifier,
-            "client_id": client["client_id"], "resource": RESOURCE, **extra}
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "code_verifier": verifier,
+        "client_id": client["client_id"],
+        "resource": RESOURCE,
+        **extra,
+    }
     return await http.post("/token", data=form)
 
 
@@ -172,8 +186,10 @@ async def test_protected_resource_metadata(http: httpx.AsyncClient, path: str) -
 
 
 async def test_public_url_sets_issuer_and_audience(tmp_path: Path) -> None:
-    app = build_app(make_settings(tmp_path, MEMENTO_ACCESS_KEY=OPERATOR_KEY, MEMENTO_PUBLIC_URL="https://memento.example.com/"),
-                    embedder=HashEmbedder(64))
+    app = build_app(
+        make_settings(tmp_path, MEMENTO_ACCESS_KEY=OPERATOR_KEY, MEMENTO_PUBLIC_URL="https://memento.example.com/"),
+        embedder=HashEmbedder(64),
+    )
     try:
         transport = httpx.ASGITransport(app=create_http_app(app))
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
@@ -229,8 +245,13 @@ async def test_registration(http: httpx.AsyncClient) -> None:
 async def test_oauth_endpoints_refuse_a_foreign_origin_or_host(http: httpx.AsyncClient) -> None:
     # The same DNS-rebinding gate as /mcp: a page on another site cannot drive registration,
     # consent or token requests through the user's browser.
-    for method, path in (("GET", "/.well-known/oauth-authorization-server"), ("POST", "/register"),
-                         ("GET", "/authorize"), ("POST", "/token"), ("POST", "/revoke")):
+    for method, path in (
+        ("GET", "/.well-known/oauth-authorization-server"),
+        ("POST", "/register"),
+        ("GET", "/authorize"),
+        ("POST", "/token"),
+        ("POST", "/revoke"),
+    ):
         foreign = await http.request(method, path, headers={"Origin": "https://evil.example"})
         assert foreign.status_code == 403, (method, path, foreign.status_code)
         rebound = await http.request(method, path, headers={"Host": "evil.example"})
@@ -238,13 +259,16 @@ async def test_oauth_endpoints_refuse_a_foreign_origin_or_host(http: httpx.Async
     assert (await http.get("/.well-known/oauth-authorization-server")).status_code == 200
 
 
-@pytest.mark.parametrize("uris, error", [
-    (["http://example.com/cb"], "invalid_redirect_uri"),
-    (["https://example.com/cb#frag"], "invalid_redirect_uri"),
-    (["javascript:alert(1)"], "invalid_redirect_uri"),
-    ([], "invalid_redirect_uri"),
-    (None, "invalid_redirect_uri"),
-])
+@pytest.mark.parametrize(
+    "uris, error",
+    [
+        (["http://example.com/cb"], "invalid_redirect_uri"),
+        (["https://example.com/cb#frag"], "invalid_redirect_uri"),
+        (["javascript:alert(1)"], "invalid_redirect_uri"),
+        ([], "invalid_redirect_uri"),
+        (None, "invalid_redirect_uri"),
+    ],
+)
 async def test_registration_refuses_bad_redirect_uris(http: httpx.AsyncClient, uris: Any, error: str) -> None:
     body = {"client_name": "x"} if uris is None else {"redirect_uris": uris}
     reply = await http.post("/register", json=body)
@@ -252,8 +276,10 @@ async def test_registration_refuses_bad_redirect_uris(http: httpx.AsyncClient, u
 
 
 async def test_registration_refuses_bad_metadata(http: httpx.AsyncClient) -> None:
-    for body in ({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "private_key_jwt"},
-                 {"redirect_uris": [REDIRECT], "grant_types": ["client_credentials"]}):
+    for body in (
+        {"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "private_key_jwt"},
+        {"redirect_uris": [REDIRECT], "grant_types": ["client_credentials"]},
+    ):
         reply = await http.post("/register", json=body)
         assert reply.status_code == 400 and reply.json()["error"] == "invalid_client_metadata"
     assert (await http.post("/register", content=b"nope", headers={"Content-Type": "application/json"})).status_code == 400
@@ -265,8 +291,7 @@ async def test_registration_refuses_bad_metadata(http: httpx.AsyncClient) -> Non
 async def test_pkce_is_required(http: httpx.AsyncClient) -> None:
     client = await register(http)
     verifier, challenge = pkce()
-    for extra in ({"code_challenge_method": "plain", "code_challenge": verifier}, {"code_challenge": ""},
-                  {"code_challenge_method": ""}):
+    for extra in ({"code_challenge_method": "plain", "code_challenge": verifier}, {"code_challenge": ""}, {"code_challenge_method": ""}):
         params = {k: v for k, v in {**auth_params(client["client_id"], challenge), **extra}.items() if v}
         query = redirected(await http.get("/authorize", params=params))
         assert query["error"] == "invalid_request" and query["state"] == "st-1", query
@@ -276,8 +301,10 @@ async def test_pkce_is_required(http: httpx.AsyncClient) -> None:
 async def test_untrusted_redirects_get_a_page_not_a_redirect(http: httpx.AsyncClient) -> None:
     client = await register(http)
     challenge = pkce()[1]
-    for params in (auth_params("unknown-client", challenge),
-                   auth_params(client["client_id"], challenge, redirect_uri="https://evil.example.com/cb")):
+    for params in (
+        auth_params("unknown-client", challenge),
+        auth_params(client["client_id"], challenge, redirect_uri="https://evil.example.com/cb"),
+    ):
         reply = await http.get("/authorize", params=params)
         assert reply.status_code == 400 and "location" not in reply.headers
         assert reply.headers["content-type"].startswith("text/html")
@@ -292,7 +319,9 @@ async def test_loopback_redirect_may_change_port(http: httpx.AsyncClient) -> Non
 async def test_resource_and_scope_are_validated(http: httpx.AsyncClient) -> None:
     client = await register(http)
     challenge = pkce()[1]
-    query = redirected(await http.get("/authorize", params=auth_params(client["client_id"], challenge, resource="https://other.example.com/mcp")))
+    query = redirected(
+        await http.get("/authorize", params=auth_params(client["client_id"], challenge, resource="https://other.example.com/mcp"))
+    )
     assert query["error"] == "invalid_target"
     query = redirected(await http.get("/authorize", params=auth_params(client["client_id"], challenge, scope="admin")))
     assert query["error"] == "invalid_scope"
@@ -422,8 +451,9 @@ async def test_refresh_rotation_and_reuse_detection(http: httpx.AsyncClient) -> 
 async def test_refresh_is_bound_to_its_client(http: httpx.AsyncClient) -> None:
     _, body = await tokens(http)
     other = await register(http)
-    reply = await http.post("/token", data={"grant_type": "refresh_token", "client_id": other["client_id"],
-                                            "refresh_token": body["refresh_token"]})
+    reply = await http.post(
+        "/token", data={"grant_type": "refresh_token", "client_id": other["client_id"], "refresh_token": body["refresh_token"]}
+    )
     assert reply.json()["error"] == "invalid_grant"
 
 
@@ -468,8 +498,9 @@ async def call_tool(http: httpx.AsyncClient, token: str, name: str, arguments: d
     sid = init.headers["mcp-session-id"]
     headers = {**bearer(token), "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
     await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    reply = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                          "params": {"name": name, "arguments": arguments}}, headers=headers)
+    reply = await http.post(
+        "/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": arguments}}, headers=headers
+    )
     assert reply.status_code == 200, reply.text
     return dict(reply.json())
 

@@ -73,10 +73,16 @@ class Operator:
             assert page.status_code == 200, page.text
             found = re.search(r'name=request_id value="([^"]+)"', page.text)
             assert found, page.text
-            reply = await browser.post(url.split("?")[0], data={
-                "request_id": found.group(1), "access_key": OPERATOR_KEY, "agent": self.agent,
-                "access": self.access, "decision": "approve",
-            })
+            reply = await browser.post(
+                url.split("?")[0],
+                data={
+                    "request_id": found.group(1),
+                    "access_key": OPERATOR_KEY,
+                    "agent": self.agent,
+                    "access": self.access,
+                    "decision": "approve",
+                },
+            )
         assert reply.status_code == 302, reply.text
         location = reply.headers["location"]
         assert location.startswith(REDIRECT)
@@ -89,8 +95,9 @@ class Operator:
 
 
 async def test_official_client_authorises_and_calls_tools(server: HttpServer) -> None:
-    unauthenticated = httpx.post(server.mcp, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                                 headers={"Accept": "application/json, text/event-stream"})
+    unauthenticated = httpx.post(
+        server.mcp, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"Accept": "application/json, text/event-stream"}
+    )
     assert unauthenticated.status_code == 401
     assert "resource_metadata=" in unauthenticated.headers["www-authenticate"]
 
@@ -99,8 +106,10 @@ async def test_official_client_authorises_and_calls_tools(server: HttpServer) ->
     provider = OAuthClientProvider(
         server_url=server.mcp,
         client_metadata=OAuthClientMetadata(
-            client_name="memento e2e", redirect_uris=[REDIRECT],
-            grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+            client_name="memento e2e",
+            redirect_uris=[REDIRECT],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
         ),
         storage=storage,
         redirect_handler=operator.redirect,
@@ -108,9 +117,11 @@ async def test_official_client_authorises_and_calls_tools(server: HttpServer) ->
     )
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
         async with Client(streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=30) as client:
-            stored = data(await client.call_tool("remember", {
-                "content": "OAuth end-to-end works", "topic": "oauth-e2e", "type": "fact", "keywords": ["oauth"],
-            }))
+            stored = data(
+                await client.call_tool(
+                    "remember", {"content": "OAuth end-to-end works", "topic": "oauth-e2e", "type": "fact", "keywords": ["oauth"]}
+                )
+            )
             assert stored["id"]
             recalled = data(await client.call_tool("recall", {"topic": "oauth-e2e"}))
             assert any(f["content"] == "OAuth end-to-end works" for f in recalled["fragments"])
@@ -131,11 +142,11 @@ async def test_official_client_authorises_and_calls_tools(server: HttpServer) ->
     credentials = {"client_id": storage.client.client_id}
     if storage.client.client_secret:
         credentials["client_secret"] = storage.client.client_secret
-    revoked = httpx.post(server.url + "/revoke", data={
-        "token": storage.tokens.refresh_token, "token_type_hint": "refresh_token", **credentials,
-    })
+    revoked = httpx.post(
+        server.url + "/revoke", data={"token": storage.tokens.refresh_token, "token_type_hint": "refresh_token", **credentials}
+    )
     assert revoked.status_code == 200, revoked.text
-    refused = httpx.post(server.url + "/token", data={
-        "grant_type": "refresh_token", "refresh_token": storage.tokens.refresh_token, **credentials,
-    })
+    refused = httpx.post(
+        server.url + "/token", data={"grant_type": "refresh_token", "refresh_token": storage.tokens.refresh_token, **credentials}
+    )
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text

@@ -86,13 +86,22 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[OAu
 
 
 def grant(family: str = "fam-1", client_id: str = "mcp_c1") -> Grant:
-    return Grant(family=family, client_id=client_id, agent_id="agent-a", read_only=False,
-                 scopes=("memory:read", "memory:write"), resource=RESOURCE)
+    return Grant(
+        family=family, client_id=client_id, agent_id="agent-a", read_only=False, scopes=("memory:read", "memory:write"), resource=RESOURCE
+    )
 
 
 def pending(pid: str = "req-1") -> PendingAuthorization:
-    return PendingAuthorization(id=pid, client_id="mcp_c1", redirect_uri=REDIRECT, state="st", code_challenge="c" * 43,
-                                resource=RESOURCE, scopes=("memory:read",), expires_at=NOW + 600)
+    return PendingAuthorization(
+        id=pid,
+        client_id="mcp_c1",
+        redirect_uri=REDIRECT,
+        state="st",
+        code_challenge="c" * 43,
+        resource=RESOURCE,
+        scopes=("memory:read",),
+        expires_at=NOW + 600,
+    )
 
 
 def code() -> AuthorizationCode:
@@ -122,8 +131,15 @@ def race(n: int, fn: Callable[[int], T]) -> list[T]:
 
 def test_clients_round_trip_and_are_counted(stores: tuple[OAuthStore, OAuthStore]) -> None:
     a, b = stores
-    confidential = Client("mcp_c1", (REDIRECT, "https://app.example.com/cb"), "client_secret_basic", b"\x01" * 32,
-                          "Client One", 1_700_000_000, {"client_name": "Client One", "contacts": ["ops@example.com"]})
+    confidential = Client(
+        "mcp_c1",
+        (REDIRECT, "https://app.example.com/cb"),
+        "client_secret_basic",
+        b"\x01" * 32,
+        "Client One",
+        1_700_000_000,
+        {"client_name": "Client One", "contacts": ["ops@example.com"]},
+    )
     public = Client("mcp_c2", (REDIRECT,), "none", None, "mcp_c2", 1_700_000_001)
     a.add_client(confidential)
     a.add_client(public)
@@ -198,7 +214,7 @@ def test_single_use_holds_under_racing_replicas(stores: tuple[OAuthStore, OAuthS
 
 
 @pytest.fixture
-def redis_store(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisOAuthStore]:  # noqa: F811
+def redis_store(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisOAuthStore]:
     store = RedisOAuthStore(connect(redis_settings(tmp_path, redis_server)), clock=lambda: NOW, client_ttl_s=86400)
     yield store
     store.client.close()
@@ -212,7 +228,14 @@ def test_every_key_expires_with_what_it_holds(redis_store: RedisOAuthStore) -> N
     redis_store.put_token(b"r" * 32, Token("refresh", grant(), NOW + 86400))
     redis_store.put_token(b"a" * 32, Token("access", grant(), NOW + 3600))  # shorter: the family keeps the longer TTL
     assert {k.removeprefix(PREFIX).split(":")[0] for k in r.scan_iter(PREFIX + "*")} == {
-        "client", "clients", "unused", "pending", "code", "token", "family"}
+        "client",
+        "clients",
+        "unused",
+        "pending",
+        "code",
+        "token",
+        "family",
+    }
 
     def ttl_s(key: str) -> float:
         return float(r.pttl(PREFIX + key)) / 1000
@@ -248,13 +271,19 @@ def test_a_revoked_grant_takes_no_new_tokens(redis_store: RedisOAuthStore) -> No
     assert redis_store.get_token(b"m" * 32) is not None
 
 
-def test_redis_errors_raise_unavailable_until_it_is_back(redis_store: RedisOAuthStore, redis_server: RedisServer) -> None:  # noqa: F811
+def test_redis_errors_raise_unavailable_until_it_is_back(redis_store: RedisOAuthStore, redis_server: RedisServer) -> None:
     redis_server.stop()
     calls: list[Callable[[], object]] = [
-        lambda: redis_store.get_client("c"), redis_store.count_clients, lambda: redis_store.get_pending("p"),
-        lambda: redis_store.take_pending("p"), lambda: redis_store.count_failure("p"),
-        lambda: redis_store.use_code(b"c"), lambda: redis_store.get_token(b"t"), lambda: redis_store.use_refresh(b"t"),
-        lambda: redis_store.revoke_family("f"), lambda: redis_store.put_code(b"c" * 32, code()),
+        lambda: redis_store.get_client("c"),
+        redis_store.count_clients,
+        lambda: redis_store.get_pending("p"),
+        lambda: redis_store.take_pending("p"),
+        lambda: redis_store.count_failure("p"),
+        lambda: redis_store.use_code(b"c"),
+        lambda: redis_store.get_token(b"t"),
+        lambda: redis_store.use_refresh(b"t"),
+        lambda: redis_store.revoke_family("f"),
+        lambda: redis_store.put_code(b"c" * 32, code()),
     ]
     for call in calls:
         with pytest.raises(OAuthStoreUnavailable):
@@ -264,7 +293,7 @@ def test_redis_errors_raise_unavailable_until_it_is_back(redis_store: RedisOAuth
     assert redis_store.use_code(b"c" * 32) == code()
 
 
-def test_the_server_uses_redis_when_enabled(tmp_path: Path, redis_server: RedisServer) -> None:  # noqa: F811
+def test_the_server_uses_redis_when_enabled(tmp_path: Path, redis_server: RedisServer) -> None:
     assert isinstance(build_server(make_settings(tmp_path, MEMENTO_ACCESS_KEY=OPERATOR_KEY)).store, MemoryOAuthStore)
     server = build_server(redis_settings(tmp_path, redis_server, MEMENTO_ACCESS_KEY=OPERATOR_KEY))
     assert isinstance(server.store, RedisOAuthStore)
@@ -282,7 +311,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def apps(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[App, App]]:  # noqa: F811
+def apps(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[App, App]]:
     keys = json.dumps([{"name": "agent-z", "key": NAMED_KEY, "agent": "agent-z", "access": "read-write"}])
     built: list[App] = []
     try:
@@ -313,8 +342,13 @@ async def consent_across(first: httpx.AsyncClient, second: httpx.AsyncClient, cl
     verifier, challenge = pkce()
     page = await first.get("/authorize", params=auth_params(client["client_id"], challenge))
     assert page.status_code == 200, page.text
-    form = {"request_id": request_id(page.text), "access_key": OPERATOR_KEY, "agent": "agent-a",
-            "access": "read-write", "decision": "approve"}
+    form = {
+        "request_id": request_id(page.text),
+        "access_key": OPERATOR_KEY,
+        "agent": "agent-a",
+        "access": "read-write",
+        "decision": "approve",
+    }
     reply = await second.post("/authorize", data=form)
     assert reply.status_code == 302, reply.text
     location = httpx.URL(reply.headers["location"])
@@ -322,9 +356,7 @@ async def consent_across(first: httpx.AsyncClient, second: httpx.AsyncClient, cl
     return location.params["code"], verifier
 
 
-async def test_each_step_of_the_flow_may_land_on_another_replica(
-    replicas: tuple[httpx.AsyncClient, httpx.AsyncClient],
-) -> None:
+async def test_each_step_of_the_flow_may_land_on_another_replica(replicas: tuple[httpx.AsyncClient, httpx.AsyncClient]) -> None:
     a, b = replicas
     client = await register(a)
     code, verifier = await consent_across(b, a, client)
@@ -358,14 +390,20 @@ async def test_a_refresh_token_replayed_on_another_replica_revokes_the_grant_on_
 
 
 async def test_a_code_raced_on_both_replicas_is_redeemed_once(
-    apps: tuple[App, App], replicas: tuple[httpx.AsyncClient, httpx.AsyncClient],
+    apps: tuple[App, App], replicas: tuple[httpx.AsyncClient, httpx.AsyncClient]
 ) -> None:
     a, _ = replicas
     client = await register(a)
     code, verifier = await authorize(a, client)
     servers = [oauth_server(app) for app in apps]
-    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "code_verifier": verifier,
-            "client_id": client["client_id"], "resource": RESOURCE}
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "code_verifier": verifier,
+        "client_id": client["client_id"],
+        "resource": RESOURCE,
+    }
 
     def redeem(i: int) -> dict[str, Any] | str:
         try:
@@ -383,7 +421,7 @@ async def test_a_code_raced_on_both_replicas_is_redeemed_once(
 
 
 async def test_redis_down_is_503_for_oauth_while_access_keys_work_then_oauth_recovers(
-    redis_server: RedisServer, replicas: tuple[httpx.AsyncClient, httpx.AsyncClient],  # noqa: F811
+    redis_server: RedisServer, replicas: tuple[httpx.AsyncClient, httpx.AsyncClient]
 ) -> None:
     a, b = replicas
     client = await register(a)
@@ -398,8 +436,16 @@ async def test_redis_down_is_503_for_oauth_while_access_keys_work_then_oauth_rec
     assert await mcp_status(b, "not-a-key-0123456789") == 401  # a wrong key is still refused
     for reply in (
         await a.post("/register", json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}),
-        await b.post("/token", data={"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
-                                     "client_id": client["client_id"], "redirect_uri": REDIRECT}),
+        await b.post(
+            "/token",
+            data={
+                "grant_type": "authorization_code",
+                "code": code,
+                "code_verifier": verifier,
+                "client_id": client["client_id"],
+                "redirect_uri": REDIRECT,
+            },
+        ),
         await a.post("/revoke", data={"token": access, "client_id": client["client_id"]}),
     ):
         assert reply.status_code == 503 and reply.json()["error"] == "temporarily_unavailable", reply.text

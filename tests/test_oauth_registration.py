@@ -90,19 +90,33 @@ async def known(http: httpx.AsyncClient, client_id: str) -> bool:
 async def approve(http: httpx.AsyncClient, client_id: str) -> dict[str, Any]:
     """The whole authorization: consent page, operator approval, code, tokens."""
     verifier, challenge = pkce()
-    params = {"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT, "state": "s",
-              "code_challenge": challenge, "code_challenge_method": "S256", "scope": "memory:read memory:write"}
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "state": "s",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "scope": "memory:read memory:write",
+    }
     page = await http.get("/authorize", params=params)
     assert page.status_code == 200, page.text
     found = re.search(r'name=request_id value="([^"]+)"', page.text)
     assert found, page.text
-    form = {"request_id": found.group(1), "access_key": OPERATOR_KEY, "agent": "agent-a", "access": "read-write",
-            "decision": "approve"}
+    form = {"request_id": found.group(1), "access_key": OPERATOR_KEY, "agent": "agent-a", "access": "read-write", "decision": "approve"}
     consent = await http.post("/authorize", data=form)
     assert consent.status_code == 302, consent.text
     code = parse_qs(urlsplit(consent.headers["location"]).query)["code"][0]
-    token = await http.post("/token", data={"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT,
-                                            "code_verifier": verifier, "client_id": client_id})
+    token = await http.post(
+        "/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": REDIRECT,
+            "code_verifier": verifier,
+            "client_id": client_id,
+        },
+    )
     assert token.status_code == 200, token.text
     return dict(token.json())
 
@@ -195,9 +209,12 @@ async def test_a_hostile_registration_body_gets_an_oauth_error_not_a_500(make_ap
 @pytest.fixture(params=STORES)
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HttpServer]:
     env = {
-        **server_env(tmp_path / "memento.db"), **store_env(request.param, request),
-        "MEMENTO_ACCESS_KEY": OPERATOR_KEY, "MEMENTO_OAUTH_REGISTER_RATE": "40",
-        "MEMENTO_OAUTH_REGISTER_GLOBAL_RATE": "1000", "MEMENTO_OAUTH_MAX_CLIENTS": "25",
+        **server_env(tmp_path / "memento.db"),
+        **store_env(request.param, request),
+        "MEMENTO_ACCESS_KEY": OPERATOR_KEY,
+        "MEMENTO_OAUTH_REGISTER_RATE": "40",
+        "MEMENTO_OAUTH_REGISTER_GLOBAL_RATE": "1000",
+        "MEMENTO_OAUTH_MAX_CLIENTS": "25",
     }
     running = start_http_server(env, tmp_path / "server.log")
     yield running
@@ -234,8 +251,12 @@ async def test_a_flooded_real_server_still_registers_and_authorizes_others(clien
     assert mine.status_code == 201, mine.text
     client_id = mine.json()["client_id"]
     tokens = await approve(user, client_id)
-    ping = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    ping = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
     headers = {"Authorization": f"Bearer {tokens['access_token']}", "Accept": "application/json, text/event-stream"}
     assert (await user.post("/mcp", json=ping, headers=headers)).status_code == 200
 
@@ -243,6 +264,7 @@ async def test_a_flooded_real_server_still_registers_and_authorizes_others(clien
     still = [client_id for client_id in created if await known(user, client_id)]
     assert still == [], "the first flood's clients are past the cap of 25 unused: dropped"
     assert await known(user, client_id)  # approved: kept
-    refreshed = await user.post("/token", data={"grant_type": "refresh_token", "client_id": client_id,
-                                                "refresh_token": tokens["refresh_token"]})
+    refreshed = await user.post(
+        "/token", data={"grant_type": "refresh_token", "client_id": client_id, "refresh_token": tokens["refresh_token"]}
+    )
     assert refreshed.status_code == 200, refreshed.text

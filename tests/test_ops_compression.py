@@ -49,8 +49,17 @@ async def _raw(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) ->
 
 @pytest.mark.parametrize(
     ("accept", "expected"),
-    [("gzip", "gzip"), ("deflate", "deflate"), ("gzip, deflate, br", "gzip"), ("gzip;q=0.5, deflate", "deflate"),
-     ("identity", None), ("", None), ("*", "gzip"), ("gzip;q=0, *;q=0.1", "deflate"), ("br", None)],
+    [
+        ("gzip", "gzip"),
+        ("deflate", "deflate"),
+        ("gzip, deflate, br", "gzip"),
+        ("gzip;q=0.5, deflate", "deflate"),
+        ("identity", None),
+        ("", None),
+        ("*", "gzip"),
+        ("gzip;q=0, *;q=0.1", "deflate"),
+        ("br", None),
+    ],
 )
 def test_choose_encoding(accept: str, expected: str | None) -> None:
     assert choose_encoding(accept) == expected
@@ -120,8 +129,12 @@ async def test_sse_streams_are_never_compressed(app: App) -> None:
             assert (await _first_lines(stream, 1)) == [": stream open"]
 
         # A tools/call answered as a (primed) SSE stream.
-        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                "params": {"name": "remember", "arguments": {"content": "Streams stay uncompressed " * 40, "topic": "sse", "type": "fact"}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": "Streams stay uncompressed " * 40, "topic": "sse", "type": "fact"}},
+        }
         async with http.stream("POST", url + "/mcp", json=call, headers=headers) as answer:
             assert answer.headers["content-type"].startswith("text/event-stream")
             assert "content-encoding" not in answer.headers

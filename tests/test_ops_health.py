@@ -133,7 +133,9 @@ async def test_embedding_failure_is_reported_not_fatal(tmp_path: Path) -> None:
     try:
         async with serving(built) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
             async with Client(url + "/mcp", read_timeout_seconds=TIMEOUT_S) as client:
-                assert (await client.call_tool("remember", {"content": "Embeddings work at first", "topic": "t", "type": "fact"})).is_error is False
+                assert (
+                    await client.call_tool("remember", {"content": "Embeddings work at first", "topic": "t", "type": "fact"})
+                ).is_error is False
                 healthy = (await http.get(url + "/health")).json()["embeddings"]
                 assert healthy["status"] == "ok" and healthy["lastSuccess"] and healthy["lastFailure"] is None
 

@@ -61,7 +61,10 @@ def restore_root_logging() -> Iterator[None]:
         ("postgresql://memento:pg-pass-77@db:5432/memento", "pg-pass-77"),
         ("key sk-abcdefghijklmnopqrstuvwxyz0123456789", "sk-abcdefghijklmnopqrstuvwxyz0123456789"),
         ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "eyJzdWIiOiIxIn0"),
-        ("1 validation error\ncontent\n  Input should be a valid string [type=string_type, input_value='private words', input_type=str]", "private words"),
+        (
+            "1 validation error\ncontent\n  Input should be a valid string [type=string_type, input_value='private words', input_type=str]",
+            "private words",
+        ),
         ("call 010-1234-5678", "010-1234-5678"),
     ],
 )
@@ -76,7 +79,9 @@ def test_configured_secret_values_are_redacted_anywhere() -> None:
 
 
 def test_filter_redacts_arguments_and_exceptions() -> None:
-    record = logging.LogRecord("memento.x", logging.ERROR, __file__, 1, "user %s said %s", ("a@b.example.com", "Bearer qwertyuiop123"), None)
+    record = logging.LogRecord(
+        "memento.x", logging.ERROR, __file__, 1, "user %s said %s", ("a@b.example.com", "Bearer qwertyuiop123"), None
+    )
     try:
         raise ValueError("token=zzz-leaked-zzz")
     except ValueError:
@@ -89,7 +94,9 @@ def test_filter_redacts_arguments_and_exceptions() -> None:
 
 
 def test_json_lines_on_stderr_and_rotation_under_log_dir(tmp_path: Path, restore_root_logging: None) -> None:
-    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", LOG_DIR=str(tmp_path / "logs"), LOG_MAX_BYTES=2048, LOG_BACKUP_COUNT=2)
+    settings = Settings(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", LOG_DIR=str(tmp_path / "logs"), LOG_MAX_BYTES=2048, LOG_BACKUP_COUNT=2
+    )
     stream = io.StringIO()
     configure_logging(settings, stream=stream)
     configure_logging(settings, stream=stream)  # idempotent: no duplicated handlers
@@ -120,12 +127,19 @@ async def test_no_secret_reaches_any_log(tmp_path: Path, anyio_backend: str) -> 
         auth = {"Authorization": f"Bearer {ACCESS_KEY}"}
         async with httpx2.AsyncClient(headers=auth, timeout=TIMEOUT_S) as http2:
             async with Client(streamable_http_client(server.mcp, http_client=http2), read_timeout_seconds=TIMEOUT_S) as client:
-                stored = data(await client.call_tool("remember", {"content": secret_content, "topic": f"topic-{CONTENT_MARKER}", "type": "fact", "keywords": [CONTENT_MARKER]}))
+                stored = data(
+                    await client.call_tool(
+                        "remember",
+                        {"content": secret_content, "topic": f"topic-{CONTENT_MARKER}", "type": "fact", "keywords": [CONTENT_MARKER]},
+                    )
+                )
                 assert CONTENT_MARKER in stored["fragment"]["content"]  # stored (redacted of PII only)
                 found = data(await client.call_tool("recall", {"text": f"who owns {CONTENT_MARKER}?"}))
                 assert found["fragments"][0]["id"] == stored["id"]
                 # Failing calls echo nothing either: a validation error, an unknown id, a bad tool.
-                bad = await client.call_tool("remember", {"content": secret_content, "topic": "t", "type": "fact", "importance": f"{CONTENT_MARKER}"})
+                bad = await client.call_tool(
+                    "remember", {"content": secret_content, "topic": "t", "type": "fact", "importance": f"{CONTENT_MARKER}"}
+                )
                 assert bad.is_error is True
                 missing = await client.call_tool("amend", {"id": f"frag-{CONTENT_MARKER}", "content": secret_content})
                 assert missing.is_error is True

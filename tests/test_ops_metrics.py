@@ -53,9 +53,13 @@ async def test_metrics_after_tool_calls(app: App) -> None:
     async with serving(app) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
         async with Client(url + "/mcp", read_timeout_seconds=TIMEOUT_S) as client:
             for i in range(3):
-                result = await client.call_tool("remember", {"content": f"Metric fact number {i} about gauges", "topic": "m", "type": "fact"})
+                result = await client.call_tool(
+                    "remember", {"content": f"Metric fact number {i} about gauges", "topic": "m", "type": "fact"}
+                )
                 assert result.is_error is False
-            await client.call_tool("remember", {"content": "An anchored preference", "topic": "m", "type": "preference", "isAnchor": True, "agentId": "other"})
+            await client.call_tool(
+                "remember", {"content": "An anchored preference", "topic": "m", "type": "preference", "isAnchor": True, "agentId": "other"}
+            )
             assert (await client.call_tool("recall", {"text": "gauges"})).is_error is False
             assert (await client.call_tool("recall", {"keywords": ["gauges"]})).is_error is False
             assert (await client.call_tool("remember", {"topic": "missing content"})).is_error is True
@@ -147,8 +151,15 @@ AGENT_KEY = "metrics-agent-key-0123456789ab"
 
 def _keyed_app(folder: Path, **settings: Any) -> App:  # environment-style values, parsed by Settings
     keys = json.dumps([{"name": "a", "key": AGENT_KEY, "agent": "agent-a", "access": "read-write"}])
-    return build_app(Settings(DATABASE_URL=f"sqlite:///{folder / 'm.db'}", EMBEDDING_PROVIDER="hash",
-                              MEMENTO_ACCESS_KEY=OPERATOR_KEY, MEMENTO_KEYS=keys, **settings))
+    return build_app(
+        Settings(
+            DATABASE_URL=f"sqlite:///{folder / 'm.db'}",
+            EMBEDDING_PROVIDER="hash",
+            MEMENTO_ACCESS_KEY=OPERATOR_KEY,
+            MEMENTO_KEYS=keys,
+            **settings,
+        )
+    )
 
 
 async def test_metrics_need_an_admin_credential_when_credentials_are_configured(tmp_path: Path) -> None:
@@ -162,8 +173,7 @@ async def test_metrics_need_an_admin_credential_when_credentials_are_configured(
             assert agent.status_code == 403 and "memento_" not in agent.text
             operator = await http.get(url + "/metrics", headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
             assert operator.status_code == 200 and "memento_database_up" in operator.text
-            foreign = await http.get(url + "/metrics", headers={"Origin": "http://evil.example",
-                                                                "Authorization": f"Bearer {OPERATOR_KEY}"})
+            foreign = await http.get(url + "/metrics", headers={"Origin": "http://evil.example", "Authorization": f"Bearer {OPERATOR_KEY}"})
             assert foreign.status_code == 403
     finally:
         built.close()

@@ -46,8 +46,14 @@ def owner_query(server: PostgresServer, sql: str, params: tuple[Any, ...] = ()) 
 
 def test_postgres_variables_take_precedence_over_db_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    for name, value in {"DB_HOST": "db-host", "POSTGRES_HOST": "pg-host", "DB_PORT": "6000",
-                        "DB_NAME": "mem", "DB_USER": "u", "POSTGRES_PASSWORD": "p w"}.items():
+    for name, value in {
+        "DB_HOST": "db-host",
+        "POSTGRES_HOST": "pg-host",
+        "DB_PORT": "6000",
+        "DB_NAME": "mem",
+        "DB_USER": "u",
+        "POSTGRES_PASSWORD": "p w",
+    }.items():
         monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.backend == "postgres"
@@ -63,8 +69,12 @@ def test_database_url_chooses_the_backend() -> None:
 
 
 def test_pool_settings_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {"DB_MAX_CONNECTIONS": "7", "DB_IDLE_TIMEOUT_MS": "5000",
-                        "DB_CONN_TIMEOUT_MS": "2000", "DB_QUERY_TIMEOUT": "1500"}.items():
+    for name, value in {
+        "DB_MAX_CONNECTIONS": "7",
+        "DB_IDLE_TIMEOUT_MS": "5000",
+        "DB_CONN_TIMEOUT_MS": "2000",
+        "DB_QUERY_TIMEOUT": "1500",
+    }.items():
         monkeypatch.setenv(name, value)
     s = Settings()
     assert (s.db_max_connections, s.db_idle_timeout_ms, s.db_conn_timeout_ms, s.db_query_timeout) == (7, 5000, 2000, 1500)
@@ -87,7 +97,9 @@ def test_migrations_are_recorded_and_never_rerun(pg_app: App, pg_settings: Setti
 
 
 def test_the_index_inventory_of_000_exists(pg_app: App, postgres_server: PostgresServer) -> None:
-    rows = owner_query(postgres_server, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'agent_memory' AND tablename = 'fragments'")
+    rows = owner_query(
+        postgres_server, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'agent_memory' AND tablename = 'fragments'"
+    )
     defs = dict(rows)
     for column in ("keywords", "linked_to", "search"):
         assert "USING gin" in defs[f"fragments_{column}"]
@@ -103,8 +115,11 @@ def test_a_new_embedding_size_retypes_the_column(pg_settings: Settings, postgres
     first.close()
     second = build_app(pg_settings, embedder=HashEmbedder(64))
     try:
-        column = owner_query(postgres_server, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
-                             " WHERE attrelid = 'agent_memory.fragments'::regclass AND attname = 'embedding'")
+        column = owner_query(
+            postgres_server,
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attrelid = 'agent_memory.fragments'::regclass AND attname = 'embedding'",
+        )
         assert column == [("vector(64)",)]
         assert "vector_dimensions_64" in second.store.migrations()
         assert len(second.store.missing_embeddings(AgentScope("system"), 10)) == 1  # re-embedded by the backfill
@@ -116,7 +131,9 @@ def test_a_new_embedding_size_retypes_the_column(pg_settings: Settings, postgres
 def test_filtered_vector_search_fills_its_limit(pg_app: App) -> None:
     service, ctx = pg_app.service, CallContext()
     for i in range(60):
-        service.remember(RememberInput(content=f"note number {i} about item {i * 7}", topic="even" if i % 2 == 0 else "odd", type="fact"), ctx)
+        service.remember(
+            RememberInput(content=f"note number {i} about item {i * 7}", topic="even" if i % 2 == 0 else "odd", type="fact"), ctx
+        )
     vector = pg_app.embedder.embed_query("note about item") if pg_app.embedder else np.zeros(256)
     hits = pg_app.store.vector_search(AgentScope("default"), vector, SearchFilter(topic="odd"), 20)
     assert len(hits) == 20
@@ -127,11 +144,13 @@ def test_filtered_vector_search_fills_its_limit(pg_app: App) -> None:
 def test_korean_particles_and_english_stems_match_in_full_text(pg_app: App) -> None:
     ctx = CallContext()
     meeting = pg_app.service.remember(RememberInput(content="회의가 길었다", topic="t", type="fact", keywords=["x"]), ctx).id
-    research = pg_app.service.remember(RememberInput(content="researching index structures", topic="t", type="fact", keywords=["y"]), ctx).id
+    research = pg_app.service.remember(
+        RememberInput(content="researching index structures", topic="t", type="fact", keywords=["y"]), ctx
+    ).id
     scope, filt = AgentScope("default"), SearchFilter()
     assert [h.id for h in pg_app.store.text_search(scope, ["회의"], filt, 5)] == [meeting]
     assert [h.id for h in pg_app.store.text_search(scope, ["research"], filt, 5)] == [research]
-    assert pg_app.service.recall(RecallInput(text="it's \"회의\" (research)?"), ctx).count == 2
+    assert pg_app.service.recall(RecallInput(text='it\'s "회의" (research)?'), ctx).count == 2
 
 
 def test_the_application_role_cannot_change_the_schema(pg_app: App, postgres_server: PostgresServer) -> None:
@@ -170,8 +189,15 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
     for agent in ("agent-a", "agent-b", "default"):
         ctx = CallContext(agent_id=None if agent == "default" else agent)  # the operator writes the shared pool
         ids[agent] = [
-            service.remember(RememberInput(content=f"staging database {agent} note {i} 회의가 길었다", topic="db" if i % 2 else "ops",
-                                           type="fact", keywords=["port", f"k{i % 3}"] if i % 2 else None), ctx).id
+            service.remember(
+                RememberInput(
+                    content=f"staging database {agent} note {i} 회의가 길었다",
+                    topic="db" if i % 2 else "ops",
+                    type="fact",
+                    keywords=["port", f"k{i % 3}"] if i % 2 else None,
+                ),
+                ctx,
+            ).id
             for i in range(6)
         ]
     ctx = CallContext(agent_id="agent-a")
@@ -189,7 +215,7 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
 
     assert as_system(postgres_server, STALE_TERMS) == []
     assert as_system(postgres_server, STALE_KEYWORDS) == []
-    (count,), = as_system(postgres_server, "SELECT COUNT(*) FROM agent_memory.fragment_terms")
+    ((count,),) = as_system(postgres_server, "SELECT COUNT(*) FROM agent_memory.fragment_terms")
     assert isinstance(count, int) and count > 0
 
 
@@ -197,20 +223,27 @@ def test_stored_term_shares_add_up_to_ts_rank(pg_app: App, postgres_server: Post
     ctx = CallContext()
     for text in ("index index index of the staging database", "database", "an index", "research on index structures"):
         pg_app.service.remember(RememberInput(content=text, topic="index", type="fact", keywords=["index"]), ctx)
-    worst = as_system(postgres_server, """
+    worst = as_system(
+        postgres_server,
+        """
         SELECT MAX(ABS(ts_rank('{0, 0, 0.3, 1}', f.search, q.q, 1)
                - (SELECT COALESCE(SUM(t.rank), 0) FROM agent_memory.fragment_terms t WHERE t.seq = f.seq AND t.term IN ('index', 'databas')) / 2))
-        FROM agent_memory.fragments f, (SELECT CAST('''index'' | ''databas''' AS tsquery) AS q) q""")[0][0]
+        FROM agent_memory.fragments f, (SELECT CAST('''index'' | ''databas''' AS tsquery) AS q) q""",
+    )[0][0]
     assert isinstance(worst, float) and worst < 1e-6
 
 
 def test_the_search_tables_answer_under_row_level_security_through_their_indexes(pg_app: App, postgres_server: PostgresServer) -> None:
-    pg_app.service.remember(RememberInput(content="a note about ports", topic="t", type="fact", keywords=["port"]), CallContext(agent_id="agent-a"))
+    pg_app.service.remember(
+        RememberInput(content="a note about ports", topic="t", type="fact", keywords=["port"]), CallContext(agent_id="agent-a")
+    )
     with connect(postgres_server.app_dsn) as conn:
         conn.execute("SELECT set_config('app.current_agent_id', 'agent-a', true)")
         conn.execute("SET LOCAL enable_seqscan = off")
-        for sql in ("SELECT seq FROM agent_memory.fragment_terms WHERE term = 'port'",
-                    "SELECT seq FROM agent_memory.fragment_keywords WHERE keyword = 'port'"):
+        for sql in (
+            "SELECT seq FROM agent_memory.fragment_terms WHERE term = 'port'",
+            "SELECT seq FROM agent_memory.fragment_keywords WHERE keyword = 'port'",
+        ):
             plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())
             assert "Index" in plan and "Seq Scan" not in plan
         assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_terms WHERE term = 'port'").fetchone()[0] == 1
@@ -236,9 +269,7 @@ def _waiting_for_a_lock(server: PostgresServer, count: int = 1, deadline_s: floa
     raise AssertionError("no session started waiting for the lock")
 
 
-def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(
-    pg_app: App, postgres_server: PostgresServer
-) -> None:
+def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(pg_app: App, postgres_server: PostgresServer) -> None:
     import threading
 
     target = _fragment(pg_app, "the fragment being forgotten")
@@ -267,9 +298,7 @@ def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(
     assert owner_query(postgres_server, "SELECT linked_to FROM agent_memory.fragments WHERE id = %s", (neighbour,)) == [([],)]
 
 
-def test_the_access_flush_skips_rows_another_transaction_holds_and_writes_them_later(
-    pg_app: App, postgres_server: PostgresServer
-) -> None:
+def test_the_access_flush_skips_rows_another_transaction_holds_and_writes_them_later(pg_app: App, postgres_server: PostgresServer) -> None:
     import threading
 
     free, held, gone = (_fragment(pg_app, f"statistics row {n}") for n in ("one", "two", "three"))
@@ -283,11 +312,15 @@ def test_the_access_flush_skips_rows_another_transaction_holds_and_writes_them_l
         flusher.start()
         flusher.join(30)  # it must not wait for the lock (waiting is how it deadlocked)
         assert not flusher.is_alive()
-        counts = dict(owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],)))
+        counts = dict(
+            owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],))
+        )
         assert counts == {free: 1, held: 0}
         other.rollback()
     store.flush_access()
     counts = dict(owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],)))
     assert counts == {free: 1, held: 1}
     store.flush_access()  # the deleted row is not carried from flush to flush
-    assert counts == dict(owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],)))
+    assert counts == dict(
+        owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],))
+    )

@@ -36,10 +36,19 @@ def recall_ids(service: MemoryService, ctx: CallContext, **kw: Any) -> set[str]:
 
 def test_every_shared_field_round_trips(service: MemoryService, ctx: CallContext) -> None:
     stored = remember(
-        service, ctx, "The billing service retries three times", type="learning",
-        tags=["Billing", " project:atlas "], confidence=0.7, context="post-mortem of incident 12",
-        metadata={"ticket": "OPS-12", "severity": 2}, expiresAt="2099-01-01T00:00:00Z", pinned=True,
-        memorySystem="procedural", privacyScope="team", originTrace={"from": "session-9", "turn": 4},
+        service,
+        ctx,
+        "The billing service retries three times",
+        type="learning",
+        tags=["Billing", " project:atlas "],
+        confidence=0.7,
+        context="post-mortem of incident 12",
+        metadata={"ticket": "OPS-12", "severity": 2},
+        expiresAt="2099-01-01T00:00:00Z",
+        pinned=True,
+        memorySystem="procedural",
+        privacyScope="team",
+        originTrace={"from": "session-9", "turn": 4},
     )
     assert stored.created is True
     found = service.recall(RecallInput(text="billing retries"), ctx).fragments
@@ -60,8 +69,12 @@ def test_defaults_and_the_memory_system_derived_from_type_and_scope(service: Mem
         for kind in ("fact", "episode", "error", "procedure", "observation", "pattern")
     }
     assert systems == {
-        "fact": "semantic", "episode": "episodic", "error": "episodic", "procedure": "procedural",
-        "observation": "semantic", "pattern": "semantic",
+        "fact": "semantic",
+        "episode": "episodic",
+        "error": "episodic",
+        "procedure": "procedural",
+        "observation": "semantic",
+        "pattern": "semantic",
     }
     working = remember(service, ctx, "scratch note for this session", scope="session").fragment
     assert working.memory_system == "working"
@@ -130,9 +143,15 @@ def test_soft_deletion_hides_everywhere_and_restores(service: MemoryService, ctx
 
 def test_bad_shared_fields_are_refused_and_nothing_is_stored(service: MemoryService, ctx: CallContext) -> None:
     for bad in (
-        {"confidence": 1.5}, {"memorySystem": "dreaming"}, {"privacyScope": "everyone"}, {"tags": "ops"},
-        {"tags": [""]}, {"metadata": {"blob": "x" * 9000}}, {"metadata": ["not", "an", "object"]},
-        {"expiresAt": "next tuesday"}, {"type": "rumour"},
+        {"confidence": 1.5},
+        {"memorySystem": "dreaming"},
+        {"privacyScope": "everyone"},
+        {"tags": "ops"},
+        {"tags": [""]},
+        {"metadata": {"blob": "x" * 9000}},
+        {"metadata": ["not", "an", "object"]},
+        {"expiresAt": "next tuesday"},
+        {"type": "rumour"},
     ):
         with pytest.raises(ValidationError):
             RememberInput.model_validate({"content": "never stored", "topic": "t", "type": "fact", **bad})
@@ -152,8 +171,11 @@ def test_the_python_filter_matches_the_sql_filter(service: MemoryService, ctx: C
     scope = AgentScope()
     everything = service.store.list_fragments(scope, SearchFilter(), 100)
     for filt in (
-        SearchFilter(tags_all=("a",)), SearchFilter(tags_all=("a", "b")), SearchFilter(tags_any=("b", "c")),
-        SearchFilter(tags_any=("zzz",)), SearchFilter(memory_system=everything[0].memory_system),
+        SearchFilter(tags_all=("a",)),
+        SearchFilter(tags_all=("a", "b")),
+        SearchFilter(tags_any=("b", "c")),
+        SearchFilter(tags_any=("zzz",)),
+        SearchFilter(memory_system=everything[0].memory_system),
         SearchFilter(tags_all=("c",), tags_any=("b",)),
     ):
         in_sql = {f.id for f in service.store.list_fragments(scope, filt, 100)}
@@ -166,7 +188,9 @@ def test_the_python_filter_matches_the_sql_filter(service: MemoryService, ctx: C
 def _fragments(service: MemoryService, sessions: set[str]) -> dict[str, Fragment]:
     found = {f.id: f for f in service.store.list_fragments(AgentScope("system"), SearchFilter(), 1000)}
     for session in sessions:
-        found |= {f.id: f for f in service.store.list_fragments(AgentScope("system"), SearchFilter(session_id=session, only_session=True), 1000)}
+        found |= {
+            f.id: f for f in service.store.list_fragments(AgentScope("system"), SearchFilter(session_id=session, only_session=True), 1000)
+        }
     return found
 
 
@@ -180,7 +204,9 @@ def test_a_store_of_the_previous_release_upgrades_in_place_and_keeps_every_row(t
     shutil.copy(DATA / "store-0484b5b.sqlite", path)
     with sqlite3.connect(path) as raw:
         before = {r[0]: r[1:] for r in raw.execute("SELECT id, content, topic, type, agent_id, session_id, importance FROM fragments")}
-        counts = {t: raw.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("fragment_links", "fragment_versions", "tool_feedback")}
+        counts = {
+            t: raw.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("fragment_links", "fragment_versions", "tool_feedback")
+        }
     assert len(before) == 29
     app = build_app(Settings(DATABASE_URL=f"sqlite:///{path}", EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))
     try:
@@ -188,7 +214,11 @@ def test_a_store_of_the_previous_release_upgrades_in_place_and_keeps_every_row(t
         after = _fragments(service, {str(v[4]) for v in before.values() if v[4]})
         assert {i: (f.content, f.topic, f.type.value, f.agent_id, f.session_id, f.importance) for i, f in after.items()} == before
         for f in after.values():
-            expected = "working" if f.session_id else {"episode": "episodic", "error": "episodic", "procedure": "procedural"}.get(f.type.value, "semantic")
+            expected = (
+                "working"
+                if f.session_id
+                else {"episode": "episodic", "error": "episodic", "procedure": "procedural"}.get(f.type.value, "semantic")
+            )
             assert (f.memory_system.value, f.confidence, f.tags, f.pinned, f.deleted_at) == (expected, 1.0, [], False, None)
         with sqlite3.connect(path) as raw:
             assert {t: raw.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in counts} == counts
@@ -223,7 +253,10 @@ def test_a_postgres_store_at_the_previous_migrations_upgrades_in_place(postgres_
         every = postgres_schema._migration_files
         monkeypatch.setattr(postgres_schema, "_migration_files", lambda: [m for m in every() if m[0] < "0004"])
         assert [n for n in postgres_schema.migrate(dsn) if not n.startswith("vector")] == [
-            "0001_initial.sql", "0002_search_tables.sql", "0003_working_memory_and_pool_rls.sql"]
+            "0001_initial.sql",
+            "0002_search_tables.sql",
+            "0003_working_memory_and_pool_rls.sql",
+        ]
         kinds = ("fact", "episode", "procedure", "error", "preference")
         with psycopg.connect(dsn) as conn:
             conn.execute("SELECT set_config('app.current_agent_id', 'system', true)")
@@ -231,8 +264,15 @@ def test_a_postgres_store_at_the_previous_migrations_upgrades_in_place(postgres_
                 conn.execute(
                     "INSERT INTO agent_memory.fragments (id, content, topic, type, importance, content_hash, ttl_tier, agent_id, keywords, session_id)"
                     " VALUES (%s, %s, 't', %s, 0.5, %s, 'warm', %s, %s, %s)",
-                    (f"frag-old{i}", f"old row {i}", kinds[i % 5], f"h{i}", ("a", "b", "default")[i % 3], ["old"],
-                     "s1" if i == 7 else None),
+                    (
+                        f"frag-old{i}",
+                        f"old row {i}",
+                        kinds[i % 5],
+                        f"h{i}",
+                        ("a", "b", "default")[i % 3],
+                        ["old"],
+                        "s1" if i == 7 else None,
+                    ),
                 )
         monkeypatch.setattr(postgres_schema, "_migration_files", every)
         assert "0004_shared_record.sql" in postgres_schema.migrate(dsn)

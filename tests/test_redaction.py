@@ -52,7 +52,11 @@ TRUE_POSITIVES: list[tuple[str, str, str]] = [
     ("anthropic sk-ant-api03-Q9w8E7r6T5y4U3i2O1p0-AsDfGhJkLzXcVbNm1234567890abc", "Q9w8E7r6T5y4U3i2O1p0", API_KEY),
     ("gh token ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R", "ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R", API_KEY),
     ("oauth gho_16C7e42F292c6912E7710c838347Ae178B4a", "gho_16C7e42F292c6912E7710c838347Ae178B4a", API_KEY),
-    ("server ghs_aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1wX2 and ghr_zY9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8", "ghr_zY9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8", API_KEY),
+    (
+        "server ghs_aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1wX2 and ghr_zY9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8",
+        "ghr_zY9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8",
+        API_KEY,
+    ),
     ("fine-grained github_pat_11ABCDEFG0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789aBcDeFgHiJkLmNoPqRsT", "github_pat_11ABCDEFG0", API_KEY),
     ("gitlab glpat-xY7zW2vU4tS6rQ8pO0nM", "glpat-xY7zW2vU4tS6rQ8pO0nM", API_KEY),
     ("slack bot xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "xoxb-123456789012", API_KEY),
@@ -244,7 +248,10 @@ def test_stored_content_is_normalised_so_variants_deduplicate() -> None:
 
 def test_given_keywords_that_hold_pii_are_dropped() -> None:
     draft = FragmentFactory().draft(
-        content="deploy notes", topic="t", type_=FragmentType.FACT, created_at=NOW,
+        content="deploy notes",
+        topic="t",
+        type_=FragmentType.FACT,
+        created_at=NOW,
         keywords=["Deploy", "ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R", "jane@example.com", "ｒｅｌｅａｓｅ", "010-1234-5678"],
     )
     assert draft.keywords == ["deploy", "release"]
@@ -274,9 +281,11 @@ async def test_planted_secrets_reach_no_file_over_a_real_transport(tmp_path: Pat
     try:
         async with httpx2.AsyncClient(timeout=TIMEOUT_S) as http:
             async with Client(streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S) as client:
-                stored = data(await client.call_tool("remember", {
-                    "content": content, "topic": "deploy", "type": "fact", "keywords": ["deploy", GH_TOKEN, EMAIL_ADDRESS],
-                }))
+                stored = data(
+                    await client.call_tool(
+                        "remember", {"content": content, "topic": "deploy", "type": "fact", "keywords": ["deploy", GH_TOKEN, EMAIL_ADDRESS]}
+                    )
+                )
                 extracted = data(await client.call_tool("remember", {"content": content + " again", "topic": "deploy", "type": "fact"}))
                 amended = data(await client.call_tool("amend", {"id": stored["id"], "content": f"비밀번호는 {KOREAN_PASSWORD}입니다"}))
                 superseding = data(await client.call_tool("amend", {"id": extracted["id"], "content": content + " v2", "supersedes": True}))

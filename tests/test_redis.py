@@ -25,7 +25,7 @@ CTX = CallContext()
 
 
 @pytest.fixture
-def redis_app(settings: Settings, redis_server: RedisServer, clock: Any) -> Iterator[App]:  # noqa: F811
+def redis_app(settings: Settings, redis_server: RedisServer, clock: Any) -> Iterator[App]:
     configured = settings.model_copy(update={"redis_enabled": True, "redis_host": "127.0.0.1", "redis_port": redis_server.port})
     built = build_app(configured, embedder=HashEmbedder(256), clock=clock)
     assert built.keyword_index is not None
@@ -36,9 +36,9 @@ def redis_app(settings: Settings, redis_server: RedisServer, clock: Any) -> Iter
 
 
 def remember(app: App, content: str, keywords: list[str], importance: float, agent: str | None = None) -> str:
-    out = app.service.remember(RememberInput(
-        content=content, topic="t", type="fact", keywords=keywords, importance=importance, agentId=agent,
-    ), CTX)
+    out = app.service.remember(
+        RememberInput(content=content, topic="t", type="fact", keywords=keywords, importance=importance, agentId=agent), CTX
+    )
     return str(out.id)
 
 
@@ -116,7 +116,7 @@ def wait_for(predicate: Any, timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def test_redis_outage_degrades_and_recovers(redis_app: App, redis_server: RedisServer) -> None:  # noqa: F811
+def test_redis_outage_degrades_and_recovers(redis_app: App, redis_server: RedisServer) -> None:
     index = redis_app.keyword_index
     assert index is not None
     before = remember(redis_app, "zeta before the outage", ["zeta"], 0.5)
@@ -132,6 +132,7 @@ def test_redis_outage_degrades_and_recovers(redis_app: App, redis_server: RedisS
     assert not index.available
 
     redis_server.start()  # same port, empty: the index is rebuilt from the store
+
     def l1_back() -> bool:
         tiers = recall(redis_app, ["zeta"]).tiers
         return bool(tiers.l1 == 2)
@@ -143,7 +144,7 @@ def test_redis_outage_degrades_and_recovers(redis_app: App, redis_server: RedisS
     assert recall(redis_app, ["zeta"]).tiers.l1 == 3 and after in ids(recall(redis_app, ["zeta"]))
 
 
-def test_health_is_200_and_degraded_while_redis_is_down(redis_app: App, redis_server: RedisServer) -> None:  # noqa: F811
+def test_health_is_200_and_degraded_while_redis_is_down(redis_app: App, redis_server: RedisServer) -> None:
     async def probe() -> list[tuple[int, dict[str, Any]]]:
         replies = []
         async with serving(redis_app) as (url, _), httpx.AsyncClient(timeout=20.0) as http:

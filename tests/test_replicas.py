@@ -33,9 +33,15 @@ def replica_env(postgres: PostgresServer, redis: RedisServer, **extra: str) -> d
     """Server settings for a replica on an emptied shared PostgreSQL and Redis."""
     postgres.reset()
     return {
-        "EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1",
-        "DATABASE_URL": postgres.app_dsn, "DATABASE_MIGRATION_URL": postgres.owner_dsn,
-        "REDIS_ENABLED": "true", "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis.port), **extra,
+        "EMBEDDING_PROVIDER": "hash",
+        "LOG_LEVEL": "INFO",
+        "MEMENTO_HOST": "127.0.0.1",
+        "DATABASE_URL": postgres.app_dsn,
+        "DATABASE_MIGRATION_URL": postgres.owner_dsn,
+        "REDIS_ENABLED": "true",
+        "REDIS_HOST": "127.0.0.1",
+        "REDIS_PORT": str(redis.port),
+        **extra,
     }
 
 
@@ -54,9 +60,7 @@ def two_replicas(env: dict[str, str], folder: Path) -> Iterator[tuple[HttpServer
 
 
 @pytest.fixture
-def replicas(
-    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
-) -> Iterator[tuple[HttpServer, HttpServer]]:
+def replicas(tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer) -> Iterator[tuple[HttpServer, HttpServer]]:
     with two_replicas(replica_env(postgres_server, redis_server), tmp_path) as pair:
         yield pair
 
@@ -73,19 +77,25 @@ class Client:
         return {**HEADERS, "Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": VERSION}
 
     def initialize(self, server: HttpServer) -> None:
-        reply = self.http.post(server.mcp, headers=HEADERS, json={
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "replica-test", "version": "1"}},
-        })
+        reply = self.http.post(
+            server.mcp,
+            headers=HEADERS,
+            json={
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "replica-test", "version": "1"}},
+            },
+        )
         assert reply.status_code == 200, reply.text
         self.session_id = reply.headers["mcp-session-id"]
         note = self.http.post(server.mcp, headers=self.headers(), json={"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert note.status_code == 202
 
     def request(self, server: HttpServer, method: str, params: dict[str, Any]) -> httpx.Response:
-        return self.http.post(server.mcp, headers=self.headers(), json={
-            "jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params,
-        })
+        return self.http.post(
+            server.mcp, headers=self.headers(), json={"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        )
 
     def call(self, server: HttpServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
         reply = self.request(server, method, params)
@@ -168,9 +178,7 @@ class Listener:
         self._stop = True
 
 
-def test_a_session_moves_between_replicas_and_writes_reach_subscribers_everywhere(
-    replicas: tuple[HttpServer, HttpServer],
-) -> None:
+def test_a_session_moves_between_replicas_and_writes_reach_subscribers_everywhere(replicas: tuple[HttpServer, HttpServer]) -> None:
     a, b = replicas
     with Client() as client, Client() as writer:
         client.initialize(a)
@@ -182,10 +190,16 @@ def test_a_session_moves_between_replicas_and_writes_reach_subscribers_everywher
         listener = Listener(client, a)
 
         writer.initialize(b)
-        stored = writer.tool(b, "remember", {
-            "content": "The blue-green deploy of billing runs at 02:00 UTC on Sundays.",
-            "topic": "deploys", "type": "procedure", "keywords": ["billing", "deploy"],
-        })
+        stored = writer.tool(
+            b,
+            "remember",
+            {
+                "content": "The blue-green deploy of billing runs at 02:00 UTC on Sundays.",
+                "topic": "deploys",
+                "type": "procedure",
+                "keywords": ["billing", "deploy"],
+            },
+        )
         _, updated = listener.next("notifications/resources/updated", "memory://topics/deploys")
         assert updated["params"] == {"uri": "memory://topics/deploys"}
         listener.next("notifications/resources/list_changed")
@@ -226,7 +240,9 @@ def test_a_session_ended_on_one_replica_is_gone_on_both(replicas: tuple[HttpServ
     a, b = replicas
     with Client() as client:
         client.initialize(a)
-        client.tool(b, "remember", {"content": "Scratch note for this session only.", "scope": "session", "topic": "scratch", "type": "fact"})
+        client.tool(
+            b, "remember", {"content": "Scratch note for this session only.", "scope": "session", "topic": "scratch", "type": "fact"}
+        )
         context = client.tool(a, "context", {})
         assert [f["content"] for f in context["workingMemory"]] == ["Scratch note for this session only."]
         assert client.http.delete(b.mcp, headers=client.headers()).status_code == 204
@@ -236,12 +252,18 @@ def test_a_session_ended_on_one_replica_is_gone_on_both(replicas: tuple[HttpServ
 
 
 def test_one_credential_cannot_use_another_credentials_session_through_another_replica(
-    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
+    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer
 ) -> None:
-    env = replica_env(postgres_server, redis_server, MEMENTO_KEYS=json.dumps([
-            {"name": "alice", "key": "alice-key-0123456789abcdef", "agent": "alice", "access": "read-write"},
-            {"name": "bob", "key": "bob-key-0123456789abcdef01", "agent": "bob", "access": "read-write"},
-        ]))
+    env = replica_env(
+        postgres_server,
+        redis_server,
+        MEMENTO_KEYS=json.dumps(
+            [
+                {"name": "alice", "key": "alice-key-0123456789abcdef", "agent": "alice", "access": "read-write"},
+                {"name": "bob", "key": "bob-key-0123456789abcdef01", "agent": "bob", "access": "read-write"},
+            ]
+        ),
+    )
     with two_replicas(env, tmp_path) as (a, b), Client() as alice, Client() as bob:
         alice.http.headers["Authorization"] = "Bearer alice-key-0123456789abcdef"
         bob.http.headers["Authorization"] = "Bearer bob-key-0123456789abcdef01"
@@ -256,7 +278,7 @@ def test_one_credential_cannot_use_another_credentials_session_through_another_r
 
 
 def test_replicas_keep_serving_while_redis_is_down_and_share_again_after(
-    replicas: tuple[HttpServer, HttpServer], redis_server: RedisServer  # noqa: F811
+    replicas: tuple[HttpServer, HttpServer], redis_server: RedisServer
 ) -> None:
     a, b = replicas
     with Client() as client, Client() as late:
@@ -306,17 +328,14 @@ def test_a_replica_shutting_down_leaves_its_sessions_to_the_others(replicas: tup
     a, b = replicas
     with Client() as client:
         client.initialize(a)
-        client.tool(a, "remember", {"content": "Halfway through the migration plan.", "scope": "session",
-                                    "topic": "plan", "type": "fact"})
+        client.tool(a, "remember", {"content": "Halfway through the migration plan.", "scope": "session", "topic": "plan", "type": "fact"})
         assert a.stop() in (0, -signal.SIGTERM)  # a rolling restart: SIGTERM, graceful shutdown
         # The session and its working memory live on: B continues it.
         context = client.tool(b, "context", {})
         assert [f["content"] for f in context["workingMemory"]] == ["Halfway through the migration plan."]
 
 
-def test_a_fresh_stream_on_another_replica_does_not_replay_what_was_delivered(
-    replicas: tuple[HttpServer, HttpServer],
-) -> None:
+def test_a_fresh_stream_on_another_replica_does_not_replay_what_was_delivered(replicas: tuple[HttpServer, HttpServer]) -> None:
     a, b = replicas
     with Client() as client, Client() as writer:
         client.initialize(a)
@@ -336,7 +355,7 @@ def test_a_fresh_stream_on_another_replica_does_not_replay_what_was_delivered(
 
 
 def test_a_tool_call_stream_resumes_on_the_other_replica_while_the_call_still_runs(
-    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer  # noqa: F811
+    tmp_path: Path, postgres_server: PostgresServer, redis_server: RedisServer
 ) -> None:
     # SEP-1699: the server closes the POST stream mid-call; the client resumes it with
     # Last-Event-ID, here on the replica that is not running the call.

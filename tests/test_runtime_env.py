@@ -22,8 +22,7 @@ def test_runtime_environment_lacks_the_test_only_packages() -> None:
         "import importlib.util, json; "
         f"print(json.dumps({{m: importlib.util.find_spec(m) is not None for m in {TEST_ONLY + ('memento', 'python_multipart')!r}}}))"
     )
-    done = subprocess.run([runtime_python(), "-c", probe], env=os.environ, capture_output=True, text=True,
-                          timeout=60, check=True)
+    done = subprocess.run([runtime_python(), "-c", probe], env=os.environ, capture_output=True, text=True, timeout=60, check=True)
     found = json.loads(done.stdout)
     assert not any(found[m] for m in TEST_ONLY), found
     assert found["memento"] and found["python_multipart"], found

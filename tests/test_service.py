@@ -247,15 +247,18 @@ def test_session_scope_without_a_session_is_refused(service: MemoryService) -> N
 
 
 def test_reflect_creates_typed_fragments_and_task_feedback(service: MemoryService, ctx: CallContext, app: Any) -> None:
-    result = service.reflect(ReflectInput(
-        summary="Migrated the billing service to Postgres 16",
-        sessionId="s-42",
-        decisions=["keep pgbouncer in transaction mode"],
-        errors_resolved=["fixed: prepared statements broke under pgbouncer; disabled them"],
-        new_procedures=["run vacuum analyze after bulk loads"],
-        open_questions=["should replicas be synchronous?"],
-        task_effectiveness={"overall_success": True, "tool_highlights": ["recall: found the old error"], "tool_pain_points": []},
-    ), ctx)
+    result = service.reflect(
+        ReflectInput(
+            summary="Migrated the billing service to Postgres 16",
+            sessionId="s-42",
+            decisions=["keep pgbouncer in transaction mode"],
+            errors_resolved=["fixed: prepared statements broke under pgbouncer; disabled them"],
+            new_procedures=["run vacuum analyze after bulk loads"],
+            open_questions=["should replicas be synchronous?"],
+            task_effectiveness={"overall_success": True, "tool_highlights": ["recall: found the old error"], "tool_pain_points": []},
+        ),
+        ctx,
+    )
     assert [f.type for f in result.fragments] == ["fact", "decision", "error", "procedure", "fact"]
     rows = app.store.task_feedback("s-42")
     assert len(rows) == 1 and rows[0]["overall_success"] == 1

@@ -48,8 +48,7 @@ def everything(service: MemoryService) -> list[tuple[str, str, str | None, str]]
 
 
 def test_an_agent_never_reads_the_operators_working_memory(service: MemoryService) -> None:
-    secret = remember(service, OPERATOR, "operator scratch: the root password is in vault 7",
-                      scope="session", keywords=["rootpw"])
+    secret = remember(service, OPERATOR, "operator scratch: the root password is in vault 7", scope="session", keywords=["rootpw"])
     shared = remember(service, OPERATOR, "the pool fact about vaults", keywords=["rootpw"])
     # not through recall (by text, keywords, with or without the operator's session id) ...
     for query in ({"text": "root password vault"}, {"keywords": ["rootpw"]}):
@@ -112,11 +111,11 @@ def test_ending_a_session_expunges_only_the_owners_rows(service: MemoryService) 
 
 
 def test_session_expiry_goes_by_each_owners_last_activity(service: MemoryService, clock: Clock) -> None:
-    remember(service, AGENT_B, "B's old scratch", scope="session", sessionId="b-task",
-             createdAt=(clock.now - timedelta(days=3)).isoformat())
+    remember(
+        service, AGENT_B, "B's old scratch", scope="session", sessionId="b-task", createdAt=(clock.now - timedelta(days=3)).isoformat()
+    )
     fresh = remember(service, AGENT_B, "B's new scratch", scope="session", sessionId="b-task")
-    stale = remember(service, AGENT_A, "A's old scratch", scope="session",
-                     createdAt=(clock.now - timedelta(days=3)).isoformat())
+    stale = remember(service, AGENT_A, "A's old scratch", scope="session", createdAt=(clock.now - timedelta(days=3)).isoformat())
     service.memory_consolidate(ConsolidateInput(), AGENT_A)
     # B's session is still active (one recent row): it stays whole; A's idle session goes
     assert len(service.working_memory("b-task", AGENT_B)) == 2 and fresh

@@ -60,11 +60,7 @@ def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) 
 def state(service: MemoryService) -> dict[str, Any]:
     """Every pool fragment as the operator sees it, with its version history and edges."""
     rows = service.store.list_fragments(AgentScope("system"), _ALL, 1000)
-    return {
-        f.id: (FragmentView.of(f).dump(), service.store.versions(AgentScope("system"), f.id))
-        for f in sorted(rows, key=lambda f: f.id)
-    }
-
+    return {f.id: (FragmentView.of(f).dump(), service.store.versions(AgentScope("system"), f.id)) for f in sorted(rows, key=lambda f: f.id)}
 
 
 def refused(action: Any, service: MemoryService) -> Forbidden:
@@ -93,7 +89,10 @@ def test_agent_credentials_change_the_pool_only_as_the_rule_allows(pool: tuple[s
     refused(lambda: service.amend(AmendInput(id=anchor, importance=0.1), AGENT), service)
     refused(lambda: service.link(LinkInput(fromId=anchor, toId=plain), AGENT), service)
     refused(lambda: service.amend(AmendInput(id=plain, isAnchor=True), AGENT), service)
-    refused(lambda: service.remember(RememberInput(content="planted anchor", topic="t", type="fact", isAnchor=True, agentId="default"), AGENT), service)
+    refused(
+        lambda: service.remember(RememberInput(content="planted anchor", topic="t", type="fact", isAnchor=True, agentId="default"), AGENT),
+        service,
+    )
     # reflect and tool feedback write only the caller's own namespace
     with pytest.raises(Forbidden):
         service.reflect(ReflectInput(summary="into the pool", agentId="default"), AGENT)
@@ -131,6 +130,7 @@ def test_consolidation_by_an_agent_leaves_pool_rows_it_may_not_write(pool: tuple
     shared = remember(service, ADMIN, "Old shared convention", type="episode", createdAt=long_ago.isoformat())
     anchored = remember(service, ADMIN, "Old shared anchor", type="episode", isAnchor=True, createdAt=long_ago.isoformat())
     mine = remember(service, AGENT, "Old note of agent A", type="episode", createdAt=long_ago.isoformat())
+
     def tiers() -> dict[str, str]:
         return {f.id: f.ttl_tier.value for f in service.store.get_many(AgentScope("system"), [shared, anchored, mine])}
 
@@ -169,7 +169,6 @@ def test_agent_recall_of_the_pool_still_works(pool: tuple[str, App]) -> None:
     shared = remember(app.service, ADMIN, "The VPN password rotates monthly", keywords=["vpn"])
     found = app.service.recall(RecallInput(keywords=["vpn"]), AGENT)
     assert [f.id for f in found.fragments] == [shared]
-
 
 
 def test_forget_by_topic_takes_the_callers_share_and_keeps_the_rest_of_the_pool(pool: tuple[str, App]) -> None:

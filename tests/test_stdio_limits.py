@@ -32,8 +32,12 @@ def test_an_over_long_line_is_refused_without_being_held_and_the_session_goes_on
         peer.send(json.dumps(INITIALIZED).encode())
         before = rss_kib(peer.process.pid)
         content = "x" * (64 * 1024 * 1024)  # 64 MiB in one message, a thousand times the limit
-        huge = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "remember", "arguments": {"content": content, "topic": "t", "type": "fact"}}}
+        huge = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": content, "topic": "t", "type": "fact"}},
+        }
         peer.send(json.dumps(huge).encode())
         refused = peer.incoming.get(timeout=60)
         assert refused["id"] is None and refused["error"]["code"] == -32600, refused

@@ -13,16 +13,7 @@ import pytest
 
 from memento.analysis import query_terms
 from memento.errors import Conflict, Forbidden, NotFound
-from memento.models import (
-    AgentScope,
-    CallContext,
-    FragmentType,
-    PoolWrites,
-    RecallInput,
-    RecordFields,
-    RelationType,
-    TTLTier,
-)
+from memento.models import AgentScope, CallContext, FragmentType, PoolWrites, RecallInput, RecordFields, RelationType, TTLTier
 from memento.service import MemoryService
 from memento.storage.protocol import FragmentChanges, MaintenanceStore, NewFragment, SearchFilter, Store
 from memento.storage.terms import COMMON_TERM_MIN_DOCS
@@ -34,12 +25,28 @@ A, B = AgentScope("alice"), AgentScope("bob")
 SYSTEM = AgentScope("system")
 
 
-def new(service: MemoryService, content: str, agent: str = "alice", *, type_: str = "fact", topic: str = "general",
-        session: str | None = None, created: datetime = NOW, links: tuple[str, ...] = (), importance: float | None = None,
-        is_anchor: bool = False, **record: Any) -> NewFragment:
+def new(
+    service: MemoryService,
+    content: str,
+    agent: str = "alice",
+    *,
+    type_: str = "fact",
+    topic: str = "general",
+    session: str | None = None,
+    created: datetime = NOW,
+    links: tuple[str, ...] = (),
+    importance: float | None = None,
+    is_anchor: bool = False,
+    **record: Any,
+) -> NewFragment:
     draft = service.factory.draft(
-        content=content, topic=topic, type_=FragmentType(type_), created_at=created, importance=importance,
-        is_anchor=is_anchor, record=RecordFields(**record),
+        content=content,
+        topic=topic,
+        type_=FragmentType(type_),
+        created_at=created,
+        importance=importance,
+        is_anchor=is_anchor,
+        record=RecordFields(**record),
     )
     vector = service.embedder.embed_passages([draft.content])[0] if service.embedder else None
     return NewFragment(draft, agent, session, vector, links, own_session=session is not None)
@@ -63,8 +70,9 @@ def test_insert_is_idempotent_on_content_and_get_many_respects_scope(service: Me
     bobs, _ = store.insert(B, new(service, "the cache holds 512 entries", "bob"))  # per agent
     assert bobs.id != first.id
     assert [f.id for f in store.get_many(A, [first.id, bobs.id, "frag-missing"])] == [first.id]
-    assert [f.id for f in store.get_many(SYSTEM, [first.id, bobs.id])] == [first.id, bobs.id] or \
-        {f.id for f in store.get_many(SYSTEM, [first.id, bobs.id])} == {first.id, bobs.id}
+    assert [f.id for f in store.get_many(SYSTEM, [first.id, bobs.id])] == [first.id, bobs.id] or {
+        f.id for f in store.get_many(SYSTEM, [first.id, bobs.id])
+    } == {first.id, bobs.id}
     assert first.has_embedding and first.seq > 0 and first.memory_system.value == "semantic"
 
 
@@ -194,11 +202,22 @@ def test_feedback_and_stats(service: MemoryService, store: Store) -> None:
     put(service, "stats probe fact")
     put(service, "stats probe error", type_="error")
     put(service, "stats probe anchor", is_anchor=True)
-    tool_id = store.add_tool_feedback("alice", {"tool_name": "recall", "relevant": True, "sufficient": False,
-                                                "suggestion": None, "context": None, "session_id": "s",
-                                                "trigger_type": "voluntary"}, NOW)
-    task_id = store.add_task_feedback("alice", {"session_id": "s", "overall_success": True, "tool_highlights": ["a"],
-                                                "tool_pain_points": []}, NOW)
+    tool_id = store.add_tool_feedback(
+        "alice",
+        {
+            "tool_name": "recall",
+            "relevant": True,
+            "sufficient": False,
+            "suggestion": None,
+            "context": None,
+            "session_id": "s",
+            "trigger_type": "voluntary",
+        },
+        NOW,
+    )
+    task_id = store.add_task_feedback(
+        "alice", {"session_id": "s", "overall_success": True, "tool_highlights": ["a"], "tool_pain_points": []}, NOW
+    )
     assert tool_id >= 1 and task_id >= 1
     stats = store.stats(A)
     assert stats["total"] == 3 and stats["by_type"]["error"] == 1 and stats["anchors"] == 1  # type: ignore[index]
@@ -234,15 +253,34 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
     recalled = [f.id for f in service.recall(RecallInput(text="alice garden", agentId="bob"), CallContext()).fragments]
     assert before == [both, one]
     flood = COMMON_TERM_MIN_DOCS + 200
-    rows = [{
-        "id": f"frag-flood{i:06d}", "content": f"alice note {i}", "topic": "flood", "keywords": ["alice"], "type": "fact",
-        "importance": 0.5, "content_hash": f"flood{i:011d}", "source": None, "linked_to": [], "agent_id": "mallory",
-        "access_count": 0, "accessed_at": None, "created_at": NOW, "ttl_tier": "warm", "estimated_tokens": 3,
-        "utility_score": 1.0, "verified_at": NOW, "is_anchor": False, "session_id": None, "embedding": None,
-        "embedding_model": None,
-    } for i in range(flood)]
+    rows = [
+        {
+            "id": f"frag-flood{i:06d}",
+            "content": f"alice note {i}",
+            "topic": "flood",
+            "keywords": ["alice"],
+            "type": "fact",
+            "importance": 0.5,
+            "content_hash": f"flood{i:011d}",
+            "source": None,
+            "linked_to": [],
+            "agent_id": "mallory",
+            "access_count": 0,
+            "accessed_at": None,
+            "created_at": NOW,
+            "ttl_tier": "warm",
+            "estimated_tokens": 3,
+            "utility_score": 1.0,
+            "verified_at": NOW,
+            "is_anchor": False,
+            "session_id": None,
+            "embedding": None,
+            "embedding_model": None,
+        }
+        for i in range(flood)
+    ]
     for start in range(0, flood, 500):
-        service.store.import_rows("fragments", rows[start:start + 500])  # type: ignore[attr-defined]
+        service.store.import_rows("fragments", rows[start : start + 500])  # type: ignore[attr-defined]
     assert store.count(AgentScope("mallory"), SearchFilter()) == flood
     assert [h.id for h in store.text_search(B, terms, SearchFilter(), 10)] == before
     again = [f.id for f in service.recall(RecallInput(text="alice garden", agentId="bob"), CallContext()).fragments]
@@ -321,12 +359,29 @@ def test_the_capabilities_every_backend_provides(service: MemoryService, app: An
     summary = store.size_summary()
     assert summary["working_memory"] == 1 and summary["agents"] == 2 and sum(summary["by_tier"].values()) == 1
     assert store.clear_embeddings() == 2 and store.missing_embeddings(A, 10)
-    fid = store.add_tool_feedback("alice", {"tool_name": "recall", "relevant": False, "sufficient": True, "suggestion": "x",
-                                            "context": None, "session_id": None, "trigger_type": "sampled"}, NOW)
+    fid = store.add_tool_feedback(
+        "alice",
+        {
+            "tool_name": "recall",
+            "relevant": False,
+            "sufficient": True,
+            "suggestion": "x",
+            "context": None,
+            "session_id": None,
+            "trigger_type": "sampled",
+        },
+        NOW,
+    )
     row = store.tool_feedback(fid)
-    assert row is not None and (row["tool_name"], row["relevant"], row["sufficient"], row["trigger_type"]) == ("recall", False, True, "sampled")
+    assert row is not None and (row["tool_name"], row["relevant"], row["sufficient"], row["trigger_type"]) == (
+        "recall",
+        False,
+        True,
+        "sampled",
+    )
     assert store.tool_feedback(fid + 1000) is None
-    store.add_task_feedback("alice", {"session_id": "s-cap", "overall_success": False, "tool_highlights": [],
-                                      "tool_pain_points": ["slow"]}, NOW)
+    store.add_task_feedback(
+        "alice", {"session_id": "s-cap", "overall_success": False, "tool_highlights": [], "tool_pain_points": ["slow"]}, NOW
+    )
     assert [r["tool_pain_points"] for r in store.task_feedback("s-cap")] == [["slow"]]
     assert "0004_shared_record.sql" in store.migrations()

@@ -22,8 +22,17 @@ from memento.results import StatsResult
 from memento.service import MemoryService
 
 ELEVEN = {
-    "remember", "recall", "forget", "link", "amend", "reflect", "context", "tool_feedback", "memory_stats",
-    "memory_consolidate", "graph_explore",
+    "remember",
+    "recall",
+    "forget",
+    "link",
+    "amend",
+    "reflect",
+    "context",
+    "tool_feedback",
+    "memory_stats",
+    "memory_consolidate",
+    "graph_explore",
 }
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "toolsets.md"
 
@@ -39,11 +48,13 @@ def test_the_default_toolset_is_seeds_000_eleven_tools() -> None:
 
 
 def test_selection_is_a_comma_list_in_registration_order_and_all_shows_everything() -> None:
-    registry = ToolsetRegistry([
-        Toolset("memento", "000", TOOLS),
-        Toolset("entity", "001", (extra_tool("store_memory"), extra_tool("recall_memories"))),
-        Toolset("vault", "002", (extra_tool("commit_memory"),)),
-    ])
+    registry = ToolsetRegistry(
+        [
+            Toolset("memento", "000", TOOLS),
+            Toolset("entity", "001", (extra_tool("store_memory"), extra_tool("recall_memories"))),
+            Toolset("vault", "002", (extra_tool("commit_memory"),)),
+        ]
+    )
     assert [s.name for s in registry.select("vault, entity")] == ["store_memory", "recall_memories", "commit_memory"]
     assert len(registry.select("all")) == 14 == len(registry.select("memento,all"))
     assert registry.select("entity,entity") == registry.select("entity")
@@ -76,7 +87,7 @@ def test_the_documented_token_costs_are_the_measured_ones() -> None:
         cells = [c.strip() for c in row.group(1).split("|")]
         tools = REGISTRY.get(name).tools
         assert int(cells[0]) == len(tools)
-        figures = [int(c.replace(",", "")) for c in cells[1:1 + len(versions.SUPPORTED)]]
+        figures = [int(c.replace(",", "")) for c in cells[1 : 1 + len(versions.SUPPORTED)]]
         assert figures == [list_tokens(tools, v) for v in versions.SUPPORTED], f"re-measure {name}: python bench/toolsets.py"
 
 
@@ -118,8 +129,14 @@ async def test_memento_toolsets_over_streamable_http(tmp_path: Path) -> None:
 def test_an_unknown_toolset_stops_the_server_with_a_clear_message(tmp_path: Path, transport: str) -> None:
     env = {**os.environ, **server_env(tmp_path / "store.db"), "MEMENTO_TOOLSETS": "memento,entiti"}
     done = subprocess.run(
-        [*SERVE, "--transport", transport, "--host", "127.0.0.1", "--port", "0"] if transport == "http" else [*SERVE, "--transport", "stdio"],
-        env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False,
+        [*SERVE, "--transport", transport, "--host", "127.0.0.1", "--port", "0"]
+        if transport == "http"
+        else [*SERVE, "--transport", "stdio"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode != 0
     assert "unknown toolset(s) entiti; known: memento, all" in done.stderr.decode()

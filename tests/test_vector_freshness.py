@@ -51,8 +51,13 @@ async def server(env: dict[str, str]) -> AsyncIterator[Client]:
 async def cli(env: dict[str, str], *args: str) -> str:
     """`python -m memento ...` in its own process (waited for off the event loop); its output."""
     run = partial(
-        subprocess.run, [SERVE[0], "-m", "memento", *args],
-        env={**os.environ, **env}, capture_output=True, timeout=TIMEOUT_S, check=True, text=True,
+        subprocess.run,
+        [SERVE[0], "-m", "memento", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        check=True,
+        text=True,
     )
     done = await anyio.to_thread.run_sync(run)
     return str(done.stdout)
@@ -95,7 +100,7 @@ def assert_index_complete(numbers: dict[str, Any], total: int) -> None:
 async def test_a_running_server_finds_what_the_cli_remembered(env: dict[str, str]) -> None:
     async with server(env) as client:
         await remember(client, "the deploy key rotates every ninety days")
-        assert (await recall(client, "deploy key rotation"))  # the server's index is loaded now
+        assert await recall(client, "deploy key rotation")  # the server's index is loaded now
         written = await cli_remember(env, "grafana dashboards live in the observability folder")
         fragments = await recall(client, "grafana dashboards live in the observability folder")
         assert found_by_meaning(fragments, written), fragments
@@ -105,7 +110,7 @@ async def test_a_running_server_finds_what_the_cli_remembered(env: dict[str, str
 async def test_two_servers_see_each_others_writes(env: dict[str, str]) -> None:
     async with server(env) as first, server(env) as second:
         mine = await remember(first, "the staging database listens on port 5433")
-        assert (await recall(second, "staging database port"))  # both indexes are loaded now
+        assert await recall(second, "staging database port")  # both indexes are loaded now
         theirs = await remember(second, "kafka consumers lag behind during the nightly batch")
         assert found_by_meaning(await recall(first, "kafka consumers lag behind during the nightly batch"), theirs)
         again = await remember(first, "terraform state is locked in a dynamodb table")
@@ -122,7 +127,7 @@ async def test_deletions_by_another_server_never_crowd_out_live_fragments(env: d
         for i in range(90):
             await remember(first, f"{query} copy {i}", topic="copies")
         survivor = await remember(first, f"{query} checked by the auditors", topic="kept")
-        assert (await recall(first, query))
+        assert await recall(first, query)
         assert data(await second.call_tool("forget", {"topic": "copies", "agentId": AGENT}))["count"] == 90
         fragments = await recall(first, query)
         assert [f["id"] for f in fragments] == [survivor], fragments
@@ -149,7 +154,7 @@ async def test_a_restarted_server_catches_up_on_writes_it_never_saw(env: dict[st
 async def test_a_backfill_by_the_cli_is_found_by_a_running_server(env: dict[str, str]) -> None:
     async with server(env) as client, server({**env, "EMBEDDING_PROVIDER": "none"}) as keyword_only:
         await remember(client, "the load balancer drains connections slowly")
-        assert (await recall(client, "load balancer drains"))
+        assert await recall(client, "load balancer drains")
         pending = await remember(keyword_only, "certificates renew thirty days before expiry")  # no vector yet
         consolidated = json.loads(await cli(env, "consolidate", "--agent", AGENT))
         assert consolidated["embeddingsBackfilled"] == 1, consolidated

@@ -18,9 +18,24 @@ from memento.settings import Settings
 from memento.storage.protocol import SearchFilter
 from memento.storage.sqlite import SQLiteStore
 
-TEXTS = [f"note {i} about {topic}" for i, topic in enumerate(
-    ["postgres vacuum", "redis eviction", "kafka lag", "nginx timeouts", "python asyncio", "docker layers",
-     "git rebase", "terraform state", "grafana alerts", "linux cgroups"] * 4)]
+TEXTS = [
+    f"note {i} about {topic}"
+    for i, topic in enumerate(
+        [
+            "postgres vacuum",
+            "redis eviction",
+            "kafka lag",
+            "nginx timeouts",
+            "python asyncio",
+            "docker layers",
+            "git rebase",
+            "terraform state",
+            "grafana alerts",
+            "linux cgroups",
+        ]
+        * 4
+    )
+]
 
 
 def build(tmp_path: Path, ann_threshold: int = 5000):  # type: ignore[no-untyped-def]
@@ -92,7 +107,9 @@ def test_filtered_vector_search_falls_back_to_exact_over_the_filter(tmp_path: Pa
     app = build(tmp_path, ann_threshold=0)
     try:
         fill(app)
-        app.service.remember(RememberInput(content="kafka lag on the rare topic", topic="rare", type="fact", agentId="agent-v"), CallContext())
+        app.service.remember(
+            RememberInput(content="kafka lag on the rare topic", topic="rare", type="fact", agentId="agent-v"), CallContext()
+        )
         vector = app.embedder.embed_query("kafka lag")
         hits = app.store.vector_search(AgentScope("agent-v"), vector, SearchFilter(topic="rare"), 5)
         assert len(hits) == 1
@@ -131,7 +148,9 @@ def test_a_saved_index_claims_only_what_it_saw(tmp_path: Path) -> None:
     mine, theirs = build(tmp_path), build(tmp_path)
     fill(mine)
     assert semantic(theirs, "kafka lag")
-    late = theirs.service.remember(RememberInput(content="vault unseals at boot", topic="ops", type="fact", agentId="agent-v"), CallContext())
+    late = theirs.service.remember(
+        RememberInput(content="vault unseals at boot", topic="ops", type="fact", agentId="agent-v"), CallContext()
+    )
     mine.service.remember(RememberInput(content="the proxy strips cookies", topic="ops", type="fact", agentId="agent-v"), CallContext())
     # This index applied its own write but never searched after the other's: its stamp stays behind.
     mine.store.vectors.save()

@@ -27,8 +27,9 @@ def test_a_view_after_a_recall_shows_that_recall(service: MemoryService) -> None
 
 def test_a_view_waits_for_a_flush_already_under_way(service: MemoryService) -> None:
     """A flush another thread took the buffer for is finished before a view reads."""
-    ids = [service.remember(RememberInput(content=f"fact number {i}", topic="ops", type="fact", keywords=["fact"]), CTX).id
-           for i in range(20)]
+    ids = [
+        service.remember(RememberInput(content=f"fact number {i}", topic="ops", type="fact", keywords=["fact"]), CTX).id for i in range(20)
+    ]
     for done in range(1, 6):
         service.recall(RecallInput(keywords=["fact"], limit=20), CTX)
         flusher = threading.Thread(target=service.store.flush_access)

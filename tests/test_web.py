@@ -147,7 +147,9 @@ async def test_tool_calls_are_observed_by_name_and_outcome(tmp_path: Path) -> No
         with pytest.raises(JsonRpcError):
             await server._tools_call(ctx, {"name": "no_such_tool", "arguments": {}})
         assert [s for s in recorder.seen if s[0] == "tool"] == [
-            ("tool", "memory_stats", "ok"), ("tool", "remember", "error"), ("tool", "unknown", "invalid"),
+            ("tool", "memory_stats", "ok"),
+            ("tool", "remember", "error"),
+            ("tool", "unknown", "invalid"),
         ]
     finally:
         app.close()

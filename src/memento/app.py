@@ -93,8 +93,14 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
     return App(
-        settings=settings, service=service, store=store, embedder=chosen, keyword_index=keyword_index, bus=bus,
-        redis=redis, observers=observers,
+        settings=settings,
+        service=service,
+        store=store,
+        embedder=chosen,
+        keyword_index=keyword_index,
+        bus=bus,
+        redis=redis,
+        observers=observers,
     )
 
 

@@ -32,7 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     serve.add_argument("--host", default=None, help="bind address for http (default: MEMENTO_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port for http (default: PORT or 56332)")
-    serve.add_argument("--insecure-no-auth", action="store_true", help="allow http on a non-loopback address with no credential configured (unsafe)")
+    serve.add_argument(
+        "--insecure-no-auth", action="store_true", help="allow http on a non-loopback address with no credential configured (unsafe)"
+    )
 
     rem = sub.add_parser("remember", help="store a memory")
     rem.add_argument("content")
@@ -139,8 +141,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
             anyio.run(serve_stdio, app)
         else:
-            serve_http(app, args.host or settings.host, args.port if args.port is not None else settings.port,
-                       allow_unauthenticated=args.insecure_no_auth)
+            serve_http(
+                app,
+                args.host or settings.host,
+                args.port if args.port is not None else settings.port,
+                allow_unauthenticated=args.insecure_no_auth,
+            )
         return 0
     app = build_app(settings)
     try:
@@ -160,7 +166,13 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                     print(stored.message)
         elif args.command == "recall":
             payload = {"limit": args.limit, "tokenBudget": args.budget}
-            for key, value in (("text", args.text), ("keywords", args.keywords), ("topic", args.topic), ("type", args.type), ("agentId", args.agent_id)):
+            for key, value in (
+                ("text", args.text),
+                ("keywords", args.keywords),
+                ("topic", args.topic),
+                ("type", args.type),
+                ("agentId", args.agent_id),
+            ):
                 if value is not None:
                     payload[key] = value
             found = app.service.recall(RecallInput.model_validate(payload), ctx)

@@ -8,10 +8,7 @@ import importlib.metadata
 
 from .errors import MementoError
 
-EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "postgres": ("psycopg", "psycopg_pool", "pgvector"),
-    "redis": ("redis",),
-}
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {"postgres": ("psycopg", "psycopg_pool", "pgvector"), "redis": ("redis",)}
 
 
 class MissingDependency(MementoError):

@@ -48,7 +48,12 @@ class Endpoint:
         from psycopg.conninfo import conninfo_to_dict
 
         info = conninfo_to_dict(self.dsn or "")
-        return ("postgres", str(info.get("host") or "localhost"), str(info.get("port") or "5432"), str(info.get("dbname") or info.get("user") or ""))
+        return (
+            "postgres",
+            str(info.get("host") or "localhost"),
+            str(info.get("port") or "5432"),
+            str(info.get("dbname") or info.get("user") or ""),
+        )
 
     def describe(self) -> str:
         if self.path is not None:
@@ -80,8 +85,10 @@ class MigrationReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "from": self.source, "to": self.target,
-            "embedding_model": self.embedding_model, "dimensions": self.dimensions,
+            "from": self.source,
+            "to": self.target,
+            "embedding_model": self.embedding_model,
+            "dimensions": self.dimensions,
             "tables": {t: {"rows": r.rows, "copied": r.copied, "skipped": r.skipped} for t, r in self.tables.items()},
         }
 
@@ -204,17 +211,12 @@ def _refuse_other_dimensions(dsn: str, dimensions: int | None) -> None:
         raise Unavailable(f"cannot inspect the target PostgreSQL: {type(exc).__name__}: {exc}") from exc
     if found:
         raise InvalidArgument(
-            f"the target holds {found[0]}-dimensional vectors and the source {dimensions}-dimensional ones;"
-            " migrate into an empty database"
+            f"the target holds {found[0]}-dimensional vectors and the source {dimensions}-dimensional ones; migrate into an empty database"
         )
 
 
 def migrate(
-    source_url: str,
-    target_url: str,
-    *,
-    batch_size: int = DEFAULT_BATCH,
-    progress: ProgressCallback | None = None,
+    source_url: str, target_url: str, *, batch_size: int = DEFAULT_BATCH, progress: ProgressCallback | None = None
 ) -> MigrationReport:
     """Copy everything from `source_url` to `target_url`; safe to repeat and to resume."""
     if batch_size < 1:
@@ -228,9 +230,7 @@ def migrate(
         shapes = source.embedding_shapes()
         dims = sorted({d for _, d in shapes})
         if len(dims) > 1:
-            raise InvalidArgument(
-                f"the source holds vectors of several sizes {dims}; run `memento reindex` on it first"
-            )
+            raise InvalidArgument(f"the source holds vectors of several sizes {dims}; run `memento reindex` on it first")
         model = shapes[0][0] if shapes else None
         dimensions = dims[0] if dims else None
         target = _open_target(target_end, model, dimensions)
@@ -241,7 +241,8 @@ def migrate(
         short = [t for t in BULK_TABLES if target.count_rows(t) < report.tables[t].rows]
         if short:
             raise Unavailable(
-                "the target holds fewer rows than the source in " + ", ".join(short)
+                "the target holds fewer rows than the source in "
+                + ", ".join(short)
                 + " (rows that clash with different rows already at the target were skipped)"
             )
         return report

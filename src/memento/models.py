@@ -230,9 +230,7 @@ class Link:
 
 # ---------------------------------------------------------------- operation inputs
 
-AgentId = Annotated[
-    str, Strict(), StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")
-]
+AgentId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
 FragmentId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=64)]
 Topic = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Keyword = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
@@ -271,23 +269,35 @@ class RememberInput(OperationInput):
 
     content: Content = Field(description="The knowledge to store. Longer than 300 characters is truncated with an ellipsis; PII is masked.")
     topic: Topic = Field(description="Categorical label, e.g. database, deployment, security.")
-    type: FragmentType = Field(description="fact, decision, error, preference, procedure, relation, episode, observation, learning or pattern.")
-    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Search keywords; extracted by term frequency when omitted.")
+    type: FragmentType = Field(
+        description="fact, decision, error, preference, procedure, relation, episode, observation, learning or pattern."
+    )
+    keywords: list[Keyword] | None = Field(
+        default=None, max_length=MAX_LIST_ITEMS, description="Search keywords; extracted by term frequency when omitted."
+    )
     importance: Unit | None = Field(default=None, description="0.0-1.0; a default per type when omitted.")
     source: ShortText | None = Field(default=None, description="Provenance: session id, tool name, file path.")
-    linkedTo: list[FragmentId] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Fragment ids to link (related) at creation.")
+    linkedTo: list[FragmentId] | None = Field(
+        default=None, max_length=MAX_LIST_ITEMS, description="Fragment ids to link (related) at creation."
+    )
     scope: Scope = Field(default=Scope.PERMANENT, description="permanent (default) or session (working memory, expunged at session end).")
     isAnchor: StrictBool = Field(default=False, description="Exempt from decay, demotion and expiry.")
     agentId: AgentId | None = Field(default=None, description="Agent namespace; 'default' when omitted.")
     sessionId: ShortText | None = Field(default=None, description="Session for scope=session; the MCP session when omitted.")
     createdAt: datetime | None = Field(default=None, strict=False, description="ISO-8601 creation time, for imports; now when omitted.")
-    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="User tags (lower-cased), e.g. project:atlas; recall filters on them.")
+    tags: list[Tag] | None = Field(
+        default=None, max_length=MAX_LIST_ITEMS, description="User tags (lower-cased), e.g. project:atlas; recall filters on them."
+    )
     confidence: Unit | None = Field(default=None, description="0.0-1.0 confidence in this memory; 1.0 when omitted.")
     context: ShortText | None = Field(default=None, description="The situation the memory came from.")
     metadata: dict[str, Any] | None = Field(default=None, description="Free-form JSON object kept with the memory.")
-    expiresAt: datetime | None = Field(default=None, strict=False, description="ISO-8601 time after which the memory is no longer recalled.")
+    expiresAt: datetime | None = Field(
+        default=None, strict=False, description="ISO-8601 time after which the memory is no longer recalled."
+    )
     pinned: StrictBool = Field(default=False, description="Pinned memories are kept by every lifecycle stage.")
-    memorySystem: MemorySystem | None = Field(default=None, description="working, episodic, semantic or procedural; derived from the type when omitted.")
+    memorySystem: MemorySystem | None = Field(
+        default=None, description="working, episodic, semantic or procedural; derived from the type when omitted."
+    )
     privacyScope: PrivacyScope = Field(default=PrivacyScope.PRIVATE, description="private (default), team or public.")
     originTrace: dict[str, Any] | None = Field(default=None, description="Free-form JSON: where this memory was derived from.")
 
@@ -298,24 +308,40 @@ class RememberInput(OperationInput):
     def record(self) -> RecordFields:
         """The shared-record fields of this input."""
         return RecordFields(
-            tags=tuple(dict.fromkeys(self.tags or ())), confidence=1.0 if self.confidence is None else self.confidence,
-            context=self.context, metadata=dict(self.metadata or {}), expires_at=self.expiresAt, pinned=self.pinned,
-            memory_system=self.memorySystem, privacy_scope=self.privacyScope, origin_trace=self.originTrace,
+            tags=tuple(dict.fromkeys(self.tags or ())),
+            confidence=1.0 if self.confidence is None else self.confidence,
+            context=self.context,
+            metadata=dict(self.metadata or {}),
+            expires_at=self.expiresAt,
+            pinned=self.pinned,
+            memory_system=self.memorySystem,
+            privacy_scope=self.privacyScope,
+            origin_trace=self.originTrace,
         )
 
 
 class RecallInput(OperationInput):
     """Find fragments by keywords, natural-language text, topic and type."""
 
-    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Keywords; fragments sharing any are found, more shared ranks higher.")
+    keywords: list[Keyword] | None = Field(
+        default=None, max_length=MAX_LIST_ITEMS, description="Keywords; fragments sharing any are found, more shared ranks higher."
+    )
     topic: Topic | None = Field(default=None, description="Only fragments with this topic.")
     type: FragmentType | None = Field(default=None, description="Only fragments of this type.")
-    text: Content | None = Field(default=None, description="A natural-language query (a question is fine); runs full-text and semantic search.")
+    text: Content | None = Field(
+        default=None, description="A natural-language query (a question is fine); runs full-text and semantic search."
+    )
     tokenBudget: Budget = Field(default=1000, description="Maximum total estimated tokens returned.")
-    limit: Annotated[int, Strict(), Field(ge=1, le=200)] = Field(default=20, description="Maximum fragments returned before linked neighbours.")
+    limit: Annotated[int, Strict(), Field(ge=1, le=200)] = Field(
+        default=20, description="Maximum fragments returned before linked neighbours."
+    )
     includeLinks: StrictBool = Field(default=True, description="Append 1-hop linked neighbours.")
-    linkRelationType: RelationType | None = Field(default=None, description="Only follow this edge type; default caused_by, resolved_by, related.")
-    threshold: Unit | None = Field(default=None, description="Minimum cosine similarity for semantic-only results; keyword results are unaffected.")
+    linkRelationType: RelationType | None = Field(
+        default=None, description="Only follow this edge type; default caused_by, resolved_by, related."
+    )
+    threshold: Unit | None = Field(
+        default=None, description="Minimum cosine similarity for semantic-only results; keyword results are unaffected."
+    )
     tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Only memories carrying ALL of these tags.")
     tagsAny: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Only memories carrying ANY of these tags.")
     memorySystem: MemorySystem | None = Field(default=None, description="Only memories of this memory system.")
@@ -359,7 +385,10 @@ class AmendInput(OperationInput):
     pinned: StrictBool | None = None
     memorySystem: MemorySystem | None = None
     privacyScope: PrivacyScope | None = None
-    supersedes: StrictBool = Field(default=False, description="Store the change as a new fragment that supersedes this one (superseded_by edge, original importance lowered).")
+    supersedes: StrictBool = Field(
+        default=False,
+        description="Store the change as a new fragment that supersedes this one (superseded_by edge, original importance lowered).",
+    )
     agentId: AgentId | None = None
 
     _content_not_blank = field_validator("content")(_non_blank)
@@ -393,7 +422,9 @@ class ContextInput(OperationInput):
     """Load core memory (and a session's working memory) at session start."""
 
     tokenBudget: Budget = Field(default=2000)
-    types: list[FragmentType] = Field(default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE], max_length=len(FragmentType))
+    types: list[FragmentType] = Field(
+        default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE], max_length=len(FragmentType)
+    )
     sessionId: ShortText | None = None
     agentId: AgentId | None = None
 

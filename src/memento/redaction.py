@@ -199,6 +199,7 @@ def _phone_digits(low: int, high: int) -> Callable[[re.Match[str]], bool]:
 
 # ---------------------------------------------------------------- the table
 
+
 def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(pattern, flags | re.VERBOSE)
 
@@ -233,39 +234,86 @@ _VERBAL = r"""(?:\s+for\s+(?:the\s+)?[^\s:=]{1,40})?\s+(?:is|was|will\s+be)\s*:?
 _WEAK = r"""\s+|\s?(?:를|을)\s+"""  # pw x, 비밀번호를 x로
 
 DETECTORS: tuple[Detector, ...] = (
-    Detector("private_key", _rx(r"""-----BEGIN[A-Z0-9 ]*PRIVATE\ KEY(?:\ BLOCK)?-----.*?
-        (?:-----END[A-Z0-9 ]*PRIVATE\ KEY(?:\ BLOCK)?-----|\Z)""", re.DOTALL)),
+    Detector(
+        "private_key",
+        _rx(
+            r"""-----BEGIN[A-Z0-9 ]*PRIVATE\ KEY(?:\ BLOCK)?-----.*?
+        (?:-----END[A-Z0-9 ]*PRIVATE\ KEY(?:\ BLOCK)?-----|\Z)""",
+            re.DOTALL,
+        ),
+    ),
     Detector("token", _rx(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
     Detector("api_key", _rx(rf"(?<![A-Za-z0-9])(?:{_PROVIDER_KEYS})")),
-    Detector("token", _rx(rf"""authorization["']?\s*[:=]\s*["']?(?:bearer|basic|token|digest)\s+
-        {_PLACEHOLDER_AHEAD}(?P<value>[A-Za-z0-9._~+/=-]{{4,}})""", re.IGNORECASE)),
+    Detector(
+        "token",
+        _rx(
+            rf"""authorization["']?\s*[:=]\s*["']?(?:bearer|basic|token|digest)\s+
+        {_PLACEHOLDER_AHEAD}(?P<value>[A-Za-z0-9._~+/=-]{{4,}})""",
+            re.IGNORECASE,
+        ),
+    ),
     Detector("token", _rx(rf"\bbearer\s+{_PLACEHOLDER_AHEAD}(?P<value>[A-Za-z0-9._~+/=-]{{8,}})", re.IGNORECASE), _token_like),
     Detector("password", _rx(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^:/@\s]+:(?P<value>[^@\s/]+)@", re.IGNORECASE)),
     Detector("password", _rx(rf"{_PW_LABEL}(?:{_STRONG}){_PLACEHOLDER_AHEAD}{_VALUE}", re.IGNORECASE)),
     Detector("password", _rx(rf"{_PW_LABEL}(?:{_VERBAL}){_PLACEHOLDER_AHEAD}{_VALUE}", re.IGNORECASE), _plausible_password),
     Detector("password", _rx(rf"{_PW_LABEL_BARE}(?:{_WEAK}){_PLACEHOLDER_AHEAD}{_VALUE}", re.IGNORECASE), _weak_password),
-    Detector("secret", _rx(rf"""{_SECRET_LABEL}(?:{_STRONG}|{_VERBAL}|{_WEAK})["'`]?{_PLACEHOLDER_AHEAD}
-        (?P<value>[A-Za-z0-9_\-+/=.~]{{8,}})""", re.IGNORECASE), _high_entropy),
+    Detector(
+        "secret",
+        _rx(
+            rf"""{_SECRET_LABEL}(?:{_STRONG}|{_VERBAL}|{_WEAK})["'`]?{_PLACEHOLDER_AHEAD}
+        (?P<value>[A-Za-z0-9_\-+/=.~]{{8,}})""",
+            re.IGNORECASE,
+        ),
+        _high_entropy,
+    ),
     # The look-behinds let a match start only where a local part can begin: linear time.
-    Detector("email", _rx(r"""(?<![\w!#$%&*+/=?^~.-])[\w!#$%&*+/=?^~-]+(?:\.[\w!#$%&*+/=?^~-]+)*
-        @(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}""")),
-    Detector("email", _rx(r"""(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+\s*[\[(]\s*at\s*[\])]\s*[A-Za-z0-9-]+
-        (?:\s*[\[(]\s*dot\s*[\])]\s*[A-Za-z0-9-]+)+""", re.IGNORECASE)),
+    Detector(
+        "email",
+        _rx(r"""(?<![\w!#$%&*+/=?^~.-])[\w!#$%&*+/=?^~-]+(?:\.[\w!#$%&*+/=?^~-]+)*
+        @(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}"""),
+    ),
+    Detector(
+        "email",
+        _rx(
+            r"""(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+\s*[\[(]\s*at\s*[\])]\s*[A-Za-z0-9-]+
+        (?:\s*[\[(]\s*dot\s*[\])]\s*[A-Za-z0-9-]+)+""",
+            re.IGNORECASE,
+        ),
+    ),
     Detector("iban", _rx(r"(?<![0-9A-Za-z])[A-Z]{2}\d{2}(?:\ ?[A-Z0-9]{4}){2,7}(?:\ ?[A-Z0-9]{1,3})?(?![0-9A-Za-z])"), _iban),
-    Detector("rrn", _rx(rf"""{_NUM_START}\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])
-        (?:\s?[{_DASH}]\s?|\ )[1-8]\d{{6}}{_NUM_END}""")),
-    Detector("rrn", _rx(rf"""(?:주민(?:등록)?\s?번호|resident\s+registration\s+number|rrn)(?:{_STRONG}|{_VERBAL}|\s*)
-        (?P<value>\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[1-8]\d{{6}}){_NUM_END}""", re.IGNORECASE)),
+    Detector(
+        "rrn",
+        _rx(rf"""{_NUM_START}\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])
+        (?:\s?[{_DASH}]\s?|\ )[1-8]\d{{6}}{_NUM_END}"""),
+    ),
+    Detector(
+        "rrn",
+        _rx(
+            rf"""(?:주민(?:등록)?\s?번호|resident\s+registration\s+number|rrn)(?:{_STRONG}|{_VERBAL}|\s*)
+        (?P<value>\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[1-8]\d{{6}}){_NUM_END}""",
+            re.IGNORECASE,
+        ),
+    ),
     Detector("card", _rx(rf"(?<![0-9A-Za-z.,+])(?:\d[{_DASH}\ .]?){{12,18}}\d{_NUM_END}"), _card),
-    Detector("phone", _rx(rf"""{_NUM_START}
+    Detector(
+        "phone",
+        _rx(rf"""{_NUM_START}
         (?:(?:\+\s?|00)?82\)?{_SEP}?(?:\(0\)\s?)?0?1[016789]|\(01[016789]\)|01[016789])
-        {_SEP}?\d{{3,4}}{_SEP}?\d{{4}}(?![0-9A-Za-z])""")),  # Korean mobiles
-    Detector("phone", _rx(rf"""{_NUM_START}(?:\(0(?:2|[3-6][1-5])\)\s?|0(?:2|[3-6][1-5]|70){_SEP})
-        \d{{3,4}}{_SEP}\d{{4}}{_NUM_END}""")),  # Korean landlines
-    Detector("phone", _rx(rf"""{_NUM_START}\+[1-9]\d{{0,2}}\)?(?:{_SEP}?(?:\(\d{{1,4}}\)|\d{{2,12}}+)){{1,6}}{_NUM_END}"""),
-             _phone_digits(8, 15)),  # E.164, any country
-    Detector("phone", _rx(rf"""{_NUM_START}(?:1[\ .{_DASH}])?
-        (?:\([2-9]\d{{2}}\)\s?\d{{3}}[\s.{_DASH}]\d{{4}}|[2-9]\d{{2}}([.{_DASH}])\d{{3}}\1\d{{4}}){_NUM_END}""")),  # US
+        {_SEP}?\d{{3,4}}{_SEP}?\d{{4}}(?![0-9A-Za-z])"""),
+    ),  # Korean mobiles
+    Detector(
+        "phone",
+        _rx(rf"""{_NUM_START}(?:\(0(?:2|[3-6][1-5])\)\s?|0(?:2|[3-6][1-5]|70){_SEP})
+        \d{{3,4}}{_SEP}\d{{4}}{_NUM_END}"""),
+    ),  # Korean landlines
+    Detector(
+        "phone", _rx(rf"""{_NUM_START}\+[1-9]\d{{0,2}}\)?(?:{_SEP}?(?:\(\d{{1,4}}\)|\d{{2,12}}+)){{1,6}}{_NUM_END}"""), _phone_digits(8, 15)
+    ),  # E.164, any country
+    Detector(
+        "phone",
+        _rx(rf"""{_NUM_START}(?:1[\ .{_DASH}])?
+        (?:\([2-9]\d{{2}}\)\s?\d{{3}}[\s.{_DASH}]\d{{4}}|[2-9]\d{{2}}([.{_DASH}])\d{{3}}\1\d{{4}}){_NUM_END}"""),
+    ),  # US
 )
 
 

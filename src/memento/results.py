@@ -33,9 +33,7 @@ def Omitted(**kwargs: Any) -> Any:
 class Result(BaseModel):
     """Base of every result: snake_case attributes, camelCase on the wire, one dump path."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True, extra="forbid", frozen=True
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True, extra="forbid", frozen=True)
 
     def dump(self) -> dict[str, Any]:
         """The JSON-ready wire form: camelCase field names, enums and values as JSON."""

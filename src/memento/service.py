@@ -72,8 +72,20 @@ T = TypeVar("T")
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
 AMENDABLE = (
-    "content", "topic", "keywords", "type", "importance", "isAnchor", "tags", "confidence", "context", "metadata",
-    "expiresAt", "pinned", "memorySystem", "privacyScope",
+    "content",
+    "topic",
+    "keywords",
+    "type",
+    "importance",
+    "isAnchor",
+    "tags",
+    "confidence",
+    "context",
+    "metadata",
+    "expiresAt",
+    "pinned",
+    "memorySystem",
+    "privacyScope",
 )
 
 
@@ -167,12 +179,25 @@ class MemoryService:
         self._own_session(scope, inp.sessionId, ctx)
         if inp.expiresAt is not None and inp.expiresAt <= utc_now():  # stores hide rows by the wall clock
             raise InvalidArgument(f"expiresAt {inp.expiresAt.isoformat()} is not in the future; nothing stored")
-        fragment, created = self.store.insert(scope, self._prepare(
-            scope, ctx, content=inp.content, topic=inp.topic, type_=inp.type, keywords=inp.keywords,
-            importance=inp.importance, source=inp.source, linked_to=inp.linkedTo or [],
-            scope_kind=inp.scope, is_anchor=inp.isAnchor, session_id=inp.sessionId, created_at=inp.createdAt,
-            record=inp.record(),
-        ))
+        fragment, created = self.store.insert(
+            scope,
+            self._prepare(
+                scope,
+                ctx,
+                content=inp.content,
+                topic=inp.topic,
+                type_=inp.type,
+                keywords=inp.keywords,
+                importance=inp.importance,
+                source=inp.source,
+                linked_to=inp.linkedTo or [],
+                scope_kind=inp.scope,
+                is_anchor=inp.isAnchor,
+                session_id=inp.sessionId,
+                created_at=inp.createdAt,
+                record=inp.record(),
+            ),
+        )
         if created:
             self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         message = None
@@ -181,15 +206,26 @@ class MemoryService:
         elif self.embedder is not None and not fragment.has_embedding:
             message = "stored; embedding pending (provider unavailable), keyword search works now"
         return RememberResult(
-            id=fragment.id, created=created, fragment=FragmentView.of(fragment), embedded=fragment.has_embedding,
-            message=message,
+            id=fragment.id, created=created, fragment=FragmentView.of(fragment), embedded=fragment.has_embedding, message=message
         )
 
     def _prepare(
-        self, scope: AgentScope, ctx: CallContext, *, content: str, topic: str, type_: FragmentType,
-        keywords: list[str] | None = None, importance: float | None = None, source: str | None = None,
-        linked_to: list[str] | None = None, scope_kind: Scope = Scope.PERMANENT, is_anchor: bool = False,
-        session_id: str | None = None, created_at: datetime | None = None, record: RecordFields | None = None,
+        self,
+        scope: AgentScope,
+        ctx: CallContext,
+        *,
+        content: str,
+        topic: str,
+        type_: FragmentType,
+        keywords: list[str] | None = None,
+        importance: float | None = None,
+        source: str | None = None,
+        linked_to: list[str] | None = None,
+        scope_kind: Scope = Scope.PERMANENT,
+        is_anchor: bool = False,
+        session_id: str | None = None,
+        created_at: datetime | None = None,
+        record: RecordFields | None = None,
     ) -> NewFragment:
         """A fragment ready to insert: redacted, analysed and embedded (outside any transaction)."""
         session = None
@@ -200,8 +236,15 @@ class MemoryService:
         if created_at is not None and created_at.tzinfo is None:
             created_at = created_at.replace(tzinfo=UTC)
         draft = self.factory.draft(
-            content=content, topic=topic, type_=type_, keywords=keywords, importance=importance,
-            source=source, is_anchor=is_anchor, created_at=created_at or self.clock(), record=record,
+            content=content,
+            topic=topic,
+            type_=type_,
+            keywords=keywords,
+            importance=importance,
+            source=source,
+            is_anchor=is_anchor,
+            created_at=created_at or self.clock(),
+            record=record,
         )
         if not draft.content:
             raise InvalidArgument("content is empty after redaction")
@@ -274,22 +317,28 @@ class MemoryService:
         if content is not None and not content:
             raise InvalidArgument("content is empty after redaction")
         content_changed = content is not None and content != old.content
-        keywords = (
-            self.factory.keywords_for(content or old.content, inp.keywords)
-            if inp.keywords is not None or content_changed else None
-        )
+        keywords = self.factory.keywords_for(content or old.content, inp.keywords) if inp.keywords is not None or content_changed else None
         vector = self.vectors.passage(content) if content_changed and content else None
         changes = FragmentChanges(
             content=content if content_changed else None,
             content_hash=content_hash(content) if content_changed and content else None,
             estimated_tokens=self.factory.tokens.count(content) if content_changed and content else None,
-            topic=inp.topic, keywords=keywords, type=inp.type, importance=inp.importance,
+            topic=inp.topic,
+            keywords=keywords,
+            type=inp.type,
+            importance=inp.importance,
             ttl_tier=infer_ttl(type_, importance) if (inp.type or inp.importance is not None) else None,
-            is_anchor=inp.isAnchor, embedding=vector, clear_embedding=content_changed and vector is None,
-            tags=self.factory.clean_tags(inp.tags) if inp.tags is not None else None, confidence=inp.confidence,
+            is_anchor=inp.isAnchor,
+            embedding=vector,
+            clear_embedding=content_changed and vector is None,
+            tags=self.factory.clean_tags(inp.tags) if inp.tags is not None else None,
+            confidence=inp.confidence,
             context=self.factory.clean_text(inp.context) if inp.context is not None else None,
-            metadata=inp.metadata, expires_at=inp.expiresAt, pinned=inp.pinned,
-            memory_system=inp.memorySystem, privacy_scope=inp.privacyScope,
+            metadata=inp.metadata,
+            expires_at=inp.expiresAt,
+            pinned=inp.pinned,
+            memory_system=inp.memorySystem,
+            privacy_scope=inp.privacyScope,
         )
         fragment = self.store.update(scope, old.id, changes, scope.agent_id, self.clock())
         self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
@@ -299,9 +348,13 @@ class MemoryService:
         now = self.clock()
         draft = self.factory.draft(
             content=inp.content if inp.content is not None else old.content,
-            topic=inp.topic or old.topic, type_=inp.type or old.type, created_at=now,
-            keywords=inp.keywords, importance=inp.importance,
-            source=f"supersedes:{old.id}", is_anchor=bool(inp.isAnchor),
+            topic=inp.topic or old.topic,
+            type_=inp.type or old.type,
+            created_at=now,
+            keywords=inp.keywords,
+            importance=inp.importance,
+            source=f"supersedes:{old.id}",
+            is_anchor=bool(inp.isAnchor),
         )
         vector = self.vectors.passage(draft.content)
         fragment, _ = self.store.supersede(
@@ -311,7 +364,10 @@ class MemoryService:
         self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
         self._emit(ChangeEvent("amended", original.agent_id, (original.id,), (original.topic,)))
         return AmendResult(
-            id=fragment.id, superseded_id=old.id, fragment=FragmentView.of(fragment), original=FragmentView.of(original),
+            id=fragment.id,
+            superseded_id=old.id,
+            fragment=FragmentView.of(fragment),
+            original=FragmentView.of(original),
             message=f"{fragment.id} supersedes {old.id} (superseded_by edge; original importance lowered)",
         )
 
@@ -325,9 +381,7 @@ class MemoryService:
         finally:
             self.observers.recall(time.perf_counter() - started)
 
-    def recall_with_vector(
-        self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None, *, embed: bool = True
-    ) -> RecallResult:
+    def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None, *, embed: bool = True) -> RecallResult:
         """recall with the query vector already computed (lets benchmarks time the store alone);
         without one, a text query is embedded here (unless `embed` is false)."""
         if vector is None and embed and inp.text:
@@ -335,8 +389,12 @@ class MemoryService:
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
         filt = SearchFilter(
-            topic=inp.topic, type=inp.type, session_id=inp.sessionId or ctx.session_id,
-            tags_all=tuple(inp.tags or ()), tags_any=tuple(inp.tagsAny or ()), memory_system=inp.memorySystem,
+            topic=inp.topic,
+            type=inp.type,
+            session_id=inp.sessionId or ctx.session_id,
+            tags_all=tuple(inp.tags or ()),
+            tags_any=tuple(inp.tagsAny or ()),
+            memory_system=inp.memorySystem,
         )
         return self.recaller.run(scope, inp, filt, vector, self.clock())
 
@@ -372,9 +430,7 @@ class MemoryService:
         rows = self.store.page(self._scope(None, ctx), SearchFilter(topic=topic), None, limit)
         return views(rows)
 
-    def list_fragments_page(
-        self, ctx: CallContext, before_seq: int | None, limit: int
-    ) -> tuple[list[FragmentView], int | None]:
+    def list_fragments_page(self, ctx: CallContext, before_seq: int | None, limit: int) -> tuple[list[FragmentView], int | None]:
         """Permanent fragments newest first; returns the page and the keyset of the next page."""
         self.store.flush_access()
         rows = self.store.page(self._scope(None, ctx), SearchFilter(), before_seq, limit + 1)
@@ -415,8 +471,10 @@ class MemoryService:
         # The session id stays out of the fragments: they may be read by others (the shared pool).
         plan: list[tuple[str, FragmentType]] = [(inp.summary, FragmentType.FACT)]
         for items, type_ in (
-            (inp.decisions, FragmentType.DECISION), (inp.errors_resolved, FragmentType.ERROR),
-            (inp.new_procedures, FragmentType.PROCEDURE), (inp.open_questions, FragmentType.FACT),
+            (inp.decisions, FragmentType.DECISION),
+            (inp.errors_resolved, FragmentType.ERROR),
+            (inp.new_procedures, FragmentType.PROCEDURE),
+            (inp.open_questions, FragmentType.FACT),
         ):
             plan += [(text, type_) for text in items or [] if text.strip()]
         news = [self._prepare(scope, ctx, content=text, topic=inp.topic, type_=type_, source="reflect") for text, type_ in plan]
@@ -425,10 +483,16 @@ class MemoryService:
             stored = [self.store.insert(scope, new) for new in news]
             if inp.task_effectiveness is not None:
                 te = inp.task_effectiveness
-                feedback_id = self.store.add_task_feedback(scope.agent_id, {
-                    "session_id": session or "unspecified", "overall_success": te.overall_success,
-                    "tool_highlights": te.tool_highlights, "tool_pain_points": te.tool_pain_points,
-                }, self.clock())
+                feedback_id = self.store.add_task_feedback(
+                    scope.agent_id,
+                    {
+                        "session_id": session or "unspecified",
+                        "overall_success": te.overall_success,
+                        "tool_highlights": te.tool_highlights,
+                        "tool_pain_points": te.tool_pain_points,
+                    },
+                    self.clock(),
+                )
         for fragment, is_new in stored:
             if is_new:
                 self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))

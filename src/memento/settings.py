@@ -15,8 +15,12 @@ class RankingConfig(BaseModel):
 
     importanceWeight: float = Field(0.6, ge=0, le=1, description="Weight of importance in the prior.")
     recencyWeight: float = Field(0.4, ge=0, le=1, description="Weight of recency in the prior.")
-    relevanceWeight: float = Field(0.9, ge=0, le=1, description="Share of the final score given to query relevance when a query is present.")
-    semanticWeight: float = Field(0.3, ge=0, le=4, description="Weight of the vector tier in rank fusion (keyword and full-text tiers weigh 1).")
+    relevanceWeight: float = Field(
+        0.9, ge=0, le=1, description="Share of the final score given to query relevance when a query is present."
+    )
+    semanticWeight: float = Field(
+        0.3, ge=0, le=4, description="Weight of the vector tier in rank fusion (keyword and full-text tiers weigh 1)."
+    )
     activationThreshold: int = Field(100, ge=0, description="Below this many candidates without a query, order by creation time.")
     recencyHalfLifeDays: float = Field(30.0, gt=0, description="Age at which the recency score halves.")
 
@@ -61,70 +65,244 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("MEMENTO_HOST", "HOST"), description="Address the HTTP server binds.")
     port: int = Field(56332, ge=0, le=65535, validation_alias=AliasChoices("PORT"), description="TCP port of the HTTP listener.")
-    access_key: str = Field("", validation_alias=AliasChoices("MEMENTO_ACCESS_KEY"), description="Bearer token; empty disables authentication.")
-    keys: str = Field("", validation_alias=AliasChoices("MEMENTO_KEYS"), description='Named access keys as JSON: [{"name": "...", "key": "...", "agent": "agent-a" or "*", "access": "read-write" or "read-only"}].')
-    keys_file: Path | None = Field(None, validation_alias=AliasChoices("MEMENTO_KEYS_FILE"), description="A file holding named access keys (the MEMENTO_KEYS JSON).")
-    allow_unauthenticated: bool = Field(False, validation_alias=AliasChoices("MEMENTO_ALLOW_UNAUTHENTICATED"), description="Serve HTTP on a non-loopback address without any credential (unsafe; off by default).")
-    stdio_agent: str = Field("", validation_alias=AliasChoices("MEMENTO_STDIO_AGENT"), description="Agent namespace of the stdio transport; empty runs as the operator (every namespace).")
-    shared_pool: Literal["read", "write"] = Field("read", validation_alias=AliasChoices("MEMENTO_SHARED_POOL"), description="Who may change the shared `default` pool: read = agent credentials only read it (admins add, amend and forget); write = read-write agent credentials may also add, amend and forget its non-anchored fragments (000 §3.6). Anchored pool fragments are admin-only either way.")
-    public_url: str = Field("", validation_alias=AliasChoices("MEMENTO_PUBLIC_URL"), description="The server's external base URL (e.g. https://memento.example.com): the OAuth issuer and the tokens' audience ({url}/mcp). Empty: the scheme and Host of each request.")
-    oauth: bool = Field(True, validation_alias=AliasChoices("MEMENTO_OAUTH"), description="Serve the OAuth 2.1 authorization server for MCP clients (active only with MEMENTO_ACCESS_KEY, which approves clients).")
-    oauth_access_token_ttl_s: int = Field(3600, ge=60, le=86400, validation_alias=AliasChoices("MEMENTO_OAUTH_ACCESS_TTL"), description="Lifetime of an OAuth access token, in seconds.")
-    oauth_refresh_token_ttl_s: int = Field(30 * 86400, ge=3600, validation_alias=AliasChoices("MEMENTO_OAUTH_REFRESH_TTL"), description="Lifetime of an OAuth refresh token, in seconds (rotated on every use).")
-    oauth_register_rate: int = Field(20, ge=0, validation_alias=AliasChoices("MEMENTO_OAUTH_REGISTER_RATE"), description="OAuth dynamic client registrations allowed per minute from one client address (0: no limit); more get 429 with Retry-After.")
-    oauth_register_global_rate: int = Field(200, ge=0, validation_alias=AliasChoices("MEMENTO_OAUTH_REGISTER_GLOBAL_RATE"), description="OAuth dynamic client registrations allowed per minute from all addresses together (0: no limit).")
-    oauth_unused_client_ttl_s: int = Field(86400, ge=60, validation_alias=AliasChoices("MEMENTO_OAUTH_UNUSED_CLIENT_TTL"), description="Seconds a registered OAuth client that has not completed an authorization (operator consent) is kept.")
-    oauth_max_clients: int = Field(10_000, ge=1, validation_alias=AliasChoices("MEMENTO_OAUTH_MAX_CLIENTS"), description="Most OAuth clients kept that have not completed an authorization; a new registration drops the oldest of them (approved clients are never dropped).")
+    access_key: str = Field(
+        "", validation_alias=AliasChoices("MEMENTO_ACCESS_KEY"), description="Bearer token; empty disables authentication."
+    )
+    keys: str = Field(
+        "",
+        validation_alias=AliasChoices("MEMENTO_KEYS"),
+        description='Named access keys as JSON: [{"name": "...", "key": "...", "agent": "agent-a" or "*", "access": "read-write" or "read-only"}].',
+    )
+    keys_file: Path | None = Field(
+        None, validation_alias=AliasChoices("MEMENTO_KEYS_FILE"), description="A file holding named access keys (the MEMENTO_KEYS JSON)."
+    )
+    allow_unauthenticated: bool = Field(
+        False,
+        validation_alias=AliasChoices("MEMENTO_ALLOW_UNAUTHENTICATED"),
+        description="Serve HTTP on a non-loopback address without any credential (unsafe; off by default).",
+    )
+    stdio_agent: str = Field(
+        "",
+        validation_alias=AliasChoices("MEMENTO_STDIO_AGENT"),
+        description="Agent namespace of the stdio transport; empty runs as the operator (every namespace).",
+    )
+    shared_pool: Literal["read", "write"] = Field(
+        "read",
+        validation_alias=AliasChoices("MEMENTO_SHARED_POOL"),
+        description="Who may change the shared `default` pool: read = agent credentials only read it (admins add, amend and forget); write = read-write agent credentials may also add, amend and forget its non-anchored fragments (000 §3.6). Anchored pool fragments are admin-only either way.",
+    )
+    public_url: str = Field(
+        "",
+        validation_alias=AliasChoices("MEMENTO_PUBLIC_URL"),
+        description="The server's external base URL (e.g. https://memento.example.com): the OAuth issuer and the tokens' audience ({url}/mcp). Empty: the scheme and Host of each request.",
+    )
+    oauth: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_OAUTH"),
+        description="Serve the OAuth 2.1 authorization server for MCP clients (active only with MEMENTO_ACCESS_KEY, which approves clients).",
+    )
+    oauth_access_token_ttl_s: int = Field(
+        3600,
+        ge=60,
+        le=86400,
+        validation_alias=AliasChoices("MEMENTO_OAUTH_ACCESS_TTL"),
+        description="Lifetime of an OAuth access token, in seconds.",
+    )
+    oauth_refresh_token_ttl_s: int = Field(
+        30 * 86400,
+        ge=3600,
+        validation_alias=AliasChoices("MEMENTO_OAUTH_REFRESH_TTL"),
+        description="Lifetime of an OAuth refresh token, in seconds (rotated on every use).",
+    )
+    oauth_register_rate: int = Field(
+        20,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_OAUTH_REGISTER_RATE"),
+        description="OAuth dynamic client registrations allowed per minute from one client address (0: no limit); more get 429 with Retry-After.",
+    )
+    oauth_register_global_rate: int = Field(
+        200,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_OAUTH_REGISTER_GLOBAL_RATE"),
+        description="OAuth dynamic client registrations allowed per minute from all addresses together (0: no limit).",
+    )
+    oauth_unused_client_ttl_s: int = Field(
+        86400,
+        ge=60,
+        validation_alias=AliasChoices("MEMENTO_OAUTH_UNUSED_CLIENT_TTL"),
+        description="Seconds a registered OAuth client that has not completed an authorization (operator consent) is kept.",
+    )
+    oauth_max_clients: int = Field(
+        10_000,
+        ge=1,
+        validation_alias=AliasChoices("MEMENTO_OAUTH_MAX_CLIENTS"),
+        description="Most OAuth clients kept that have not completed an authorization; a new registration drops the oldest of them (approved clients are never dropped).",
+    )
     session_ttl_minutes: int = Field(60, ge=1, validation_alias=AliasChoices("SESSION_TTL_MINUTES"), description="Idle MCP session expiry.")
-    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("MEMENTO_MAX_BODY_BYTES"), description="Largest HTTP request body accepted, in bytes (413 beyond it, checked while the body streams in); the OAuth form endpoints take at most 64 KiB. Also the largest stdio line (one message).")
-    header_timeout_s: float = Field(10.0, gt=0, validation_alias=AliasChoices("MEMENTO_HEADER_TIMEOUT_S"), description="Seconds a connection may take to send a request's line and headers before it is closed.")
-    body_timeout_s: float = Field(30.0, gt=0, validation_alias=AliasChoices("MEMENTO_BODY_TIMEOUT_S"), description="Seconds a request may take to send its whole body (408 and the connection closed after).")
-    max_connections: int = Field(1000, ge=1, validation_alias=AliasChoices("MEMENTO_MAX_CONNECTIONS"), description="Concurrent HTTP connections (and requests) served; beyond it requests get 503.")
-    max_sessions: int = Field(1000, ge=1, validation_alias=AliasChoices("MEMENTO_MAX_SESSIONS"), description="MCP sessions held per process; a new one ends the least recently used idle session (503 when none is idle).")
-    stream_queue_limit: int = Field(1000, ge=1, validation_alias=AliasChoices("MEMENTO_STREAM_QUEUE_LIMIT"), description="Messages an SSE stream may hold for a client that does not read them; beyond it the stream is closed (a resumable stream can be resumed with Last-Event-ID).")
-    metrics_public: bool = Field(False, validation_alias=AliasChoices("MEMENTO_METRICS_PUBLIC"), description="Serve /metrics without a credential (for a scraper on a private network); otherwise it needs an admin credential whenever credentials are configured.")
-    log_dir: Path | None = Field(None, validation_alias=AliasChoices("LOG_DIR"), description="Directory for log files; stderr only when unset.")
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        validation_alias=AliasChoices("MEMENTO_MAX_BODY_BYTES"),
+        description="Largest HTTP request body accepted, in bytes (413 beyond it, checked while the body streams in); the OAuth form endpoints take at most 64 KiB. Also the largest stdio line (one message).",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        validation_alias=AliasChoices("MEMENTO_HEADER_TIMEOUT_S"),
+        description="Seconds a connection may take to send a request's line and headers before it is closed.",
+    )
+    body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        validation_alias=AliasChoices("MEMENTO_BODY_TIMEOUT_S"),
+        description="Seconds a request may take to send its whole body (408 and the connection closed after).",
+    )
+    max_connections: int = Field(
+        1000,
+        ge=1,
+        validation_alias=AliasChoices("MEMENTO_MAX_CONNECTIONS"),
+        description="Concurrent HTTP connections (and requests) served; beyond it requests get 503.",
+    )
+    max_sessions: int = Field(
+        1000,
+        ge=1,
+        validation_alias=AliasChoices("MEMENTO_MAX_SESSIONS"),
+        description="MCP sessions held per process; a new one ends the least recently used idle session (503 when none is idle).",
+    )
+    stream_queue_limit: int = Field(
+        1000,
+        ge=1,
+        validation_alias=AliasChoices("MEMENTO_STREAM_QUEUE_LIMIT"),
+        description="Messages an SSE stream may hold for a client that does not read them; beyond it the stream is closed (a resumable stream can be resumed with Last-Event-ID).",
+    )
+    metrics_public: bool = Field(
+        False,
+        validation_alias=AliasChoices("MEMENTO_METRICS_PUBLIC"),
+        description="Serve /metrics without a credential (for a scraper on a private network); otherwise it needs an admin credential whenever credentials are configured.",
+    )
+    log_dir: Path | None = Field(
+        None, validation_alias=AliasChoices("LOG_DIR"), description="Directory for log files; stderr only when unset."
+    )
     log_level: str = Field("INFO", validation_alias=AliasChoices("LOG_LEVEL"))
-    log_format: Literal["json", "text"] = Field("json", validation_alias=AliasChoices("LOG_FORMAT"), description="stderr log format: JSON lines or classic text (files are always JSON lines).")
-    log_max_bytes: int = Field(10 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("LOG_MAX_BYTES"), description="Size at which LOG_DIR/memento.log is rotated.")
+    log_format: Literal["json", "text"] = Field(
+        "json",
+        validation_alias=AliasChoices("LOG_FORMAT"),
+        description="stderr log format: JSON lines or classic text (files are always JSON lines).",
+    )
+    log_max_bytes: int = Field(
+        10 * 1024 * 1024,
+        ge=1024,
+        validation_alias=AliasChoices("LOG_MAX_BYTES"),
+        description="Size at which LOG_DIR/memento.log is rotated.",
+    )
     log_backup_count: int = Field(5, ge=0, le=100, validation_alias=AliasChoices("LOG_BACKUP_COUNT"), description="Rotated log files kept.")
     allowed_origins: str = Field("", validation_alias=AliasChoices("ALLOWED_ORIGINS"), description="Comma-separated allowed Origin values.")
-    allowed_hosts: str = Field("", validation_alias=AliasChoices("ALLOWED_HOSTS"), description="Comma-separated Host header values accepted besides localhost (DNS-rebinding protection); '*' accepts any.")
-    database_url: str = Field(default_factory=default_database_url, validation_alias=AliasChoices("DATABASE_URL"), description="sqlite:///path (default: a file in the user data directory) or postgresql://user:pass@host:port/db.")
-    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field("FULL", validation_alias=AliasChoices("MEMENTO_SQLITE_SYNCHRONOUS"), description="SQLite synchronous pragma; FULL makes every acknowledged write survive power loss.")
+    allowed_hosts: str = Field(
+        "",
+        validation_alias=AliasChoices("ALLOWED_HOSTS"),
+        description="Comma-separated Host header values accepted besides localhost (DNS-rebinding protection); '*' accepts any.",
+    )
+    database_url: str = Field(
+        default_factory=default_database_url,
+        validation_alias=AliasChoices("DATABASE_URL"),
+        description="sqlite:///path (default: a file in the user data directory) or postgresql://user:pass@host:port/db.",
+    )
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field(
+        "FULL",
+        validation_alias=AliasChoices("MEMENTO_SQLITE_SYNCHRONOUS"),
+        description="SQLite synchronous pragma; FULL makes every acknowledged write survive power loss.",
+    )
 
-    database_migration_url: str = Field("", validation_alias=AliasChoices("DATABASE_MIGRATION_URL"), description="PostgreSQL only: a connection string for the schema owner, used to apply migrations at start-up; empty means the application's own connection.")
-    postgres_host: str = Field("", validation_alias=AliasChoices("POSTGRES_HOST", "DB_HOST"), description="PostgreSQL host; when set (and DATABASE_URL is not) PostgreSQL is used.")
+    database_migration_url: str = Field(
+        "",
+        validation_alias=AliasChoices("DATABASE_MIGRATION_URL"),
+        description="PostgreSQL only: a connection string for the schema owner, used to apply migrations at start-up; empty means the application's own connection.",
+    )
+    postgres_host: str = Field(
+        "",
+        validation_alias=AliasChoices("POSTGRES_HOST", "DB_HOST"),
+        description="PostgreSQL host; when set (and DATABASE_URL is not) PostgreSQL is used.",
+    )
     postgres_port: int = Field(5432, ge=1, le=65535, validation_alias=AliasChoices("POSTGRES_PORT", "DB_PORT"))
     postgres_db: str = Field("memento", validation_alias=AliasChoices("POSTGRES_DB", "DB_NAME"))
     postgres_user: str = Field("", validation_alias=AliasChoices("POSTGRES_USER", "DB_USER"))
     postgres_password: str = Field("", validation_alias=AliasChoices("POSTGRES_PASSWORD", "DB_PASSWORD"))
-    db_max_connections: int = Field(20, ge=1, le=1000, validation_alias=AliasChoices("DB_MAX_CONNECTIONS"), description="PostgreSQL pool maximum size.")
-    db_idle_timeout_ms: int = Field(30000, ge=1000, validation_alias=AliasChoices("DB_IDLE_TIMEOUT_MS"), description="Idle pooled connections are closed after this long.")
-    db_conn_timeout_ms: int = Field(10000, ge=100, validation_alias=AliasChoices("DB_CONN_TIMEOUT_MS"), description="How long to wait for a pooled connection.")
-    db_query_timeout: int = Field(30000, ge=0, validation_alias=AliasChoices("DB_QUERY_TIMEOUT"), description="Statement timeout in ms (0 disables).")
+    db_max_connections: int = Field(
+        20, ge=1, le=1000, validation_alias=AliasChoices("DB_MAX_CONNECTIONS"), description="PostgreSQL pool maximum size."
+    )
+    db_idle_timeout_ms: int = Field(
+        30000,
+        ge=1000,
+        validation_alias=AliasChoices("DB_IDLE_TIMEOUT_MS"),
+        description="Idle pooled connections are closed after this long.",
+    )
+    db_conn_timeout_ms: int = Field(
+        10000, ge=100, validation_alias=AliasChoices("DB_CONN_TIMEOUT_MS"), description="How long to wait for a pooled connection."
+    )
+    db_query_timeout: int = Field(
+        30000, ge=0, validation_alias=AliasChoices("DB_QUERY_TIMEOUT"), description="Statement timeout in ms (0 disables)."
+    )
 
-    redis_enabled: bool = Field(False, validation_alias=AliasChoices("REDIS_ENABLED"), description="Use Redis for the L1 keyword index (000 §4.1) and for what several replicas share: MCP sessions, SSE events, tasks, OAuth state, pub/sub. When false, recall starts at the store's keyword tier and sessions live in one process. Redis down: L1 is skipped, everything else works (000 §9.1).")
+    redis_enabled: bool = Field(
+        False,
+        validation_alias=AliasChoices("REDIS_ENABLED"),
+        description="Use Redis for the L1 keyword index (000 §4.1) and for what several replicas share: MCP sessions, SSE events, tasks, OAuth state, pub/sub. When false, recall starts at the store's keyword tier and sessions live in one process. Redis down: L1 is skipped, everything else works (000 §9.1).",
+    )
     redis_host: str = Field("localhost", validation_alias=AliasChoices("REDIS_HOST"), description="Redis server hostname.")
     redis_port: int = Field(6379, ge=1, le=65535, validation_alias=AliasChoices("REDIS_PORT"), description="Redis server port.")
-    redis_password: str = Field("", validation_alias=AliasChoices("REDIS_PASSWORD"), description="Redis authentication password (empty: none).")
+    redis_password: str = Field(
+        "", validation_alias=AliasChoices("REDIS_PASSWORD"), description="Redis authentication password (empty: none)."
+    )
     redis_db: int = Field(0, ge=0, validation_alias=AliasChoices("REDIS_DB"), description="Redis logical database index.")
-    redis_sentinel_enabled: bool = Field(False, validation_alias=AliasChoices("REDIS_SENTINEL_ENABLED"), description="Find the Redis master through Sentinel (REDIS_SENTINELS, REDIS_MASTER_NAME) instead of REDIS_HOST/REDIS_PORT.")
+    redis_sentinel_enabled: bool = Field(
+        False,
+        validation_alias=AliasChoices("REDIS_SENTINEL_ENABLED"),
+        description="Find the Redis master through Sentinel (REDIS_SENTINELS, REDIS_MASTER_NAME) instead of REDIS_HOST/REDIS_PORT.",
+    )
     redis_master_name: str = Field("mymaster", validation_alias=AliasChoices("REDIS_MASTER_NAME"), description="Sentinel master name.")
-    redis_sentinels: str = Field("localhost:26379", validation_alias=AliasChoices("REDIS_SENTINELS"), description="Comma-separated host:port list of Sentinel nodes.")
+    redis_sentinels: str = Field(
+        "localhost:26379", validation_alias=AliasChoices("REDIS_SENTINELS"), description="Comma-separated host:port list of Sentinel nodes."
+    )
 
-    embedding_provider: Literal["local", "openai", "hash", "none"] = Field("local", validation_alias=AliasChoices("EMBEDDING_PROVIDER"), description="local (bundled multilingual-e5-small), openai (OpenAI-compatible HTTP), hash (deterministic, tests), none (keyword only).")
-    embedding_model: str = Field("", validation_alias=AliasChoices("EMBEDDING_MODEL"), description="Model name; the provider's default when empty.")
-    embedding_dimensions: int | None = Field(None, ge=8, le=8192, validation_alias=AliasChoices("EMBEDDING_DIMENSIONS"), description="Vector size; the provider's default when unset.")
+    embedding_provider: Literal["local", "openai", "hash", "none"] = Field(
+        "local",
+        validation_alias=AliasChoices("EMBEDDING_PROVIDER"),
+        description="local (bundled multilingual-e5-small), openai (OpenAI-compatible HTTP), hash (deterministic, tests), none (keyword only).",
+    )
+    embedding_model: str = Field(
+        "", validation_alias=AliasChoices("EMBEDDING_MODEL"), description="Model name; the provider's default when empty."
+    )
+    embedding_dimensions: int | None = Field(
+        None,
+        ge=8,
+        le=8192,
+        validation_alias=AliasChoices("EMBEDDING_DIMENSIONS"),
+        description="Vector size; the provider's default when unset.",
+    )
     openai_api_key: str = Field("", validation_alias=AliasChoices("OPENAI_API_KEY"))
     openai_base_url: str = Field("https://api.openai.com/v1", validation_alias=AliasChoices("OPENAI_BASE_URL", "EMBEDDING_BASE_URL"))
     embedding_timeout_s: float = Field(10.0, gt=0, validation_alias=AliasChoices("EMBEDDING_TIMEOUT_S"))
 
-    ann_threshold: int = Field(5000, ge=0, validation_alias=AliasChoices("MEMENTO_ANN_THRESHOLD"), description="Vectors per agent above which search uses the HNSW graph instead of an exact scan.")
-    hnsw_ef_search: int = Field(512, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time.")
+    ann_threshold: int = Field(
+        5000,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_ANN_THRESHOLD"),
+        description="Vectors per agent above which search uses the HNSW graph instead of an exact scan.",
+    )
+    hnsw_ef_search: int = Field(
+        512, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time."
+    )
     memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
-    toolsets: str = Field("memento", validation_alias=AliasChoices("MEMENTO_TOOLSETS"), description="Comma list of the toolsets tools/list shows (docs/toolsets.md): memento (seed 000's eleven tools, the default) or all.")
-    conformance_fixtures: bool = Field(False, validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"), description="Expose the MCP conformance suite's test_* tools, test:// resources and prompts (testing only; never in production).")
+    toolsets: str = Field(
+        "memento",
+        validation_alias=AliasChoices("MEMENTO_TOOLSETS"),
+        description="Comma list of the toolsets tools/list shows (docs/toolsets.md): memento (seed 000's eleven tools, the default) or all.",
+    )
+    conformance_fixtures: bool = Field(
+        False,
+        validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"),
+        description="Expose the MCP conformance suite's test_* tools, test:// resources and prompts (testing only; never in production).",
+    )
 
     @field_validator("public_url")
     @classmethod
@@ -162,8 +340,11 @@ class Settings(BaseSettings):
         from psycopg.conninfo import make_conninfo
 
         parts: dict[str, str | int | None] = {
-            "host": self.postgres_host, "port": self.postgres_port, "dbname": self.postgres_db,
-            "user": self.postgres_user or None, "password": self.postgres_password or None,
+            "host": self.postgres_host,
+            "port": self.postgres_port,
+            "dbname": self.postgres_db,
+            "user": self.postgres_user or None,
+            "password": self.postgres_password or None,
         }
         return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 

@@ -116,8 +116,7 @@ def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> S
         middleware=[
             *ops.middleware(app),  # request metrics (outermost, sees the final status), compression
             # Around every route, once: body size and body timeout (http_limits).
-            Middleware(RequestLimits, max_body_bytes=app.settings.max_body_bytes,
-                       body_timeout_s=app.settings.body_timeout_s),
+            Middleware(RequestLimits, max_body_bytes=app.settings.max_body_bytes, body_timeout_s=app.settings.body_timeout_s),
         ],
         lifespan=lifespan,
     )
@@ -143,16 +142,16 @@ def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = 
         authenticated = check_exposure(app, host, allow_unauthenticated=allow_unauthenticated)
         asgi = create_http_app(app)
         config = uvicorn.Config(
-            asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=5,
+            asgi,
+            host=host,
+            port=port,
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
             http=header_timeout_protocol(app.settings.header_timeout_s),
             limit_concurrency=app.settings.max_connections,
         )
-        log.info(
-            "serving MCP on http://%s:%d/mcp (authentication %s)",
-            host,
-            port,
-            "required" if authenticated else "off",
-        )
+        log.info("serving MCP on http://%s:%d/mcp (authentication %s)", host, port, "required" if authenticated else "off")
         _Server(config, asgi.state.mcp).run()
     finally:
         app.close()  # idempotent; covers a start-up failure before the lifespan ran

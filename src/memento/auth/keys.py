@@ -84,9 +84,7 @@ def _check_agent(where: str, agent: object) -> str | None:
     if agent == ADMIN:
         return None
     if not isinstance(agent, str) or not _AGENT.match(agent):
-        raise AuthConfigError(
-            f"{where}: agent must be an agent id (letters, digits, _.:@-) or '*' for admin"
-        )
+        raise AuthConfigError(f"{where}: agent must be an agent id (letters, digits, _.:@-) or '*' for admin")
     if agent in MAINTENANCE_AGENTS:
         raise AuthConfigError(f"{where}: agent {agent!r} is reserved; use '*' for an admin key")
     return agent
@@ -144,8 +142,7 @@ def load_keys(settings: Settings) -> list[AccessKey]:
     for entry in keys:
         if entry.name in names:
             raise AuthConfigError(
-                f"key name {entry.name!r} is used twice"
-                + (" ('operator' is MEMENTO_ACCESS_KEY's)" if entry.name == OPERATOR else "")
+                f"key name {entry.name!r} is used twice" + (" ('operator' is MEMENTO_ACCESS_KEY's)" if entry.name == OPERATOR else "")
             )
         if entry.digest in digests:
             raise AuthConfigError(f"key {entry.name!r} reuses another key's secret; keys must be unique")

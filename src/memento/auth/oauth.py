@@ -25,24 +25,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .oauth_consent import MAX_KEY_ATTEMPTS, Consent, agent_error, suggested_agent
-from .oauth_protocol import (
-    AUTH_METHODS,
-    READ,
-    SCOPES,
-    WRITE,
-    OAuthError,
-    RateLimited,
-    RedirectError,
-    Refused,
-    digest,
-)
+from .oauth_protocol import AUTH_METHODS, READ, SCOPES, WRITE, OAuthError, RateLimited, RedirectError, Refused, digest
 from .oauth_registration import Registrar, registration_request
-from .oauth_store import (
-    Client,
-    MemoryOAuthStore,
-    OAuthStore,
-    PendingAuthorization,
-)
+from .oauth_store import Client, MemoryOAuthStore, OAuthStore, PendingAuthorization
 from .oauth_tokens import Tokens
 from .oauth_urls import MCP_PATH, Endpoints, normalize_url, with_query
 from .principal import Principal
@@ -53,10 +38,28 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 __all__ = [  # with the names the OAuth modules used to import from here
-    "MAX_KEY_ATTEMPTS", "MCP_PATH", "READ", "SCOPES", "WRITE",
-    "Endpoints", "OAuthError", "OAuthServer", "OAuthVerifier", "RateLimited", "RedirectError", "Refused",
-    "agent_error", "build_server", "challenge_params", "endpoints", "normalize_url", "oauth_server",
-    "oauth_verifier", "public_base", "suggested_agent", "with_query",
+    "MAX_KEY_ATTEMPTS",
+    "MCP_PATH",
+    "READ",
+    "SCOPES",
+    "WRITE",
+    "Endpoints",
+    "OAuthError",
+    "OAuthServer",
+    "OAuthVerifier",
+    "RateLimited",
+    "RedirectError",
+    "Refused",
+    "agent_error",
+    "build_server",
+    "challenge_params",
+    "endpoints",
+    "normalize_url",
+    "oauth_server",
+    "oauth_verifier",
+    "public_base",
+    "suggested_agent",
+    "with_query",
 ]
 
 
@@ -70,21 +73,19 @@ class OAuthServer:
         def now() -> float:
             return self.clock()  # tests replace the clock after building the server
 
-        self.store: OAuthStore = store if store is not None else MemoryOAuthStore(
-            clock=now,
-            unused_ttl_s=float(settings.oauth_unused_client_ttl_s),
-            max_unused=int(settings.oauth_max_clients),
+        self.store: OAuthStore = (
+            store
+            if store is not None
+            else MemoryOAuthStore(
+                clock=now, unused_ttl_s=float(settings.oauth_unused_client_ttl_s), max_unused=int(settings.oauth_max_clients)
+            )
         )
         self.registrar = Registrar(
-            self.store, now,
-            rate=int(settings.oauth_register_rate),
-            global_rate=int(settings.oauth_register_global_rate),
+            self.store, now, rate=int(settings.oauth_register_rate), global_rate=int(settings.oauth_register_global_rate)
         )
         self.consent = Consent(self.store, now)
         self.tokens = Tokens(
-            self.store, now,
-            access_ttl_s=float(settings.oauth_access_token_ttl_s),
-            refresh_ttl_s=float(settings.oauth_refresh_token_ttl_s),
+            self.store, now, access_ttl_s=float(settings.oauth_access_token_ttl_s), refresh_ttl_s=float(settings.oauth_refresh_token_ttl_s)
         )
         self._operator = digest(settings.access_key) if settings.access_key else None
         self._next_purge = 0.0
@@ -198,6 +199,7 @@ class OAuthVerifier:
 
 def oauth_server(app: App) -> OAuthServer:
     """The app's OAuth server (one per App, with its token store)."""
+
     def build() -> OAuthServer:
         return build_server(app.settings, app.redis.blocking if app.redis is not None else None)
 
@@ -220,8 +222,11 @@ def build_server(settings: Settings, redis_client: Any = None) -> OAuthServer:
     # at least as long as a refresh token it was given.
     client_ttl_s = max(CLIENT_TTL_S, float(settings.oauth_refresh_token_ttl_s))
     store = RedisOAuthStore(
-        redis_client, clock=lambda: server.clock(), client_ttl_s=client_ttl_s,
-        unused_ttl_s=float(settings.oauth_unused_client_ttl_s), max_unused=settings.oauth_max_clients,
+        redis_client,
+        clock=lambda: server.clock(),
+        client_ttl_s=client_ttl_s,
+        unused_ttl_s=float(settings.oauth_unused_client_ttl_s),
+        max_unused=settings.oauth_max_clients,
     )
     server = OAuthServer(settings, store)
     return server
@@ -251,7 +256,4 @@ def challenge_params(app: App, request: Any, error: str | None) -> list[str]:
         return []
     ends = endpoints(app, request)
     scope = WRITE if error == "insufficient_scope" else " ".join(SCOPES)
-    return [
-        f'resource_metadata="{ends.url("/.well-known/oauth-protected-resource" + MCP_PATH)}"',
-        f'scope="{scope}"',
-    ]
+    return [f'resource_metadata="{ends.url("/.well-known/oauth-protected-resource" + MCP_PATH)}"', f'scope="{scope}"']

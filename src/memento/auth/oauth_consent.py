@@ -98,9 +98,12 @@ class Consent:
         client_id = params.get("client_id") or ""
         client = self.store.get_client(client_id) if client_id else None
         if client is None:
-            raise Refused("Unknown client", "The client_id is missing or not registered with this server "
-                          "(registrations are forgotten when the server restarts without Redis, or after long disuse: "
-                          "the client must register again).")
+            raise Refused(
+                "Unknown client",
+                "The client_id is missing or not registered with this server "
+                "(registrations are forgotten when the server restarts without Redis, or after long disuse: "
+                "the client must register again).",
+            )
         presented = params.get("redirect_uri")
         if presented is None:
             if len(client.redirect_uris) != 1:
@@ -151,10 +154,11 @@ class Consent:
             resource=pending.resource,
         )
         code = secrets.token_urlsafe(32)
-        self.store.put_code(digest(code), AuthorizationCode(
-            grant=grant, redirect_uri=pending.redirect_uri, code_challenge=pending.code_challenge,
-            expires_at=self.clock() + CODE_TTL_S,
-        ))
-        log.info("OAuth consent: client %s may use agent %s (%s)", pending.client_id, agent_id,
-                 "read-only" if read_only else "read-write")
+        self.store.put_code(
+            digest(code),
+            AuthorizationCode(
+                grant=grant, redirect_uri=pending.redirect_uri, code_challenge=pending.code_challenge, expires_at=self.clock() + CODE_TTL_S
+            ),
+        )
+        log.info("OAuth consent: client %s may use agent %s (%s)", pending.client_id, agent_id, "read-only" if read_only else "read-write")
         return with_query(pending.redirect_uri, code=code, state=pending.state)

@@ -114,11 +114,14 @@ def _available(handler: Handler, *, page: bool = False) -> Handler:
         except OAuthStoreUnavailable:
             retry = {"Retry-After": RETRY_AFTER_S}
             if page:
-                text = oauth_pages.error_page("Temporarily unavailable",
-                                              "The authorization server cannot reach its storage. Try again in a moment.")
+                text = oauth_pages.error_page(
+                    "Temporarily unavailable", "The authorization server cannot reach its storage. Try again in a moment."
+                )
                 return HTMLResponse(text, status_code=503, headers={**oauth_pages.SECURITY_HEADERS, **retry})
-            body = {"error": "temporarily_unavailable",
-                    "error_description": "the authorization server cannot reach its storage; try again shortly"}
+            body = {
+                "error": "temporarily_unavailable",
+                "error_description": "the authorization server cannot reach its storage; try again shortly",
+            }
             return _json(body, 503, {**NO_STORE, **retry})
 
     return run
@@ -232,9 +235,12 @@ class OAuthEndpoints:
         request_id = form.get("request_id", "")
         found = self.server.pending(request_id) if request_id else None
         if found is None:
-            return _html(oauth_pages.error_page(
-                "Request expired", "This authorization request is unknown or has expired. Start again from the application."
-            ), 400)
+            return _html(
+                oauth_pages.error_page(
+                    "Request expired", "This authorization request is unknown or has expired. Start again from the application."
+                ),
+                400,
+            )
         pending, client = found
         if form.get("decision") == "deny":
             location = self.server.deny(request_id)
@@ -249,9 +255,16 @@ class OAuthEndpoints:
             left = self.server.wrong_key(request_id)
             if left == 0:
                 location = self.server.deny(request_id, "too many wrong operator keys")
-                return _html(oauth_pages.error_page(
-                    "Access denied", f"The operator key was wrong {MAX_KEY_ATTEMPTS} times; the request is cancelled."
-                ), 403) if location is None else _redirect(location)
+                return (
+                    _html(
+                        oauth_pages.error_page(
+                            "Access denied", f"The operator key was wrong {MAX_KEY_ATTEMPTS} times; the request is cancelled."
+                        ),
+                        403,
+                    )
+                    if location is None
+                    else _redirect(location)
+                )
             return again(f"Wrong operator access key ({left} attempt(s) left).")
         problem = agent_error(agent)
         if problem:

@@ -41,7 +41,7 @@ def _page(title: str, body: str) -> str:
 
 
 def error_page(title: str, message: str) -> str:
-    return _page(title, f'<p class=error>{escape(message)}</p>')
+    return _page(title, f"<p class=error>{escape(message)}</p>")
 
 
 def no_operator_page() -> str:
@@ -53,14 +53,7 @@ def no_operator_page() -> str:
     )
 
 
-def consent_page(
-    pending: PendingAuthorization,
-    client: Client,
-    *,
-    agent: str,
-    read_only: bool,
-    error: str | None = None,
-) -> str:
+def consent_page(pending: PendingAuthorization, client: Client, *, agent: str, read_only: bool, error: str | None = None) -> str:
     """The form the operator approves a client with: operator key, namespace, access level."""
     can_write = WRITE in pending.scopes
     redirect = urlsplit(pending.redirect_uri)
@@ -83,17 +76,16 @@ def consent_page(
         '<form method=post action="/authorize" autocomplete=off>',
         f'<input type=hidden name=request_id value="{escape(pending.id)}">',
         "<label for=access_key>Operator access key</label>",
-        '<input type=password id=access_key name=access_key required autofocus>',
+        "<input type=password id=access_key name=access_key required autofocus>",
         "<label for=agent>Agent namespace</label>",
-        f'<input type=text id=agent name=agent value="{escape(agent)}" required maxlength=128 '
-        'pattern="[A-Za-z0-9_.:@\\-]+">',
+        f'<input type=text id=agent name=agent value="{escape(agent)}" required maxlength=128 pattern="[A-Za-z0-9_.:@\\-]+">',
         '<p class=note>The client sees and writes only this namespace (and reads the shared "default" pool).</p>',
         "<fieldset><legend>Access</legend>",
-        f'<input type=radio id=rw name=access value=read-write{rw_checked}{rw_disabled}><label for=rw>read-write</label>',
-        f'<input type=radio id=ro name=access value=read-only{ro_checked}><label for=ro>read-only (search, recall, context)</label>',
+        f"<input type=radio id=rw name=access value=read-write{rw_checked}{rw_disabled}><label for=rw>read-write</label>",
+        f"<input type=radio id=ro name=access value=read-only{ro_checked}><label for=ro>read-only (search, recall, context)</label>",
         "</fieldset>",
-        '<button type=submit name=decision value=approve>Approve</button>',
-        '<button type=submit name=decision value=deny formnovalidate>Deny</button>',
+        "<button type=submit name=decision value=approve>Approve</button>",
+        "<button type=submit name=decision value=deny formnovalidate>Deny</button>",
         "</form>",
         "<p class=note>Only approve a client you started yourself.</p>",
     ]

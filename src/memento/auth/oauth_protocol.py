@@ -47,11 +47,7 @@ class RateLimited(OAuthError):
 
     def __init__(self, retry_after_s: float) -> None:
         self.retry_after_s = max(1, math.ceil(retry_after_s))
-        super().__init__(
-            "temporarily_unavailable",
-            f"too many client registrations; try again in {self.retry_after_s} s",
-            429,
-        )
+        super().__init__("temporarily_unavailable", f"too many client registrations; try again in {self.retry_after_s} s", 429)
 
 
 class Refused(Exception):

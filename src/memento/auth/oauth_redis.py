@@ -194,8 +194,9 @@ def _client_json(client: Client) -> str:
 def _client(raw: str) -> Client:
     data = json.loads(raw)
     secret = data["secret_digest"]
-    return Client(**{**data, "redirect_uris": tuple(data["redirect_uris"]),
-                     "secret_digest": bytes.fromhex(secret) if secret is not None else None})
+    return Client(
+        **{**data, "redirect_uris": tuple(data["redirect_uris"]), "secret_digest": bytes.fromhex(secret) if secret is not None else None}
+    )
 
 
 def _pending(raw: str, failures: str | None) -> PendingAuthorization:
@@ -270,8 +271,7 @@ class RedisOAuthStore:
 
     def add_client(self, client: Client) -> None:
         keys = [_key("client", client.client_id), CLIENTS, UNUSED]
-        args = [client.client_id, _client_json(client), self.unused_ttl_ms, self._now_ms(),
-                self.max_unused, PREFIX + "client:"]
+        args = [client.client_id, _client_json(client), self.unused_ttl_ms, self._now_ms(), self.max_unused, PREFIX + "client:"]
         self._run(lambda r: self._add_client(keys=keys, args=args, client=r))
 
     def get_client(self, client_id: str) -> Client | None:

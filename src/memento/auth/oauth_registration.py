@@ -114,6 +114,10 @@ class Registrar:
         window, _ = window_of(self.clock())
         if window != self._refused_window:  # once a minute, so a flood cannot flood the log
             self._refused_window = window
-            log.warning("OAuth registrations refused by the rate limit (%d/min per address, %d/min overall), "
-                        "starting with one from %s", self.rate, self.global_rate, address or "?")
+            log.warning(
+                "OAuth registrations refused by the rate limit (%d/min per address, %d/min overall), starting with one from %s",
+                self.rate,
+                self.global_rate,
+                address or "?",
+            )
         raise RateLimited(wait_s)

@@ -161,11 +161,7 @@ class MemoryOAuthStore:
     """`OAuthStore` in process memory (lost on restart; see the module docstring)."""
 
     def __init__(
-        self,
-        *,
-        clock: Callable[[], float] = time.time,
-        unused_ttl_s: float = UNUSED_CLIENT_TTL_S,
-        max_unused: int = MAX_UNUSED_CLIENTS,
+        self, *, clock: Callable[[], float] = time.time, unused_ttl_s: float = UNUSED_CLIENT_TTL_S, max_unused: int = MAX_UNUSED_CLIENTS
     ) -> None:
         self._lock = threading.Lock()
         self.clock = clock

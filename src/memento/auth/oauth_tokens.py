@@ -75,8 +75,10 @@ class Tokens:
             grant = self._redeem_code(form, client)
         else:
             grant = self._rotate_refresh(form, client)
-        if resource is not None and normalize_url(resource) != normalize_url(grant.resource) and not (
-            our_resource(resource, ends) and normalize_url(ends.resource) == normalize_url(grant.resource)
+        if (
+            resource is not None
+            and normalize_url(resource) != normalize_url(grant.resource)
+            and not (our_resource(resource, ends) and normalize_url(ends.resource) == normalize_url(grant.resource))
         ):
             raise OAuthError("invalid_target", f"resource must be {grant.resource}")
         return self._issue(grant)
@@ -158,9 +160,5 @@ class Tokens:
             return None
         grant = found.grant
         return Principal(
-            subject=grant.client_id,
-            agent_id=grant.agent_id,
-            read_only=grant.read_only,
-            scopes=frozenset(grant.scopes),
-            kind="oauth",
+            subject=grant.client_id, agent_id=grant.agent_id, read_only=grant.read_only, scopes=frozenset(grant.scopes), kind="oauth"
         )

@@ -6,11 +6,4 @@ from memento.embeddings.local import LocalE5Embedder
 from memento.embeddings.openai import OpenAICompatibleEmbedder
 from memento.embeddings.protocol import Embedder, EmbeddingFailed
 
-__all__ = [
-    "Embedder",
-    "EmbeddingFailed",
-    "HashEmbedder",
-    "LocalE5Embedder",
-    "OpenAICompatibleEmbedder",
-    "build_embedder",
-]
+__all__ = ["Embedder", "EmbeddingFailed", "HashEmbedder", "LocalE5Embedder", "OpenAICompatibleEmbedder", "build_embedder"]

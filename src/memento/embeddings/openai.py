@@ -119,9 +119,7 @@ class OpenAICompatibleEmbedder:
             raise self._fail("malformed response: embeddings are not lists of numbers of equal length") from None
         if matrix.ndim != 2 or matrix.shape[1] != self.dimensions:
             size = matrix.shape[1] if matrix.ndim == 2 else "ragged"
-            raise self._fail(
-                f"model returned {size}-dimensional vectors, expected {self.dimensions} (set EMBEDDING_DIMENSIONS)"
-            )
+            raise self._fail(f"model returned {size}-dimensional vectors, expected {self.dimensions} (set EMBEDDING_DIMENSIONS)")
         try:
             return normalise_rows(matrix)
         except EmbeddingFailed as exc:

@@ -20,8 +20,16 @@ Backfill = Callable[[AgentScope, int | None], int]
 Progress = Callable[[int, int, str], None]
 
 STAGES = (
-    "hot_to_warm", "warm_to_cold", "expired", "decayed", "deduplicated",
-    "contradictions", "orphan_links_pruned", "utility_recomputed", "embeddings_backfilled", "statistics",
+    "hot_to_warm",
+    "warm_to_cold",
+    "expired",
+    "decayed",
+    "deduplicated",
+    "contradictions",
+    "orphan_links_pruned",
+    "utility_recomputed",
+    "embeddings_backfilled",
+    "statistics",
 )
 
 
@@ -67,14 +75,21 @@ class Consolidator:
         special = ("procedure", "fact", "decision")
 
         def expire() -> int:
-            removed = sum(
-                m.expire_cold(scope, t, (), now - timedelta(days=stale.for_type(t))) for t in special
-            )
+            removed = sum(m.expire_cold(scope, t, (), now - timedelta(days=stale.for_type(t))) for t in special)
             return removed + m.expire_cold(scope, None, special, now - timedelta(days=stale.default))
 
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("hot_to_warm", lambda: m.demote(scope, TTLTier.HOT, TTLTier.WARM, now - timedelta(days=cfg.hotDays), None)),
-            ("warm_to_cold", lambda: m.demote(scope, TTLTier.WARM, TTLTier.COLD, now - timedelta(days=cfg.warmInactiveDays), now - timedelta(days=cfg.warmInactiveDays))),
+            (
+                "warm_to_cold",
+                lambda: m.demote(
+                    scope,
+                    TTLTier.WARM,
+                    TTLTier.COLD,
+                    now - timedelta(days=cfg.warmInactiveDays),
+                    now - timedelta(days=cfg.warmInactiveDays),
+                ),
+            ),
             ("expired", expire),
             ("decayed", lambda: m.decay_importance(scope, cfg.decayFactor, 1, 0.5, now - timedelta(days=cfg.hotDays))),
             ("deduplicated", lambda: m.deduplicate(scope)),

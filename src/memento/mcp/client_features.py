@@ -26,9 +26,7 @@ CONFIRM_TIMEOUT_S = 120.0
 SAMPLE_TIMEOUT_S = 60.0
 CONFIRM_SCHEMA = {
     "type": "object",
-    "properties": {
-        "confirm": {"type": "boolean", "title": "Delete", "description": "Yes, delete these memories.", "default": False},
-    },
+    "properties": {"confirm": {"type": "boolean", "title": "Delete", "description": "Yes, delete these memories.", "default": False}},
     "required": ["confirm"],
 }
 
@@ -57,19 +55,14 @@ async def confirm_forget(ctx: RequestContext, app: App, arguments: dict[str, Any
         return None
     try:
         inp = ForgetInput.model_validate(arguments)
-        preview = await anyio.to_thread.run_sync(
-            partial(app.service.preview_forget, inp, service_context(ctx.session))
-        )
+        preview = await anyio.to_thread.run_sync(partial(app.service.preview_forget, inp, service_context(ctx.session)))
     except (ValidationError, MementoError):
         return None  # the tool call itself reports the problem
     ids = preview.ids
     if not ids or preview.protected:
         return None
     what = f"fragment {ids[0]}" if len(ids) == 1 else f"{len(ids)} fragments of topic {inp.topic!r}"
-    params: dict[str, Any] = {
-        "message": f"Memento is about to delete {what} permanently. Delete?",
-        "requestedSchema": CONFIRM_SCHEMA,
-    }
+    params: dict[str, Any] = {"message": f"Memento is about to delete {what} permanently. Delete?", "requestedSchema": CONFIRM_SCHEMA}
     if versions.at_least(ctx.version, "2025-11-25"):
         params["mode"] = "form"
     try:
@@ -89,10 +82,7 @@ async def sample(ctx: RequestContext, prompt: str, *, max_tokens: int = 512, sys
     """
     if not can_sample(ctx.session):
         raise Unavailable("the client does not offer sampling")
-    params: dict[str, Any] = {
-        "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-        "maxTokens": max_tokens,
-    }
+    params: dict[str, Any] = {"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": max_tokens}
     if system:
         params["systemPrompt"] = system
     try:

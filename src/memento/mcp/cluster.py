@@ -81,10 +81,7 @@ def snapshot(session: Session) -> dict[str, Any]:
         "initialized": session.initialized,
         "log_level": session.log_level,
         "state": session.state,
-        "principal": {
-            "subject": p.subject, "agent_id": p.agent_id, "read_only": p.read_only,
-            "scopes": sorted(p.scopes), "kind": p.kind,
-        },
+        "principal": {"subject": p.subject, "agent_id": p.agent_id, "read_only": p.read_only, "scopes": sorted(p.scopes), "kind": p.kind},
     }
 
 
@@ -101,8 +98,11 @@ def apply_snapshot(session: Session, data: dict[str, Any]) -> None:
 def session_from(session_id: str, data: dict[str, Any]) -> Session:
     p = data.get("principal") or {}
     principal = Principal(
-        subject=str(p.get("subject", "")), agent_id=p.get("agent_id"), read_only=bool(p.get("read_only")),
-        scopes=frozenset(str(s) for s in p.get("scopes") or ()), kind=str(p.get("kind", "access_key")),
+        subject=str(p.get("subject", "")),
+        agent_id=p.get("agent_id"),
+        read_only=bool(p.get("read_only")),
+        scopes=frozenset(str(s) for s in p.get("scopes") or ()),
+        kind=str(p.get("kind", "access_key")),
     )
     session = Session(id=session_id, principal=principal)
     apply_snapshot(session, data)

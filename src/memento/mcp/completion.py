@@ -59,9 +59,7 @@ class CompletionFeature:
             values = await self._template(ctx, ref, name, value, known)
         else:
             raise _invalid("ref.type must be ref/prompt or ref/resource")
-        return {"completion": {
-            "values": values[:MAX_VALUES], "total": len(values), "hasMore": len(values) > MAX_VALUES,
-        }}
+        return {"completion": {"values": values[:MAX_VALUES], "total": len(values), "hasMore": len(values) > MAX_VALUES}}
 
     async def _prompt(self, ctx: RequestContext, ref: dict[str, Any], name: str, value: str, known: dict[str, str]) -> list[str]:
         spec = self.prompts.prompts.get(str(ref.get("name")))

@@ -31,16 +31,7 @@ StreamCloser = Callable[[int | None], Awaitable[bool]]
 resume), optionally telling the client when to reconnect (`retry`, in ms); False when there is
 no such stream. Supplied by transports that can do it (Streamable HTTP); see `close_stream`."""
 
-LOG_LEVELS: tuple[str, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """RFC 5424 severities in increasing order, as MCP's logging utility names them."""
 DEFAULT_LOG_LEVEL = "info"
 
@@ -144,9 +135,7 @@ class CallContext:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self._send(jsonrpc.notification(method, params))
 
-    async def progress(
-        self, progress: float, total: float | None = None, message: str | None = None
-    ) -> None:
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         token = self.meta.get("progressToken")
         if token is None or isinstance(token, bool) or not isinstance(token, (str, int)):
             return
@@ -164,9 +153,7 @@ class CallContext:
             return
         await self.notify("notifications/message", {"level": level, "logger": logger, "data": data})
 
-    async def request(
-        self, method: str, params: dict[str, Any], timeout_s: float = 60.0
-    ) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
         rid = self.session.next_request_id()
         pending = _Pending()
         self.session.pending[rid] = pending
@@ -178,9 +165,7 @@ class CallContext:
             self.session.pending.pop(rid, None)
         if pending.error is not None:
             raise JsonRpcError(
-                int(pending.error.get("code", INTERNAL_ERROR)),
-                str(pending.error.get("message", "error")),
-                data=pending.error.get("data"),
+                int(pending.error.get("code", INTERNAL_ERROR)), str(pending.error.get("message", "error")), data=pending.error.get("data")
             )
         return pending.result or {}
 

@@ -64,11 +64,7 @@ class MemoryEventStore:
 
     def after(self, session_id: str, stream_id: str, event_id: str | None) -> list[StoredEvent]:
         floor = _seq(event_id)
-        return [
-            event
-            for seq, event in self._events.get(session_id, ())
-            if seq > floor and event.stream_id == stream_id
-        ]
+        return [event for seq, event in self._events.get(session_id, ()) if seq > floor and event.stream_id == stream_id]
 
     def drop_stream(self, session_id: str, stream_id: str) -> None:
         events = self._events.get(session_id)

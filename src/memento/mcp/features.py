@@ -52,6 +52,7 @@ class RequestContext(Protocol):
     def meta(self) -> dict[str, Any]:
         """params["_meta"], {} when absent."""
         ...
+
     @property
     def cancelled(self) -> anyio.Event:
         """Set when notifications/cancelled names this request."""

@@ -50,14 +50,11 @@ def text_result(text: str, *, error: bool = False) -> dict[str, Any]:
 
 
 def _string_args(*names: str, descriptions: dict[str, str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {n: {"type": "string", "description": descriptions[n]} for n in names},
-        "required": list(names),
-    }
+    return {"type": "object", "properties": {n: {"type": "string", "description": descriptions[n]} for n in names}, "required": list(names)}
 
 
 # ------------------------------------------------------------------ tools
+
 
 async def _simple_text(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
     return text_result("This is a simple text response for testing.")
@@ -78,14 +75,18 @@ async def _embedded(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]
 
 async def _mixed(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
     resource = {
-        "uri": "test://mixed-content-resource", "mimeType": "application/json",
+        "uri": "test://mixed-content-resource",
+        "mimeType": "application/json",
         "text": json.dumps({"test": "data", "value": 123}, separators=(",", ":")),
     }
-    return {"content": [
-        {"type": "text", "text": "Multiple content types test:"},
-        {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"},
-        {"type": "resource", "resource": resource},
-    ], "isError": False}
+    return {
+        "content": [
+            {"type": "text", "text": "Multiple content types test:"},
+            {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"},
+            {"type": "resource", "resource": resource},
+        ],
+        "isError": False,
+    }
 
 
 async def _logging(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -115,18 +116,14 @@ async def _reconnection(ctx: RequestContext, args: dict[str, Any]) -> dict[str, 
     await ctx.close_stream()
     await anyio.sleep(RECONNECTION_PAUSE_S)
     return text_result(
-        "Reconnection test completed successfully. If you received this, the client properly "
-        "reconnected after stream closure."
+        "Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure."
     )
 
 
 async def _sampling(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
     if not can_sample(ctx.session):
         return text_result("Sampling not supported: the client did not declare the sampling capability", error=True)
-    params = {
-        "messages": [{"role": "user", "content": {"type": "text", "text": str(args.get("prompt", ""))}}],
-        "maxTokens": 100,
-    }
+    params = {"messages": [{"role": "user", "content": {"type": "text", "text": str(args.get("prompt", ""))}}], "maxTokens": 100}
     try:
         answer = await ctx.request("sampling/createMessage", params)
     except (JsonRpcError, TimeoutError) as exc:
@@ -163,44 +160,79 @@ async def _elicitation(ctx: RequestContext, args: dict[str, Any]) -> dict[str, A
 
 
 async def _elicitation_defaults(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
-    schema = {"type": "object", "properties": {
-        "name": {"type": "string", "description": "User name", "default": "John Doe"},
-        "age": {"type": "integer", "description": "User age", "default": 30},
-        "score": {"type": "number", "description": "User score", "default": 95.5},
-        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
-        "verified": {"type": "boolean", "description": "Verification status", "default": True},
-    }, "required": []}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+        },
+        "required": [],
+    }
     return await _elicit(ctx, "Please review and update the form fields with defaults", schema, "Elicitation completed")
 
 
 async def _elicitation_enums(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
     options = ["option1", "option2", "option3"]
-    schema = {"type": "object", "properties": {
-        "untitledSingle": {"type": "string", "description": "Select one option", "enum": options},
-        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
-            {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
-            {"const": "value3", "title": "Third Option"}]},
-        "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
-                       "enumNames": ["Option One", "Option Two", "Option Three"]},
-        "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
-                          "items": {"type": "string", "enum": options}},
-        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1,
-                        "maxItems": 3, "items": {"anyOf": [
-                            {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"},
-                            {"const": "value3", "title": "Third Choice"}]}},
-    }, "required": []}
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "description": "Select one option", "enum": options},
+            "titledSingle": {
+                "type": "string",
+                "description": "Select one option with titles",
+                "oneOf": [
+                    {"const": "value1", "title": "First Option"},
+                    {"const": "value2", "title": "Second Option"},
+                    {"const": "value3", "title": "Third Option"},
+                ],
+            },
+            "legacyEnum": {
+                "type": "string",
+                "description": "Select one option (legacy)",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {
+                "type": "array",
+                "description": "Select multiple options",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": {"type": "string", "enum": options},
+            },
+            "titledMulti": {
+                "type": "array",
+                "description": "Select multiple options with titles",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": {
+                    "anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"},
+                    ]
+                },
+            },
+        },
+        "required": [],
+    }
     return await _elicit(ctx, "Please select options from the enum fields", schema, "Elicitation completed")
 
 
 JSON_SCHEMA_2020_12: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "$defs": {"address": {"$anchor": "addressDef", "type": "object",
-                          "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "$defs": {
+        "address": {"$anchor": "addressDef", "type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
+    },
     "properties": {
-        "name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
         "contactMethod": {"type": "string", "enum": ["phone", "email"]},
-        "phone": {"type": "string"}, "email": {"type": "string"},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
     },
     "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
     "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
@@ -224,10 +256,18 @@ FIXTURE_TOOLS: tuple[FixtureTool, ...] = (
     FixtureTool("test_tool_with_progress", "Tests tool that reports progress notifications", _progress),
     FixtureTool("test_error_handling", "Tests error response handling", _error),
     FixtureTool("test_reconnection", "Tests SSE stream disconnection and client reconnection (SEP-1699)", _reconnection),
-    FixtureTool("test_sampling", "Tests server-initiated sampling (LLM completion request)", _sampling,
-                _string_args("prompt", descriptions={"prompt": "The prompt to send to the LLM"})),
-    FixtureTool("test_elicitation", "Tests server-initiated elicitation (user input request)", _elicitation,
-                _string_args("message", descriptions={"message": "The message to show the user"})),
+    FixtureTool(
+        "test_sampling",
+        "Tests server-initiated sampling (LLM completion request)",
+        _sampling,
+        _string_args("prompt", descriptions={"prompt": "The prompt to send to the LLM"}),
+    ),
+    FixtureTool(
+        "test_elicitation",
+        "Tests server-initiated elicitation (user input request)",
+        _elicitation,
+        _string_args("message", descriptions={"message": "The message to show the user"}),
+    ),
     FixtureTool("test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034", _elicitation_defaults),
     FixtureTool("test_elicitation_sep1330_enums", "Tests elicitation with enum schema improvements per SEP-1330", _elicitation_enums),
     FixtureTool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", _json_schema_tool, JSON_SCHEMA_2020_12),
@@ -237,9 +277,11 @@ FIXTURE_TOOLS_BY_NAME = {tool.name: tool for tool in FIXTURE_TOOLS}
 
 # ------------------------------------------------------------------ resources
 
+
 def _static(uri: str, mime: str, **content: str) -> Callable[[RequestContext, dict[str, str]], Awaitable[list[dict[str, Any]]]]:
     async def read(ctx: RequestContext, variables: dict[str, str]) -> list[dict[str, Any]]:
         return [{"uri": uri, "mimeType": mime, **content}]
+
     return read
 
 
@@ -250,21 +292,45 @@ async def _template_data(ctx: RequestContext, variables: dict[str, str]) -> list
 
 
 FIXTURE_RESOURCES: tuple[StaticResource, ...] = (
-    StaticResource("test://static-text", "static-text", "Static Text Resource", "A static text resource for testing",
-                   "text/plain", _static("test://static-text", "text/plain", text="This is the content of the static text resource.")),
-    StaticResource("test://static-binary", "static-binary", "Static Binary Resource",
-                   "A static binary resource (image) for testing", "image/png",
-                   _static("test://static-binary", "image/png", blob=PNG_BASE64)),
-    StaticResource("test://watched-resource", "watched-resource", "Watched Resource", "A resource to subscribe to",
-                   "text/plain", _static("test://watched-resource", "text/plain", text="Watched resource content")),
+    StaticResource(
+        "test://static-text",
+        "static-text",
+        "Static Text Resource",
+        "A static text resource for testing",
+        "text/plain",
+        _static("test://static-text", "text/plain", text="This is the content of the static text resource."),
+    ),
+    StaticResource(
+        "test://static-binary",
+        "static-binary",
+        "Static Binary Resource",
+        "A static binary resource (image) for testing",
+        "image/png",
+        _static("test://static-binary", "image/png", blob=PNG_BASE64),
+    ),
+    StaticResource(
+        "test://watched-resource",
+        "watched-resource",
+        "Watched Resource",
+        "A resource to subscribe to",
+        "text/plain",
+        _static("test://watched-resource", "text/plain", text="Watched resource content"),
+    ),
 )
 FIXTURE_TEMPLATES: tuple[TemplateResource, ...] = (
-    TemplateResource("test://template/{id}/data", "template", "Resource Template",
-                     "A resource template with parameter substitution", "application/json", _template_data),
+    TemplateResource(
+        "test://template/{id}/data",
+        "template",
+        "Resource Template",
+        "A resource template with parameter substitution",
+        "application/json",
+        _template_data,
+    ),
 )
 
 
 # ------------------------------------------------------------------ prompts
+
 
 async def _simple_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
     return {"messages": [user_text("This is a simple prompt for testing.")]}
@@ -276,17 +342,21 @@ async def _args_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, A
 
 async def _embedded_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
     resource = {"uri": args["resourceUri"], "mimeType": "text/plain", "text": "Embedded resource content for testing."}
-    return {"messages": [
-        {"role": "user", "content": {"type": "resource", "resource": resource}},
-        user_text("Please process the embedded resource above."),
-    ]}
+    return {
+        "messages": [
+            {"role": "user", "content": {"type": "resource", "resource": resource}},
+            user_text("Please process the embedded resource above."),
+        ]
+    }
 
 
 async def _image_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
-    return {"messages": [
-        {"role": "user", "content": {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"}},
-        user_text("Please analyze the image above."),
-    ]}
+    return {
+        "messages": [
+            {"role": "user", "content": {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"}},
+            user_text("Please analyze the image above."),
+        ]
+    }
 
 
 async def _complete_arg(ctx: RequestContext, prefix: str, known: dict[str, str]) -> list[str]:
@@ -295,13 +365,23 @@ async def _complete_arg(ctx: RequestContext, prefix: str, known: dict[str, str])
 
 FIXTURE_PROMPTS: tuple[PromptSpec, ...] = (
     PromptSpec("test_simple_prompt", "Simple Test Prompt", "A simple prompt without arguments", _simple_prompt),
-    PromptSpec("test_prompt_with_arguments", "Prompt With Arguments", "A prompt with required arguments", _args_prompt, (
-        PromptArgument("arg1", "First test argument", required=True, complete=_complete_arg),
-        PromptArgument("arg2", "Second test argument", required=True, complete=_complete_arg),
-    )),
-    PromptSpec("test_prompt_with_embedded_resource", "Prompt With Embedded Resource",
-               "A prompt that includes an embedded resource", _embedded_prompt,
-               (PromptArgument("resourceUri", "URI of the resource to embed", required=True),)),
+    PromptSpec(
+        "test_prompt_with_arguments",
+        "Prompt With Arguments",
+        "A prompt with required arguments",
+        _args_prompt,
+        (
+            PromptArgument("arg1", "First test argument", required=True, complete=_complete_arg),
+            PromptArgument("arg2", "Second test argument", required=True, complete=_complete_arg),
+        ),
+    ),
+    PromptSpec(
+        "test_prompt_with_embedded_resource",
+        "Prompt With Embedded Resource",
+        "A prompt that includes an embedded resource",
+        _embedded_prompt,
+        (PromptArgument("resourceUri", "URI of the resource to embed", required=True),),
+    ),
     PromptSpec("test_prompt_with_image", "Prompt With Image", "A prompt that includes image content", _image_prompt),
 )
 

@@ -142,8 +142,7 @@ class McpHttp:
             return True
 
         return self.streams.response(
-            stream, queue, backlog, keepalive=keepalive, preamble=preamble,
-            headers={"Mcp-Session-Id": session.id, **(headers or {})},
+            stream, queue, backlog, keepalive=keepalive, preamble=preamble, headers={"Mcp-Session-Id": session.id, **(headers or {})}
         )
 
     # ------------------------------------------------------------------ endpoint
@@ -193,17 +192,14 @@ class McpHttp:
         if not idle:
             return False
         oldest = min(idle, key=lambda s: s.last_seen)
-        log.info("session cap (%d) reached: ending the least recently used session %s",
-                 self.max_sessions, oldest.id)
+        log.info("session cap (%d) reached: ending the least recently used session %s", self.max_sessions, oldest.id)
         await self._end_session(oldest.id)
         return True
 
     def _session(self, request: Request, principal: Principal) -> Session | Response:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
-            return rpc_error(
-                400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
-            )
+            return rpc_error(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required")
         session = self.server.session_table.get(session_id)
         if session is None:
             session = self.replicas.adopt(session_id)
@@ -222,11 +218,7 @@ class McpHttp:
     async def _post(self, request: Request, principal: Principal) -> Response:
         json_q, sse_q = accepts(request)
         if json_q <= 0 or sse_q <= 0:
-            return rpc_error(
-                406,
-                INVALID_REQUEST,
-                "Not Acceptable: accept both application/json and text/event-stream",
-            )
+            return rpc_error(406, INVALID_REQUEST, "Not Acceptable: accept both application/json and text/event-stream")
         if not request.headers.get("content-type", "").lower().startswith("application/json"):
             return rpc_error(415, INVALID_REQUEST, "Unsupported Media Type: send application/json")
         body = await request.body()  # RequestLimits already refused one over MEMENTO_MAX_BODY_BYTES
@@ -248,8 +240,11 @@ class McpHttp:
             return found
         session = found
         if not isinstance(message, jsonrpc.Request):
-            if (isinstance(message, jsonrpc.Response) and message.id not in session.pending
-                    and self.directory.forward(session.id, "response", value)):
+            if (
+                isinstance(message, jsonrpc.Response)
+                and message.id not in session.pending
+                and self.directory.forward(session.id, "response", value)
+            ):
                 return Response(status_code=202)  # answers a request another replica sent
             await self.server.handle(value, session)
             self.directory.sync(session)
@@ -343,16 +338,12 @@ class McpHttp:
         task.add_done_callback(done)
         return self._sse_response(stream, queue, [], session=session)
 
-    async def _post_batch(
-        self, request: Request, batch: list[Any], principal: Principal
-    ) -> Response:
+    async def _post_batch(self, request: Request, batch: list[Any], principal: Principal) -> Response:
         found = self._session(request, principal)
         if isinstance(found, Response):
             return found
         if not self.server.accepts_batches(found):
-            reply = jsonrpc.error_response(
-                None, INVALID_REQUEST, "Invalid Request: batches are not supported"
-            )
+            reply = jsonrpc.error_response(None, INVALID_REQUEST, "Invalid Request: batches are not supported")
             return JSONResponse(reply, status_code=400)
         replies = await self.server.handle(batch, found)  # related messages: the GET stream
         self.directory.sync(found)
@@ -362,9 +353,7 @@ class McpHttp:
 
     async def _get(self, request: Request, principal: Principal) -> Response:
         if accepts(request)[1] <= 0:
-            return rpc_error(
-                406, INVALID_REQUEST, "Not Acceptable: GET /mcp serves text/event-stream"
-            )
+            return rpc_error(406, INVALID_REQUEST, "Not Acceptable: GET /mcp serves text/event-stream")
         found = self._session(request, principal)
         if isinstance(found, Response):
             return found
@@ -400,15 +389,11 @@ class McpHttp:
             # client gets what comes from now on, not the session's whole history again.
             backlog = []
         else:
-            backlog = self.store.after(
-                session.id, STANDALONE, last_event_id if stream_id is not None else stream.delivered
-            )
+            backlog = self.store.after(session.id, STANDALONE, last_event_id if stream_id is not None else stream.delivered)
         queue = self.streams.attach(stream)
         if versions.sse_priming(session.protocol_version):
             self.streams.publish(stream, None)  # after the backlog, so event ids stay in order
-        return self._sse_response(
-            stream, queue, backlog, preamble=b": stream open\n\n", session=session
-        )
+        return self._sse_response(stream, queue, backlog, preamble=b": stream open\n\n", session=session)
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)

@@ -31,10 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-QUERY_CREDENTIALS = frozenset(
-    {"access_token", "accesstoken", "accesskey", "access_key", "token", "key", "api_key", "apikey"}
-)
+QUERY_CREDENTIALS = frozenset({"access_token", "accesstoken", "accesskey", "access_key", "token", "key", "api_key", "apikey"})
 """Query parameters that would carry a credential: refused, valid or not (URLs get logged)."""
+
 
 def rpc_error(status: int, code: int, message: str, request_id: Any = None) -> JSONResponse:
     return JSONResponse(jsonrpc.error_response(request_id, code, message), status_code=status)
@@ -84,7 +83,6 @@ def allowed_hosts(settings: Any) -> list[str]:
     return [h for h in hosts if h]
 
 
-
 class HttpGate:
     """Origin/Host checks and authentication for one app's HTTP endpoints."""
 
@@ -114,24 +112,18 @@ class HttpGate:
             return ANONYMOUS
         header = request.headers.get("authorization", "").strip()
         if not header:
-            return self.unauthorized(
-                request, None, "Unauthorized: send Authorization: Bearer <token>"
-            )
+            return self.unauthorized(request, None, "Unauthorized: send Authorization: Bearer <token>")
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            return self.unauthorized(
-                request, "invalid_request", "Unauthorized: use Authorization: Bearer <token>"
-            )
+            return self.unauthorized(request, "invalid_request", "Unauthorized: use Authorization: Bearer <token>")
         resource = http_extras.resource_url(app, request)
         for verifier in verifiers:
             try:
                 found = verifier.verify(token, resource=resource)
             except Unavailable as exc:  # e.g. the OAuth token store (Redis) is down: not a bad token
                 log.info("cannot verify a bearer token from %s: %s", client_host(request), exc)
-                return rpc_error(
-                    503, INVALID_REQUEST, "Service Unavailable: cannot verify the token now; retry"
-                )
+                return rpc_error(503, INVALID_REQUEST, "Service Unavailable: cannot verify the token now; retry")
             if found is not None:
                 return found
         log.info("refused a request with an unknown bearer token from %s", client_host(request))
@@ -140,17 +132,13 @@ class HttpGate:
     def unauthorized(self, request: Request, error: str | None, message: str) -> Response:
         """401 with the `WWW-Authenticate` challenge (http_extras.www_authenticate)."""
         response = rpc_error(401, INVALID_REQUEST, message)
-        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(
-            self.app, request, error
-        )
+        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(self.app, request, error)
         return response
 
     def forbidden(self, request: Request, message: str) -> Response:
         """403 for a valid credential that may not do this (an HTTP-level capability check)."""
         response = rpc_error(403, INVALID_REQUEST, message)
-        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(
-            self.app, request, "insufficient_scope"
-        )
+        response.headers["WWW-Authenticate"] = http_extras.www_authenticate(self.app, request, "insufficient_scope")
         return response
 
     def guard(self, request: Request) -> Response | None:
@@ -186,9 +174,7 @@ def check_exposure(app: App, host: str, *, allow_unauthenticated: bool = False) 
         return authenticated
     if allow_unauthenticated or app.settings.allow_unauthenticated:
         log.warning(
-            "serving %s WITHOUT authentication (explicit opt-out): anyone who can reach it "
-            "can read and change every agent's memory",
-            host,
+            "serving %s WITHOUT authentication (explicit opt-out): anyone who can reach it can read and change every agent's memory", host
         )
         return False
     raise AuthConfigError(

@@ -87,14 +87,19 @@ class RequestLimits:
     async def _answer(send: Send, path: str, status: int, message: str) -> None:
         log.info("refused a request to %s: %s", path, message)
         body = _refusal(path, status, message)
-        await send({
-            "type": "http.response.start",
-            "status": status,
-            # Connection: close makes uvicorn drop the connection: the rest of the body is
-            # never read.
-            "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
-                        (b"content-length", str(len(body)).encode())],
-        })
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                # Connection: close makes uvicorn drop the connection: the rest of the body is
+                # never read.
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"connection", b"close"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

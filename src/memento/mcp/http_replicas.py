@@ -37,13 +37,7 @@ class Replicas:
     """This replica's part in sharing sessions: adoption, delivery, bus messages, relaying."""
 
     def __init__(
-        self,
-        server: McpServer,
-        streams: Streams,
-        store: EventStore,
-        directory: SessionDirectory,
-        *,
-        closing: Callable[[], bool],
+        self, server: McpServer, streams: Streams, store: EventStore, directory: SessionDirectory, *, closing: Callable[[], bool]
     ) -> None:
         self.server = server
         self.streams = streams
@@ -53,6 +47,7 @@ class Replicas:
 
     def sender(self, session: Session) -> Callable[[dict[str, Any]], Awaitable[None]]:
         """How the session sends unsolicited messages: on its GET stream here, or to its home."""
+
         async def send(message: dict[str, Any]) -> None:
             if self.server.session_table.get(session.id) is not session:
                 return

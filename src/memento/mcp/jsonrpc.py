@@ -44,9 +44,7 @@ _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 class JsonRpcError(Exception):
     """A protocol-level failure, answered with a JSON-RPC error object."""
 
-    def __init__(
-        self, code: int, message: str, *, data: Any = None, request_id: RequestId | None = None
-    ) -> None:
+    def __init__(self, code: int, message: str, *, data: Any = None, request_id: RequestId | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -205,40 +203,26 @@ def parse_message(value: Any) -> Message:
     raw_id = value.get("id")
     rid = raw_id if _valid_id(raw_id) else None
     if value.get("jsonrpc") != "2.0":
-        raise JsonRpcError(
-            INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', request_id=rid
-        )
+        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', request_id=rid)
     if "method" in value:
         method = value["method"]
         if not isinstance(method, str) or not method:
-            raise JsonRpcError(
-                INVALID_REQUEST, 'Invalid Request: "method" must be a string', request_id=rid
-            )
+            raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "method" must be a string', request_id=rid)
         params = value.get("params", {})
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            raise JsonRpcError(
-                INVALID_REQUEST, 'Invalid Request: "params" must be an object', request_id=rid
-            )
+            raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "params" must be an object', request_id=rid)
         if "id" not in value:
             return Notification(scrub(method), scrub(params))
         if rid is None:
-            raise JsonRpcError(
-                INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer'
-            )
+            raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
         return Request(rid, scrub(method), scrub(params))
     if "result" in value or "error" in value:
         if ("result" in value) == ("error" in value):
-            raise JsonRpcError(
-                INVALID_REQUEST, "Invalid Request: a response has exactly one of result, error"
-            )
+            raise JsonRpcError(INVALID_REQUEST, "Invalid Request: a response has exactly one of result, error")
         return Response(rid, scrub(value.get("result")), scrub(value.get("error")))
-    raise JsonRpcError(
-        INVALID_REQUEST,
-        "Invalid Request: neither a request, a notification nor a response",
-        request_id=rid,
-    )
+    raise JsonRpcError(INVALID_REQUEST, "Invalid Request: neither a request, a notification nor a response", request_id=rid)
 
 
 def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -266,9 +250,7 @@ def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, 
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def error_response(
-    request_id: RequestId | None, code: int, message: str, data: Any = None
-) -> dict[str, Any]:
+def error_response(request_id: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
     """An error envelope; `request_id` is None when the request's id could not be read."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:

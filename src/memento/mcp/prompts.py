@@ -58,9 +58,7 @@ class PromptSpec:
         entry: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
-            "arguments": [
-                {"name": a.name, "description": a.description, "required": a.required} for a in self.arguments
-            ],
+            "arguments": [{"name": a.name, "description": a.description, "required": a.required} for a in self.arguments],
         }
         if versions.features(version).titles:
             entry["title"] = self.title
@@ -114,25 +112,31 @@ class PromptsFeature:
         self.page_size = page_size
         self._hub: ServerHub | None = None
         self.prompts: dict[str, PromptSpec] = {}
-        self.add(PromptSpec(
-            "memory_injection", "Inject related memories",
-            "Before answering, recall the memories most related to a query and add them to the "
-            "conversation as quoted evidence (top 5 within a token budget).",
-            self._memory_injection,
-            (
-                PromptArgument("query", "What the next answer is about (natural language).", required=True),
-                PromptArgument("tokenBudget", "Maximum estimated tokens of memories (default 1200)."),
-                PromptArgument("topic", "Only memories of this topic.", complete=self._complete_topic),
-                PromptArgument("type", "Only memories of this type.", complete=_complete_type),
-            ),
-        ))
-        self.add(PromptSpec(
-            "session_start", "Start a session with memory",
-            "Load core memory (preferences, known errors, procedures) and this session's working "
-            "memory as quoted evidence, like the `context` tool.",
-            self._session_start,
-            (PromptArgument("tokenBudget", "Maximum estimated tokens (default 2000)."),),
-        ))
+        self.add(
+            PromptSpec(
+                "memory_injection",
+                "Inject related memories",
+                "Before answering, recall the memories most related to a query and add them to the "
+                "conversation as quoted evidence (top 5 within a token budget).",
+                self._memory_injection,
+                (
+                    PromptArgument("query", "What the next answer is about (natural language).", required=True),
+                    PromptArgument("tokenBudget", "Maximum estimated tokens of memories (default 1200)."),
+                    PromptArgument("topic", "Only memories of this topic.", complete=self._complete_topic),
+                    PromptArgument("type", "Only memories of this type.", complete=_complete_type),
+                ),
+            )
+        )
+        self.add(
+            PromptSpec(
+                "session_start",
+                "Start a session with memory",
+                "Load core memory (preferences, known errors, procedures) and this session's working "
+                "memory as quoted evidence, like the `context` tool.",
+                self._session_start,
+                (PromptArgument("tokenBudget", "Maximum estimated tokens (default 2000)."),),
+            )
+        )
 
     # ------------------------------------------------------------ contract
 
@@ -197,8 +201,11 @@ class PromptsFeature:
         query = args["query"]
         try:
             inp = RecallInput(
-                text=query, tokenBudget=parse_budget(args.get("tokenBudget"), DEFAULT_INJECTION_BUDGET),
-                limit=INJECTION_LIMIT, includeLinks=False, topic=args.get("topic") or None,
+                text=query,
+                tokenBudget=parse_budget(args.get("tokenBudget"), DEFAULT_INJECTION_BUDGET),
+                limit=INJECTION_LIMIT,
+                includeLinks=False,
+                topic=args.get("topic") or None,
                 type=FragmentType(args["type"]) if args.get("type") else None,
             )
         except (ValidationError, ValueError) as exc:
@@ -210,10 +217,7 @@ class PromptsFeature:
         else:
             body = "No stored memories matched this query."
         text = f"Memories related to the query below, recalled from Memento.\n\nQuery:\n{quote_block(query)}\n\n{body}"
-        return {
-            "description": f"{len(fragments)} related memories ({found.total_tokens} tokens)",
-            "messages": [user_text(text)],
-        }
+        return {"description": f"{len(fragments)} related memories ({found.total_tokens} tokens)", "messages": [user_text(text)]}
 
     async def _session_start(self, ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
         inp = ContextInput(tokenBudget=parse_budget(args.get("tokenBudget"), 2000), sessionId=ctx.session.id)
@@ -226,17 +230,12 @@ class PromptsFeature:
         ]
         if working:
             parts.append("## Working memory of this session\n" + render_memories(working))
-        return {
-            "description": f"{len(core)} core and {len(working)} working-memory fragments",
-            "messages": [user_text("\n\n".join(parts))],
-        }
+        return {"description": f"{len(core)} core and {len(working)} working-memory fragments", "messages": [user_text("\n\n".join(parts))]}
 
     # ------------------------------------------------------------ completers
 
     async def _complete_topic(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:
-        topics = await anyio.to_thread.run_sync(
-            partial(self.app.service.list_topics, service_context(ctx.session), prefix, 100)
-        )
+        topics = await anyio.to_thread.run_sync(partial(self.app.service.list_topics, service_context(ctx.session), prefix, 100))
         return [t.topic for t in topics]
 
 

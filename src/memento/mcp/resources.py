@@ -118,10 +118,7 @@ class TemplateResource:
         return {k: unquote(v) for k, v in found.groupdict().items()} if found else None
 
     def definition(self, version: str) -> dict[str, Any]:
-        entry = {
-            "uriTemplate": self.uri_template, "name": self.name,
-            "description": self.description, "mimeType": self.mime_type,
-        }
+        entry = {"uriTemplate": self.uri_template, "name": self.name, "description": self.description, "mimeType": self.mime_type}
         return _describe(version, entry, self.title)
 
 
@@ -148,23 +145,46 @@ class ResourcesFeature:
     def __init__(self, page_size: int = PAGE_SIZE) -> None:
         self.page_size = page_size
         self.statics: list[StaticResource] = [
-            StaticResource(STATS_URI, "stats", "Memory statistics",
-                           "Fragment counts by tier and type, embedding coverage, mean utility.",
-                           JSON_MIME, self._read_stats),
-            StaticResource(TOPICS_URI, "topics", "Topics",
-                           "Every topic with its number of permanent fragments.", JSON_MIME, self._read_topics),
+            StaticResource(
+                STATS_URI,
+                "stats",
+                "Memory statistics",
+                "Fragment counts by tier and type, embedding coverage, mean utility.",
+                JSON_MIME,
+                self._read_stats,
+            ),
+            StaticResource(
+                TOPICS_URI, "topics", "Topics", "Every topic with its number of permanent fragments.", JSON_MIME, self._read_topics
+            ),
         ]
         self.templates: list[TemplateResource] = [
-            TemplateResource("memory://fragments/{id}", "fragment", "Memory fragment",
-                             "One stored fragment as JSON.", JSON_MIME, self._read_fragment,
-                             {"id": self._complete_id}),
-            TemplateResource("memory://topics/{topic}", "topic", "Fragments of a topic",
-                             "The permanent fragments of one topic, newest first.", JSON_MIME,
-                             self._read_topic, {"topic": self._complete_topic}),
-            TemplateResource("memory://sessions/{sessionId}/working-memory", "working-memory",
-                             "Session working memory",
-                             "The scope=session fragments of your own MCP session.", JSON_MIME,
-                             self._read_working_memory, {"sessionId": self._complete_session}),
+            TemplateResource(
+                "memory://fragments/{id}",
+                "fragment",
+                "Memory fragment",
+                "One stored fragment as JSON.",
+                JSON_MIME,
+                self._read_fragment,
+                {"id": self._complete_id},
+            ),
+            TemplateResource(
+                "memory://topics/{topic}",
+                "topic",
+                "Fragments of a topic",
+                "The permanent fragments of one topic, newest first.",
+                JSON_MIME,
+                self._read_topic,
+                {"topic": self._complete_topic},
+            ),
+            TemplateResource(
+                "memory://sessions/{sessionId}/working-memory",
+                "working-memory",
+                "Session working memory",
+                "The scope=session fragments of your own MCP session.",
+                JSON_MIME,
+                self._read_working_memory,
+                {"sessionId": self._complete_session},
+            ),
         ]
         self._hub: ServerHub | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -218,14 +238,19 @@ class ResourcesFeature:
         entries: list[dict[str, Any]] = []
         if position is None:
             entries = [r.definition(ctx.version) for r in self.statics]
-            entries.append(_describe(ctx.version, {
-                "uri": working_memory_uri(ctx.session.id), "name": "working-memory",
-                "description": "Working memory (scope=session fragments) of this session.",
-                "mimeType": JSON_MIME,
-            }, "This session's working memory"))
-        fragments, next_seq = await self._call(
-            self.app.service.list_fragments_page, service_context(ctx.session), position, self.page_size
-        )
+            entries.append(
+                _describe(
+                    ctx.version,
+                    {
+                        "uri": working_memory_uri(ctx.session.id),
+                        "name": "working-memory",
+                        "description": "Working memory (scope=session fragments) of this session.",
+                        "mimeType": JSON_MIME,
+                    },
+                    "This session's working memory",
+                )
+            )
+        fragments, next_seq = await self._call(self.app.service.list_fragments_page, service_context(ctx.session), position, self.page_size)
         entries += [self._fragment_entry(ctx.version, f) for f in fragments]
         result: dict[str, Any] = {"resources": entries}
         if next_seq is not None:
@@ -234,9 +259,7 @@ class ResourcesFeature:
 
     async def _templates_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         start, end, cursor = offset_page("templates", params, len(self.templates), self.page_size)
-        result: dict[str, Any] = {
-            "resourceTemplates": [t.definition(ctx.version) for t in self.templates[start:end]]
-        }
+        result: dict[str, Any] = {"resourceTemplates": [t.definition(ctx.version) for t in self.templates[start:end]]}
         if cursor:
             result["nextCursor"] = cursor
         return result
@@ -336,7 +359,8 @@ class ResourcesFeature:
     def _fragment_entry(version: str, fragment: FragmentView) -> dict[str, Any]:
         content = fragment.content
         entry = {
-            "uri": fragment_uri(fragment.id), "name": fragment.id,
+            "uri": fragment_uri(fragment.id),
+            "name": fragment.id,
             "description": content if len(content) <= 120 else content[:119] + "…",
             "mimeType": JSON_MIME,
         }
@@ -373,7 +397,11 @@ class ResourcesFeature:
             return
         affected = affected_uris(event)
         for session in self._hub.sessions():
-            if not session.delivers or session.protocol_version is None or not sees(session, event.agent_id, working=event.session_id is not None):
+            if (
+                not session.delivers
+                or session.protocol_version is None
+                or not sees(session, event.agent_id, working=event.session_id is not None)
+            ):
                 continue
             watched = set(_watched(session))
             for uri in sorted(watched if affected is None else watched & affected):

@@ -25,15 +25,7 @@ from memento.mcp.client_features import confirm_forget
 from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
-from memento.mcp.jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    JsonRpcError,
-    Notification,
-    Request,
-)
+from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
 from memento.mcp.namespace import service_context
 from memento.mcp.tools import ToolSpec, call_tool
 from memento.mcp.toolsets import selected_tools, tool_definitions
@@ -84,12 +76,7 @@ class McpServer:
     """Protocol core shared by every transport; owns the session table (a `ServerHub`)."""
 
     def __init__(
-        self,
-        app: App,
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        features: Sequence[Feature] = (),
+        self, app: App, *, tools: Sequence[ToolSpec] | None = None, page_size: int = DEFAULT_PAGE_SIZE, features: Sequence[Feature] = ()
     ) -> None:
         self.app = app
         self.tools = selected_tools(app.settings.toolsets) if tools is None else tuple(tools)
@@ -160,9 +147,7 @@ class McpServer:
         except Exception:  # boundary: closing must always succeed for the transport
             log.exception("ending session %s failed", session_id)
         else:
-            log.info(
-                "session %s closed (%s working-memory fragments expunged)", session_id, expunged
-            )
+            log.info("session %s closed (%s working-memory fragments expunged)", session_id, expunged)
         return True
 
     def adopt_session(self, session: Session) -> Session:
@@ -196,12 +181,7 @@ class McpServer:
     # ------------------------------------------------------------------ dispatch
 
     async def handle(
-        self,
-        message: Any,
-        session: Session,
-        sink: Sink | None = None,
-        *,
-        closer: StreamCloser | None = None,
+        self, message: Any, session: Session, sink: Sink | None = None, *, closer: StreamCloser | None = None
     ) -> dict[str, Any] | list[dict[str, Any]] | None:
         """Answer one decoded JSON-RPC value (a message, or a batch for 2025-03-26 sessions).
 
@@ -225,18 +205,14 @@ class McpServer:
         self, batch: list[Any], session: Session, sink: Sink | None = None
     ) -> dict[str, Any] | list[dict[str, Any]] | None:
         if not self.accepts_batches(session):
-            return jsonrpc.error_response(
-                None, INVALID_REQUEST, "Invalid Request: batches are not supported"
-            )
+            return jsonrpc.error_response(None, INVALID_REQUEST, "Invalid Request: batches are not supported")
         if not batch:
             return jsonrpc.error_response(None, INVALID_REQUEST, "Invalid Request: empty batch")
         replies: list[dict[str, Any] | None] = [None] * len(batch)
 
         async def one(index: int, item: Any) -> None:
             if isinstance(item, list):
-                replies[index] = jsonrpc.error_response(
-                    None, INVALID_REQUEST, "Invalid Request: nested batch"
-                )
+                replies[index] = jsonrpc.error_response(None, INVALID_REQUEST, "Invalid Request: nested batch")
                 return
             replies[index] = await self.handle_one(item, session, sink)
 
@@ -247,12 +223,7 @@ class McpServer:
         return answered or None
 
     async def handle_one(
-        self,
-        message: Any,
-        session: Session,
-        sink: Sink | None = None,
-        *,
-        closer: StreamCloser | None = None,
+        self, message: Any, session: Session, sink: Sink | None = None, *, closer: StreamCloser | None = None
     ) -> dict[str, Any] | None:
         try:
             parsed = jsonrpc.parse_message(message)
@@ -268,12 +239,7 @@ class McpServer:
             return None
         meta = parsed.params.get("_meta")
         ctx = CallContext(
-            session,
-            parsed.id,
-            session.protocol_version or versions.LATEST,
-            meta if isinstance(meta, dict) else {},
-            sink,
-            closer,
+            session, parsed.id, session.protocol_version or versions.LATEST, meta if isinstance(meta, dict) else {}, sink, closer
         )
         cancellable = parsed.method != "initialize"  # the spec forbids cancelling initialize
         if cancellable:
@@ -319,10 +285,7 @@ class McpServer:
                 await handler(session, note.params)
             except Exception:  # boundary: a feature's bug must not break the connection
                 log.exception("notification handler for %s failed", note.method)
-        if note.method not in self._note_handlers and note.method not in (
-            "notifications/initialized",
-            "notifications/cancelled",
-        ):
+        if note.method not in self._note_handlers and note.method not in ("notifications/initialized", "notifications/cancelled"):
             log.debug("ignoring notification %s", note.method)
 
     # ------------------------------------------------------------------ methods
@@ -344,9 +307,7 @@ class McpServer:
         client_info = params.get("clientInfo", {})
         capabilities = params.get("capabilities", {})
         if not isinstance(client_info, dict) or not isinstance(capabilities, dict):
-            raise JsonRpcError(
-                INVALID_PARAMS, "Invalid params: clientInfo and capabilities must be objects"
-            )
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: clientInfo and capabilities must be objects")
         version = versions.negotiate(requested)
         session.protocol_version = version
         session.client_info = client_info
@@ -362,9 +323,7 @@ class McpServer:
         return {
             "protocolVersion": version,
             "capabilities": self.capabilities(version),
-            "serverInfo": versions.server_info(
-                version, name=SERVER_NAME, server_version=memento.__version__, title=SERVER_TITLE
-            ),
+            "serverInfo": versions.server_info(version, name=SERVER_NAME, server_version=memento.__version__, title=SERVER_TITLE),
             "instructions": INSTRUCTIONS,
         }
 
@@ -374,9 +333,7 @@ class McpServer:
     async def _set_level(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
         if level not in LOG_LEVELS:
-            raise JsonRpcError(
-                INVALID_PARAMS, "Invalid params: level must be one of " + ", ".join(LOG_LEVELS)
-            )
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: level must be one of " + ", ".join(LOG_LEVELS))
         ctx.session.log_level = str(level)
         return {}
 
@@ -404,7 +361,13 @@ class McpServer:
             outcome = "error" if result.get("isError") else ("task" if "task" in result else "ok")
             return result
         except BaseException as exc:
-            outcome = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "invalid" if isinstance(exc, JsonRpcError) else "exception"
+            outcome = (
+                "cancelled"
+                if isinstance(exc, anyio.get_cancelled_exc_class())
+                else "invalid"
+                if isinstance(exc, JsonRpcError)
+                else "exception"
+            )
             raise
         finally:
             self.app.observers.tool_call(tool, outcome, time.perf_counter() - started)

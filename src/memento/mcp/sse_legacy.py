@@ -131,9 +131,7 @@ class LegacySse:
         principal = self.http.gate.authenticate(request)
         if isinstance(principal, Response):
             return principal
-        session_id = request.query_params.get("sessionId") or request.query_params.get(
-            "session_id"
-        )
+        session_id = request.query_params.get("sessionId") or request.query_params.get("session_id")
         if not session_id:
             return _error(400, "Bad Request: sessionId is required")
         session = self.server.session_table.get(session_id)

@@ -51,9 +51,7 @@ class SseResponse(StreamingResponse):
     Cutting cancels the response while it waits to write; uvicorn then closes the connection."""
 
     def __init__(self, content: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
-        super().__init__(
-            content, media_type="text/event-stream", headers={"Cache-Control": "no-cache", **(headers or {})}
-        )
+        super().__init__(content, media_type="text/event-stream", headers={"Cache-Control": "no-cache", **(headers or {})})
         self._scope = anyio.CancelScope()
 
     def cut(self) -> None:
@@ -115,8 +113,7 @@ class Streams:
         if not overflowing(queue, self.queue_limit):
             queue.put_nowait(item)
             return True
-        log.warning("cut the SSE stream %s of session %s: the client is not reading",
-                    stream.id, stream.session_id)
+        log.warning("cut the SSE stream %s of session %s: the client is not reading", stream.id, stream.session_id)
         if stream.subscriber is queue:
             stream.subscriber = None
             cut, stream.cut = stream.cut, None

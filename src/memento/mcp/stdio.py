@@ -52,7 +52,7 @@ def _lines(stream: BinaryIO, limit: int) -> Iterator[bytes]:
     while chunk := os.read(fd, 65536):
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
-            pending += chunk[start:end + 1]
+            pending += chunk[start : end + 1]
             yield TOO_LONG if dropping or len(pending) > limit else bytes(pending)
             pending, dropping, start = bytearray(), False, end + 1
         if not dropping:
@@ -75,9 +75,7 @@ def _buffered_lines(stream: BinaryIO, limit: int) -> Iterator[bytes]:
         yield TOO_LONG
 
 
-def _start_reader(
-    stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes], limit: int
-) -> None:
+def _start_reader(stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes], limit: int) -> None:
     def pump() -> None:
         try:
             for line in _lines(stream, limit):
@@ -96,9 +94,7 @@ class _StdioConnection:
         self.out = out
         self.limit = limit
         # No credential on stdio: the operator, or the agent MEMENTO_STDIO_AGENT names.
-        self.session: Session = server.create_session(
-            self.send, stdio_principal(server.app.settings)
-        )
+        self.session: Session = server.create_session(self.send, stdio_principal(server.app.settings))
 
     async def send(self, message: dict[str, object]) -> None:
         """Notifications and server→client requests share stdout with the responses."""
@@ -129,9 +125,7 @@ class _StdioConnection:
             self.write(reply)
 
 
-async def serve_stdio(
-    app: App, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
-) -> None:
+async def serve_stdio(app: App, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
     """Serve one MCP session over stdio until EOF or a termination signal, then close `app`."""
     try:
         stdio_principal(app.settings)  # a bad MEMENTO_STDIO_AGENT fails before anything starts
@@ -168,12 +162,7 @@ async def serve_stdio(
         log.info("stdio server stopped")
 
 
-async def _read_loop(
-    conn: _StdioConnection,
-    queue: asyncio.Queue[bytes],
-    stop: asyncio.Event,
-    running: set[asyncio.Task[None]],
-) -> None:
+async def _read_loop(conn: _StdioConnection, queue: asyncio.Queue[bytes], stop: asyncio.Event, running: set[asyncio.Task[None]]) -> None:
     stopping = asyncio.ensure_future(stop.wait())
     slots = asyncio.Semaphore(MAX_IN_FLIGHT)
     try:

@@ -36,9 +36,7 @@ log = logging.getLogger(__name__)
 TASKS_VERSION = "2025-11-25"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
-TASK_SUPPORT: Mapping[str, str] = {
-    "memory_consolidate": "optional", "reflect": "optional", "remember": "optional", "recall": "optional",
-}
+TASK_SUPPORT: Mapping[str, str] = {"memory_consolidate": "optional", "reflect": "optional", "remember": "optional", "recall": "optional"}
 """Tools that may run as tasks, with their `execution.taskSupport`; every other tool: forbidden.
 (forget is left out: its confirmation would need the input_required flow.)"""
 DEFAULT_TTL_MS = 15 * 60 * 1000
@@ -90,8 +88,11 @@ class TaskRecord:
 
     def view(self) -> dict[str, Any]:
         task: dict[str, Any] = {
-            "taskId": self.id, "status": self.status, "createdAt": _iso(self.created_at),
-            "lastUpdatedAt": _iso(self.updated_at), "ttl": self.ttl_ms,
+            "taskId": self.id,
+            "status": self.status,
+            "createdAt": _iso(self.created_at),
+            "lastUpdatedAt": _iso(self.updated_at),
+            "ttl": self.ttl_ms,
         }
         if self.status_message:
             task["statusMessage"] = self.status_message
@@ -105,17 +106,30 @@ class TaskRecord:
         if self.error is not None:
             error = {"code": self.error.code, "message": self.error.message, "data": self.error.data}
         return {
-            "taskId": self.id, "sessionId": self.session_id, "seq": self.seq, "ttl": self.ttl_ms,
-            "createdAt": self.created_at.isoformat(), "updatedAt": self.updated_at.isoformat(),
-            "status": self.status, "statusMessage": self.status_message, "result": self.result, "error": error,
+            "taskId": self.id,
+            "sessionId": self.session_id,
+            "seq": self.seq,
+            "ttl": self.ttl_ms,
+            "createdAt": self.created_at.isoformat(),
+            "updatedAt": self.updated_at.isoformat(),
+            "status": self.status,
+            "statusMessage": self.status_message,
+            "result": self.result,
+            "error": error,
         }
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> TaskRecord:
         record = cls(
-            str(data["taskId"]), str(data["sessionId"]), int(data["seq"]), int(data["ttl"]),
-            created_at=datetime.fromisoformat(data["createdAt"]), updated_at=datetime.fromisoformat(data["updatedAt"]),
-            status=str(data["status"]), status_message=data.get("statusMessage"), result=data.get("result"),
+            str(data["taskId"]),
+            str(data["sessionId"]),
+            int(data["seq"]),
+            int(data["ttl"]),
+            created_at=datetime.fromisoformat(data["createdAt"]),
+            updated_at=datetime.fromisoformat(data["updatedAt"]),
+            status=str(data["status"]),
+            status_message=data.get("statusMessage"),
+            result=data.get("result"),
         )
         error = data.get("error")
         if isinstance(error, dict):
@@ -166,10 +180,7 @@ class TasksFeature:
         return {"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {
-            "tasks/get": self._get, "tasks/result": self._result,
-            "tasks/list": self._list, "tasks/cancel": self._cancel,
-        }
+        return {"tasks/get": self._get, "tasks/result": self._result, "tasks/list": self._list, "tasks/cancel": self._cancel}
 
     def notification_handlers(self) -> Mapping[str, NotificationHandler]:
         return {}
@@ -204,9 +215,7 @@ class TasksFeature:
 
     # ------------------------------------------------------------ the core's hook
 
-    async def maybe_run_as_task(
-        self, ctx: RequestContext, tool_name: str, params: dict[str, Any], run: ToolRun
-    ) -> dict[str, Any] | None:
+    async def maybe_run_as_task(self, ctx: RequestContext, tool_name: str, params: dict[str, Any], run: ToolRun) -> dict[str, Any] | None:
         """A CreateTaskResult when `params` asks for a task; None when the call runs normally.
 
         `run` performs the call and returns its CallToolResult (isError included); a
@@ -248,8 +257,9 @@ class TasksFeature:
         else:
             record.result = result
             failed = bool(result.get("isError"))
-            changed = record.finish("failed" if failed else "completed",
-                                    "The tool reported an error." if failed else "The operation completed.")
+            changed = record.finish(
+                "failed" if failed else "completed", "The tool reported an error." if failed else "The operation completed."
+            )
         if changed and self.board is not None and self.board.finish(record.wire(), record.ttl_ms) is False:
             # Cancelled through another replica while it ran: that is its outcome.
             record.status, record.status_message = "cancelled", "The task was cancelled by request."
@@ -289,11 +299,11 @@ class TasksFeature:
             record = await self._wait_elsewhere(record)
         related = {RELATED_TASK: {"taskId": record.id}}
         if record.status == "cancelled":
-            raise JsonRpcError(INVALID_PARAMS, "Invalid params: the task was cancelled; it has no result",
-                               data={"taskId": record.id})
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: the task was cancelled; it has no result", data={"taskId": record.id})
         if record.error is not None:
-            raise JsonRpcError(record.error.code, record.error.message,
-                               data=record.error.data if record.error.data is not None else related)
+            raise JsonRpcError(
+                record.error.code, record.error.message, data=record.error.data if record.error.data is not None else related
+            )
         result = dict(record.result or {})
         result["_meta"] = {**result.get("_meta", {}), **related}
         return result
@@ -331,8 +341,7 @@ class TasksFeature:
     async def _cancel(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         record = self._find(ctx, params)
         if not record.finish("cancelled", "The task was cancelled by request."):
-            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: task is already {record.status}",
-                               data={"taskId": record.id})
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: task is already {record.status}", data={"taskId": record.id})
         if self.board is not None and self.board.finish(record.wire(), record.ttl_ms) is False:
             ended = self.board.load(record.id)  # it ended elsewhere a moment ago
             status = ended.get("status") if ended is not None else "over"

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     """Replace local `#/$defs/...` references by their definitions and drop `$defs`.
 
@@ -201,8 +202,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "forget",
         "Forget",
-        "Delete a fragment by id, or every fragment of a topic. Permanent-tier fragments need "
-        "force=true.",
+        "Delete a fragment by id, or every fragment of a topic. Permanent-tier fragments need force=true.",
         ForgetInput,
         MemoryService.forget,
         ForgetResult,
@@ -211,8 +211,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "link",
         "Link fragments",
-        "Create a typed directed edge between two fragments (related, caused_by, resolved_by, "
-        "part_of, contradicts, superseded_by).",
+        "Create a typed directed edge between two fragments (related, caused_by, resolved_by, part_of, contradicts, superseded_by).",
         LinkInput,
         MemoryService.link,
         LinkResult,
@@ -268,8 +267,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "memory_consolidate",
         "Consolidate memory",
-        "Run the maintenance pipeline now (tier moves, decay, expiry, duplicate merging) and "
-        "return per-stage counts.",
+        "Run the maintenance pipeline now (tier moves, decay, expiry, duplicate merging) and return per-stage counts.",
         ConsolidateInput,
         MemoryService.memory_consolidate,
         ConsolidateResult,
@@ -279,8 +277,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "graph_explore",
         "Explore causal graph",
-        "Follow caused_by and resolved_by edges from a fragment (typically an error) for root- "
-        "cause analysis.",
+        "Follow caused_by and resolved_by edges from a fragment (typically an error) for root- cause analysis.",
         GraphExploreInput,
         MemoryService.graph_explore,
         GraphResult,
@@ -313,12 +310,7 @@ def _progress_bridge(rctx: RequestContext) -> Any:
 
 
 async def call_tool(
-    spec: ToolSpec,
-    arguments: Mapping[str, Any],
-    service: MemoryService,
-    ctx: CallContext,
-    version: str,
-    rctx: RequestContext | None = None,
+    spec: ToolSpec, arguments: Mapping[str, Any], service: MemoryService, ctx: CallContext, version: str, rctx: RequestContext | None = None
 ) -> dict[str, Any]:
     """Validate, run the service method in a worker thread, and shape the result for `version`.
 
@@ -332,9 +324,7 @@ async def call_tool(
         # and ISO timestamps from strings, exactly as a client sends them.
         inp = spec.input_model.model_validate_json(json.dumps(dict(arguments)))
     except ValidationError as exc:
-        return versions.tool_error(
-            version, "invalid_argument", describe_validation_error(spec.name, exc)
-        )
+        return versions.tool_error(version, "invalid_argument", describe_validation_error(spec.name, exc))
     call = partial(spec.operation, service, inp, ctx)
     if spec.reports_progress and rctx is not None and "progressToken" in rctx.meta:
         call = partial(spec.operation, service, inp, ctx, progress=_progress_bridge(rctx))

@@ -73,9 +73,7 @@ class ToolsetRegistry:
         return tuple(spec for ts in self._toolsets.values() if ts.name in chosen for spec in ts.tools)
 
 
-REGISTRY = ToolsetRegistry([
-    Toolset("memento", "Seed 000: typed fragments, the recall cascade, links, reflection and maintenance.", TOOLS),
-])
+REGISTRY = ToolsetRegistry([Toolset("memento", "Seed 000: typed fragments, the recall cascade, links, reflection and maintenance.", TOOLS)])
 
 
 def selected_tools(spec: str) -> tuple[ToolSpec, ...]:

@@ -72,11 +72,7 @@ CAPABILITY_SINCE: dict[str, str] = {"completions": "2025-03-26", "tasks": "2025-
 
 def gate_capabilities(version: str, capabilities: dict[str, Any]) -> dict[str, Any]:
     """`capabilities` without the entries `version` does not define."""
-    return {
-        key: value
-        for key, value in capabilities.items()
-        if key not in CAPABILITY_SINCE or at_least(version, CAPABILITY_SINCE[key])
-    }
+    return {key: value for key, value in capabilities.items() if key not in CAPABILITY_SINCE or at_least(version, CAPABILITY_SINCE[key])}
 
 
 def sse_priming(version: str | None) -> bool:
@@ -131,10 +127,7 @@ def tool_result(version: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 def tool_error(version: str, code: str, message: str) -> dict[str, Any]:
     """A failed `tools/call` result (isError): text for the model, plus code and message."""
-    result: dict[str, Any] = {
-        "content": [{"type": "text", "text": f"Error ({code}): {message}"}],
-        "isError": True,
-    }
+    result: dict[str, Any] = {"content": [{"type": "text", "text": f"Error ({code}): {message}"}], "isError": True}
     if features(version).structured_output:
         result["structuredContent"] = {"error": {"code": code, "message": message}}
     return result

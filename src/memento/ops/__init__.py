@@ -34,7 +34,4 @@ def middleware(app: App) -> list[Middleware]:
     from .metrics import RequestMetricsMiddleware, ops_state
 
     state = ops_state(app)
-    return [
-        Middleware(RequestMetricsMiddleware, state=state),
-        Middleware(CompressionMiddleware),
-    ]
+    return [Middleware(RequestMetricsMiddleware, state=state), Middleware(CompressionMiddleware)]

@@ -47,11 +47,7 @@ async def check_database(app: App) -> dict[str, Any]:
     except TimeoutError:
         return {"status": "down", "backend": app.settings.backend, "error": f"no answer within {DATABASE_TIMEOUT_S:g}s"}
     except Exception as exc:  # noqa: BLE001 - any failure of the query is an outage
-        return {
-            "status": "down",
-            "backend": app.settings.backend,
-            "error": redact(f"{type(exc).__name__}: {exc}")[:300],
-        }
+        return {"status": "down", "backend": app.settings.backend, "error": redact(f"{type(exc).__name__}: {exc}")[:300]}
     return {"status": "up", "backend": app.settings.backend, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
 
 

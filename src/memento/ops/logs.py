@@ -121,7 +121,11 @@ class RedactionFilter(logging.Filter):
 
 
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "_memento_redacted", "taskName", "color_message",
+    "message",
+    "asctime",
+    "_memento_redacted",
+    "taskName",
+    "color_message",
 }
 
 
@@ -198,10 +202,7 @@ def configure_logging(settings: Settings, *, stream: IO[str] | None = None) -> l
         log_dir = Path(log_dir).expanduser()
         log_dir.mkdir(parents=True, exist_ok=True)
         rotating = RotatingFileHandler(
-            log_dir / LOG_FILE,
-            maxBytes=settings.log_max_bytes,
-            backupCount=settings.log_backup_count,
-            encoding="utf-8",
+            log_dir / LOG_FILE, maxBytes=settings.log_max_bytes, backupCount=settings.log_backup_count, encoding="utf-8"
         )
         rotating.setFormatter(JsonFormatter())
         handlers.append(_mark(rotating))

@@ -78,38 +78,31 @@ class OpsState:
         self.registry = CollectorRegistry(auto_describe=True)
         self.mcp_endpoints: weakref.WeakSet[ServedEndpoint] = weakref.WeakSet()
         r = self.registry
-        self.http_requests = Counter(
-            "memento_http_requests", "HTTP requests answered.", ["method", "route", "status"], registry=r
-        )
+        self.http_requests = Counter("memento_http_requests", "HTTP requests answered.", ["method", "route", "status"], registry=r)
         self.http_duration = Histogram(
             "memento_http_request_duration_seconds",
             "Time to answer an HTTP request (SSE streams excluded).",
-            ["method", "route"], buckets=LATENCY_BUCKETS, registry=r,
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
-        self.tool_calls = Counter(
-            "memento_mcp_tool_calls", "MCP tool calls.", ["tool", "outcome"], registry=r
-        )
+        self.tool_calls = Counter("memento_mcp_tool_calls", "MCP tool calls.", ["tool", "outcome"], registry=r)
         self.tool_duration = Histogram(
-            "memento_mcp_tool_call_duration_seconds", "MCP tool call duration.", ["tool"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "memento_mcp_tool_call_duration_seconds", "MCP tool call duration.", ["tool"], buckets=LATENCY_BUCKETS, registry=r
         )
         self.recall_duration = Histogram(
-            "memento_recall_duration_seconds", "Recall latency (embedding, tiers, ranking).",
-            buckets=LATENCY_BUCKETS, registry=r,
+            "memento_recall_duration_seconds", "Recall latency (embedding, tiers, ranking).", buckets=LATENCY_BUCKETS, registry=r
         )
         self.embedding_duration = Histogram(
-            "memento_embedding_duration_seconds", "Embedding provider latency.", ["kind"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "memento_embedding_duration_seconds", "Embedding provider latency.", ["kind"], buckets=LATENCY_BUCKETS, registry=r
         )
-        self.embedding_failures = Counter(
-            "memento_embedding_failures", "Embedding provider failures.", ["kind"], registry=r
-        )
-        self.consolidation_runs = Counter(
-            "memento_consolidation_runs", "Consolidation pipeline runs.", ["outcome"], registry=r
-        )
+        self.embedding_failures = Counter("memento_embedding_failures", "Embedding provider failures.", ["kind"], registry=r)
+        self.consolidation_runs = Counter("memento_consolidation_runs", "Consolidation pipeline runs.", ["outcome"], registry=r)
         self.consolidation_duration = Histogram(
-            "memento_consolidation_duration_seconds", "Consolidation pipeline duration.",
-            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300), registry=r,
+            "memento_consolidation_duration_seconds",
+            "Consolidation pipeline duration.",
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
+            registry=r,
         )
         info = Gauge("memento_build_info", "Version and configuration.", ["version", "backend", "embedding"], registry=r)
         settings = app.settings
@@ -322,6 +315,9 @@ class RequestMetricsMiddleware:
             if not streaming:
                 self.state.http_duration.labels(method, route).observe(elapsed)
             access_log.info(
-                "%s %s %d", method, route, status,
+                "%s %s %d",
+                method,
+                route,
+                status,
                 extra={"method": method, "route": route, "status": status, "duration_ms": round(elapsed * 1000, 2)},
             )

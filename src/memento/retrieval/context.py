@@ -19,16 +19,17 @@ def load_context(store: Store, scope: AgentScope, inp: ContextInput, session: st
     working = store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
     working_budget = inp.tokenBudget // 2 if working else 0
     work_items, work_used = take(working, working_budget)
-    core_items, core_used = take(
-        store.list_fragments(scope, SearchFilter(types=tuple(inp.types)), 500), inp.tokenBudget - work_used
-    )
+    core_items, core_used = take(store.list_fragments(scope, SearchFilter(types=tuple(inp.types)), 500), inp.tokenBudget - work_used)
     store.record_access([f.id for f in core_items + work_items], now)
     lines = ["## Core memory"] + [f"- [{f.type.value}] {f.content} (id {f.id})" for f in core_items]
     if session:
         lines += ["", "## Working memory (this session)"] + [f"- [{f.type.value}] {f.content}" for f in work_items]
     return ContextResult(
-        core_memory=views(core_items), working_memory=views(work_items),
-        total_tokens=core_used + work_used, token_budget=inp.tokenBudget, rendered="\n".join(lines),
+        core_memory=views(core_items),
+        working_memory=views(work_items),
+        total_tokens=core_used + work_used,
+        token_budget=inp.tokenBudget,
+        rendered="\n".join(lines),
     )
 
 

@@ -45,9 +45,7 @@ def recency(created: datetime, now: datetime, half_life_days: float) -> float:
 
 def prior(fragment: Fragment | RankFeatures, now: datetime, cfg: RankingConfig) -> float:
     """importanceWeight·importance + recencyWeight·recency: the seed's composite rank."""
-    return cfg.importanceWeight * fragment.importance + cfg.recencyWeight * recency(
-        fragment.created_at, now, cfg.recencyHalfLifeDays
-    )
+    return cfg.importanceWeight * fragment.importance + cfg.recencyWeight * recency(fragment.created_at, now, cfg.recencyHalfLifeDays)
 
 
 def composite(candidate: Candidate, fragment: Fragment | RankFeatures, best: float, now: datetime, cfg: RankingConfig) -> float:

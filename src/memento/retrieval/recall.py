@@ -62,7 +62,8 @@ class Recall:
                 semantic = "used"
                 exempt = {h.id for hits in tiers.values() for h in hits}
                 tiers["semantic"] = [
-                    h for h in self.store.vector_search(scope, vector, filt, pool)
+                    h
+                    for h in self.store.vector_search(scope, vector, filt, pool)
                     if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
                 ]
             elif self.search_mode() == "keyword-only":
@@ -71,8 +72,10 @@ class Recall:
                 semantic = "unavailable (embedding provider failed; keyword tiers only)"
         ranked = self._rank_query(scope, tiers, now, inp.limit) if tiers else self._rank_listing(scope, filt, now, inp.limit)
         report = RecallTiers(
-            keywords=len(tiers.get("keywords", [])), text=len(tiers.get("text", [])),
-            semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic, l1=l1,
+            keywords=len(tiers.get("keywords", [])),
+            text=len(tiers.get("text", [])),
+            semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic,
+            l1=l1,
         )
         return self._assemble(scope, inp, ranked[: inp.limit], now, report)
 
@@ -142,10 +145,15 @@ class Recall:
                 truncated = True
                 break
             used += fragment.estimated_tokens
-            out.append(RecallItem.of_recalled(
-                fragment, score=round(score, 4), recall_reason=reason(cand), matched=sorted(cand.matched),
-                similarity=round(cand.similarity, 4) if cand.similarity is not None else None,
-            ))
+            out.append(
+                RecallItem.of_recalled(
+                    fragment,
+                    score=round(score, 4),
+                    recall_reason=reason(cand),
+                    matched=sorted(cand.matched),
+                    similarity=round(cand.similarity, 4) if cand.similarity is not None else None,
+                )
+            )
         if inp.includeLinks and out and not truncated:
             relations = (inp.linkRelationType,) if inp.linkRelationType else DEFAULT_LINK_RELATIONS
             present = {i.id for i in out}
@@ -159,12 +167,21 @@ class Recall:
                 used += neighbour.estimated_tokens
                 present.add(neighbour.id)
                 limit -= 1
-                out.append(RecallItem.of_recalled(
-                    neighbour, linked=True, via=Edge(from_=link.from_id, to=link.to_id, relation=link.relation_type),
-                    recall_reason=f"linked ({link.relation_type.value}) to a recalled fragment",
-                ))
+                out.append(
+                    RecallItem.of_recalled(
+                        neighbour,
+                        linked=True,
+                        via=Edge(from_=link.from_id, to=link.to_id, relation=link.relation_type),
+                        recall_reason=f"linked ({link.relation_type.value}) to a recalled fragment",
+                    )
+                )
         self.store.record_access([i.id for i in out], now)
         return RecallResult(
-            fragments=out, count=len(out), total_tokens=used, token_budget=inp.tokenBudget,
-            truncated=truncated, tiers=tiers, search_mode=self.search_mode(),
+            fragments=out,
+            count=len(out),
+            total_tokens=used,
+            token_budget=inp.tokenBudget,
+            truncated=truncated,
+            tiers=tiers,
+            search_mode=self.search_mode(),
         )

@@ -98,4 +98,3 @@ class AccessBuffer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(10.0)
         self.flush()
-

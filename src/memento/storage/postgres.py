@@ -61,8 +61,11 @@ class PostgresStore:
         self._access = AccessBuffer(self._write_access)
         self._closed = False
         self.db = PostgresDatabase(
-            dsn, max_connections=max_connections, idle_timeout_ms=idle_timeout_ms,
-            conn_timeout_ms=conn_timeout_ms, query_timeout_ms=query_timeout_ms,
+            dsn,
+            max_connections=max_connections,
+            idle_timeout_ms=idle_timeout_ms,
+            conn_timeout_ms=conn_timeout_ms,
+            query_timeout_ms=query_timeout_ms,
         )
         self._tx = self.db.tx  # the short name benchmarks use
         self.fragments = PostgresFragments(self.db, self.embedding_model)
@@ -197,7 +200,9 @@ class PostgresStore:
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         return self.queries.count(scope, filt)
 
-    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
+    def neighbours(
+        self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int
+    ) -> list[tuple[Link, Fragment]]:
         return self.queries.neighbours(scope, ids, relations, limit)
 
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:

@@ -49,9 +49,7 @@ class PostgresBulk:
         if table == "fragments":
             names = ["seq", *names, "embedding", "embedding_model"]
         query = sql.SQL("SELECT {cols} FROM agent_memory.{table} WHERE {key} > %s ORDER BY {key} LIMIT %s").format(
-            cols=sql.SQL(", ").join(sql.Identifier(n) for n in names),
-            table=sql.Identifier(table),
-            key=sql.Identifier(key),
+            cols=sql.SQL(", ").join(sql.Identifier(n) for n in names), table=sql.Identifier(table), key=sql.Identifier(key)
         )
         with self.db.tx(SYSTEM) as cur:
             cur.execute(query, (after, limit))

@@ -141,10 +141,7 @@ class PostgresDatabase:
 
     @staticmethod
     def _set_context(cur: Cursor, agent: str, pool: PoolWrites) -> None:
-        cur.execute(
-            "SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)",
-            (agent, pool.value),
-        )
+        cur.execute("SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)", (agent, pool.value))
 
     def _checkout(self) -> psycopg.Connection[dict[str, Any]]:
         """A pooled connection the server has not closed. One it closed while idle means

@@ -52,10 +52,7 @@ class PostgresFragments:
         # namespace as the system, back to the caller's context.
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 17))", (new.session_id,))
         _as(cur, SYSTEM)
-        cur.execute(
-            "SELECT 1 FROM agent_memory.fragments WHERE session_id = %s AND agent_id <> %s LIMIT 1",
-            (new.session_id, new.agent_id),
-        )
+        cur.execute("SELECT 1 FROM agent_memory.fragments WHERE session_id = %s AND agent_id <> %s LIMIT 1", (new.session_id, new.agent_id))
         taken = cur.fetchone() is not None
         _as(cur, scope.agent_id)
         if taken:
@@ -82,9 +79,25 @@ class PostgresFragments:
             f" %s, %s, %s, %s, %s, %s, %s, %s, {_SEARCH}, %s, %s, {', '.join(['%s'] * len(RECORD_COLUMNS))})"
             " ON CONFLICT DO NOTHING RETURNING id",
             (
-                d.id, d.content, d.topic, list(d.keywords), d.type.value, d.importance, d.content_hash, d.source,
-                [t.id for t in targets], new.agent_id, d.created_at, d.ttl_tier.value, d.estimated_tokens,
-                d.created_at, d.is_anchor, new.session_id, search_vector(d.content, d.keywords, d.topic), vector, model,
+                d.id,
+                d.content,
+                d.topic,
+                list(d.keywords),
+                d.type.value,
+                d.importance,
+                d.content_hash,
+                d.source,
+                [t.id for t in targets],
+                new.agent_id,
+                d.created_at,
+                d.ttl_tier.value,
+                d.estimated_tokens,
+                d.created_at,
+                d.is_anchor,
+                new.session_id,
+                search_vector(d.content, d.keywords, d.topic),
+                vector,
+                model,
                 *(_pg_value(n, v) for n, v in new_record(new).items()),
             ),
         )
@@ -106,7 +119,9 @@ class PostgresFragments:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             return self._insert(cur, scope, new)
 
-    def _update(self, cur: Cursor, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
+    def _update(
+        self, cur: Cursor, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime
+    ) -> Fragment:
         old = _require(cur, scope, fragment_id)
         refuse_unwritable(scope, [old])
         if changes.is_anchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
@@ -129,9 +144,12 @@ class PostgresFragments:
             f" importance = %s, ttl_tier = %s, is_anchor = %s, search = {_SEARCH}"
         )
         params: list[Any] = [
-            content, content_hash,
+            content,
+            content_hash,
             changes.estimated_tokens if changes.estimated_tokens is not None else old.estimated_tokens,
-            topic, keywords, (changes.type or old.type).value,
+            topic,
+            keywords,
+            (changes.type or old.type).value,
             changes.importance if changes.importance is not None else old.importance,
             (changes.ttl_tier or old.ttl_tier).value,
             changes.is_anchor if changes.is_anchor is not None else old.is_anchor,
@@ -249,10 +267,7 @@ class PostgresFragments:
         if value is None:
             return
         with self.db.tx(SYSTEM) as cur:
-            cur.execute(
-                "UPDATE agent_memory.fragments SET embedding = %s, embedding_model = %s WHERE id = %s",
-                (value, model, fragment_id),
-            )
+            cur.execute("UPDATE agent_memory.fragments SET embedding = %s, embedding_model = %s WHERE id = %s", (value, model, fragment_id))
 
     @retried
     def clear_embeddings(self) -> int:

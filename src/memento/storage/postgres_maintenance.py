@@ -28,7 +28,9 @@ class PostgresMaintenance:
         self.store = store
 
     @retried
-    def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
+    def demote(
+        self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None
+    ) -> int:
         where, params = _changeable(scope)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(

@@ -24,9 +24,7 @@ class PostgresQueries:
     def session_owners(self, session_id: str) -> list[str]:
         """The namespaces whose working memory carries `session_id` (across every agent)."""
         with self.db.tx(SYSTEM) as cur:
-            cur.execute(
-                "SELECT DISTINCT agent_id FROM agent_memory.fragments WHERE session_id = %s ORDER BY agent_id", (session_id,)
-            )
+            cur.execute("SELECT DISTINCT agent_id FROM agent_memory.fragments WHERE session_id = %s ORDER BY agent_id", (session_id,))
             return [r["agent_id"] for r in cur.fetchall()]
 
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
@@ -44,7 +42,9 @@ class PostgresQueries:
         """Newest first."""
         return self._select(scope, filt, "f.created_at DESC", limit)
 
-    def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()) -> list[Fragment]:
+    def _select(
+        self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()
+    ) -> list[Fragment]:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
@@ -66,7 +66,7 @@ class PostgresQueries:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.topic, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND f.session_id IS NULL"
-                " AND starts_with(f.topic, %s) GROUP BY f.topic ORDER BY f.topic COLLATE \"C\" LIMIT %s",
+                ' AND starts_with(f.topic, %s) GROUP BY f.topic ORDER BY f.topic COLLATE "C" LIMIT %s',
                 [*params, prefix, limit],
             )
             return [(r["topic"], int(r["n"])) for r in cur.fetchall()]
@@ -76,8 +76,7 @@ class PostgresQueries:
         where, params = scope_sql(scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"SELECT f.id FROM agent_memory.fragments f WHERE {where} AND starts_with(f.id, %s)"
-                " ORDER BY f.id COLLATE \"C\" LIMIT %s",
+                f'SELECT f.id FROM agent_memory.fragments f WHERE {where} AND starts_with(f.id, %s) ORDER BY f.id COLLATE "C" LIMIT %s',
                 [*params, prefix, limit],
             )
             return [r["id"] for r in cur.fetchall()]
@@ -101,7 +100,9 @@ class PostgresQueries:
             row = cur.fetchone()
             return int(row["n"]) if row else 0
 
-    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
+    def neighbours(
+        self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int
+    ) -> list[tuple[Link, Fragment]]:
         if not ids or not relations or limit <= 0:
             return []
         where, params = scope_sql(scope)
@@ -114,9 +115,7 @@ class PostgresQueries:
                 [list(ids), list(ids), [r.value for r in relations], *params, limit],
             )
             rows = cur.fetchall()
-        return [
-            (Link(r["l_from"], r["l_to"], RelationType(r["l_rel"]), r["l_created"]), _row_to_fragment(r)) for r in rows
-        ]
+        return [(Link(r["l_from"], r["l_to"], RelationType(r["l_rel"]), r["l_created"]), _row_to_fragment(r)) for r in rows]
 
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
@@ -143,9 +142,7 @@ class PostgresQueries:
     def size_summary(self) -> dict[str, Any]:
         """Fragments per TTL tier (working memory apart) and the number of agents, for metrics."""
         with self.db.tx(SYSTEM) as cur:
-            cur.execute(
-                "SELECT ttl_tier, session_id IS NOT NULL AS working, COUNT(*) AS n FROM agent_memory.fragments GROUP BY 1, 2"
-            )
+            cur.execute("SELECT ttl_tier, session_id IS NOT NULL AS working, COUNT(*) AS n FROM agent_memory.fragments GROUP BY 1, 2")
             by_tier = {t.value: 0 for t in TTLTier}
             working = 0
             for r in cur.fetchall():
@@ -162,8 +159,17 @@ class PostgresQueries:
             cur.execute(
                 "INSERT INTO agent_memory.tool_feedback (agent_id, tool_name, relevant, sufficient, suggestion, context,"
                 " session_id, trigger_type, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (agent_id, row["tool_name"], bool(row["relevant"]), bool(row["sufficient"]), row.get("suggestion"),
-                 row.get("context"), row.get("session_id"), row.get("trigger_type", "voluntary"), now),
+                (
+                    agent_id,
+                    row["tool_name"],
+                    bool(row["relevant"]),
+                    bool(row["sufficient"]),
+                    row.get("suggestion"),
+                    row.get("context"),
+                    row.get("session_id"),
+                    row.get("trigger_type", "voluntary"),
+                    now,
+                ),
             )
             created = cur.fetchone()
             assert created is not None
@@ -174,8 +180,14 @@ class PostgresQueries:
             cur.execute(
                 "INSERT INTO agent_memory.task_feedback (agent_id, session_id, overall_success, tool_highlights,"
                 " tool_pain_points, created_at) VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-                (agent_id, row["session_id"], bool(row["overall_success"]), list(row.get("tool_highlights") or []),  # type: ignore[call-overload]
-                 list(row.get("tool_pain_points") or []), now),  # type: ignore[call-overload]
+                (
+                    agent_id,
+                    row["session_id"],
+                    bool(row["overall_success"]),
+                    list(row.get("tool_highlights") or []),  # type: ignore[call-overload]
+                    list(row.get("tool_pain_points") or []),
+                    now,
+                ),  # type: ignore[call-overload]
             )
             created = cur.fetchone()
             assert created is not None

@@ -28,9 +28,7 @@ MIGRATION_LOCK = 0x6D656D656E746F  # pg_advisory_xact_lock key: "memento"
 
 def _migration_files() -> list[tuple[str, str]]:
     folder = resources.files("memento.storage.migrations").joinpath("postgres")
-    return sorted(
-        (e.name, e.read_text(encoding="utf-8")) for e in folder.iterdir() if e.name.endswith(".sql")
-    )
+    return sorted((e.name, e.read_text(encoding="utf-8")) for e in folder.iterdir() if e.name.endswith(".sql"))
 
 
 def _vector_template() -> str:
@@ -65,9 +63,7 @@ def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = N
             name = f"vector_dimensions_{int(dimensions)}"
             conn.execute(_vector_template().replace("{dimensions}", str(int(dimensions))).encode())
             conn.execute(
-                "INSERT INTO agent_memory.schema_migrations (name) VALUES (%s)"
-                " ON CONFLICT (name) DO UPDATE SET applied_at = NOW()",
-                (name,),
+                "INSERT INTO agent_memory.schema_migrations (name) VALUES (%s) ON CONFLICT (name) DO UPDATE SET applied_at = NOW()", (name,)
             )
             ran.append(name)
         current = conn.execute("SELECT current_user").fetchone()

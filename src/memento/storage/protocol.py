@@ -10,18 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..models import (
-    AgentScope,
-    Draft,
-    Fragment,
-    FragmentType,
-    Link,
-    MemorySystem,
-    PrivacyScope,
-    RelationType,
-    TTLTier,
-    memory_system_for,
-)
+from ..models import AgentScope, Draft, Fragment, FragmentType, Link, MemorySystem, PrivacyScope, RelationType, TTLTier, memory_system_for
 
 
 @dataclass(frozen=True)
@@ -132,15 +121,19 @@ class Store(Protocol):
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]: ...
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]: ...
     def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment: ...
-    def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]: ...
+    def supersede(
+        self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime
+    ) -> tuple[Fragment, bool]: ...
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]: ...
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]: ...
     def soft_delete(self, scope: AgentScope, ids: Sequence[str], now: datetime) -> list[str]:
         """Mark visible fragments deleted (004 soft forget): hidden from every read, restorable."""
         ...
+
     def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
         """Undo a soft deletion; the ids that were restored."""
         ...
+
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]: ...
     def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]: ...
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]: ...
@@ -154,7 +147,9 @@ class Store(Protocol):
 
     # links
     def add_link(self, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool: ...
-    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]: ...
+    def neighbours(
+        self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int
+    ) -> list[tuple[Link, Fragment]]: ...
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]: ...
 
     # retrieval tiers
@@ -176,7 +171,9 @@ class Store(Protocol):
 class MaintenanceStore(Protocol):
     """The primitives of the consolidation pipeline (000 §8)."""
 
-    def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int: ...
+    def demote(
+        self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None
+    ) -> int: ...
     def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int: ...
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int: ...
     def deduplicate(self, scope: AgentScope) -> int: ...
@@ -190,20 +187,58 @@ class MaintenanceStore(Protocol):
 # paged by: fragments by their insertion counter, the others by their own id (which is kept).
 BULK_TABLES: tuple[str, ...] = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback")
 BULK_KEYS: dict[str, str] = {
-    "fragments": "seq", "fragment_links": "id", "fragment_versions": "id", "tool_feedback": "id", "task_feedback": "id",
+    "fragments": "seq",
+    "fragment_links": "id",
+    "fragment_versions": "id",
+    "tool_feedback": "id",
+    "task_feedback": "id",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     "fragments": (
-        "id", "content", "topic", "keywords", "type", "importance", "content_hash", "source", "linked_to", "agent_id",
-        "access_count", "accessed_at", "created_at", "ttl_tier", "estimated_tokens", "utility_score", "verified_at",
-        "is_anchor", "session_id", "confidence", "tags", "context", "metadata", "expires_at", "pinned",
-        "memory_system", "privacy_scope", "origin_trace", "deleted_at",
+        "id",
+        "content",
+        "topic",
+        "keywords",
+        "type",
+        "importance",
+        "content_hash",
+        "source",
+        "linked_to",
+        "agent_id",
+        "access_count",
+        "accessed_at",
+        "created_at",
+        "ttl_tier",
+        "estimated_tokens",
+        "utility_score",
+        "verified_at",
+        "is_anchor",
+        "session_id",
+        "confidence",
+        "tags",
+        "context",
+        "metadata",
+        "expires_at",
+        "pinned",
+        "memory_system",
+        "privacy_scope",
+        "origin_trace",
+        "deleted_at",
     ),
     "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
     "fragment_versions": ("id", "fragment_id", "content", "topic", "keywords", "type", "importance", "amended_at", "amended_by"),
     "tool_feedback": (
-        "id", "agent_id", "tool_name", "relevant", "sufficient", "suggestion", "context", "session_id", "trigger_type", "created_at",
+        "id",
+        "agent_id",
+        "tool_name",
+        "relevant",
+        "sufficient",
+        "suggestion",
+        "context",
+        "session_id",
+        "trigger_type",
+        "created_at",
     ),
     "task_feedback": ("id", "agent_id", "session_id", "overall_success", "tool_highlights", "tool_pain_points", "created_at"),
 }
@@ -211,14 +246,20 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
 
 # What an imported fragment row gets for a shared-record column it does not carry (a copy made by
 # an older exporter); memory_system None is derived from the type by the importing store.
-FRAGMENT_DEFAULTS: dict[str, object] = {
-    "confidence": 1.0, "tags": [], "metadata": {}, "pinned": False, "privacy_scope": "private",
-}
+FRAGMENT_DEFAULTS: dict[str, object] = {"confidence": 1.0, "tags": [], "metadata": {}, "pinned": False, "privacy_scope": "private"}
 
 
 # The shared-record columns a store writes on insert (deleted_at is set by soft_delete only).
 RECORD_COLUMNS: tuple[str, ...] = (
-    "confidence", "tags", "context", "metadata", "expires_at", "pinned", "memory_system", "privacy_scope", "origin_trace",
+    "confidence",
+    "tags",
+    "context",
+    "metadata",
+    "expires_at",
+    "pinned",
+    "memory_system",
+    "privacy_scope",
+    "origin_trace",
 )
 
 
@@ -226,9 +267,15 @@ def new_record(new: NewFragment) -> dict[str, object]:
     """The RECORD_COLUMNS values of an insert, as plain Python values (each backend adapts them)."""
     r = new.draft.record
     return {
-        "confidence": r.confidence, "tags": list(r.tags), "context": r.context, "metadata": dict(r.metadata),
-        "expires_at": r.expires_at, "pinned": r.pinned, "memory_system": new.memory_system.value,
-        "privacy_scope": r.privacy_scope.value, "origin_trace": r.origin_trace,
+        "confidence": r.confidence,
+        "tags": list(r.tags),
+        "context": r.context,
+        "metadata": dict(r.metadata),
+        "expires_at": r.expires_at,
+        "pinned": r.pinned,
+        "memory_system": new.memory_system.value,
+        "privacy_scope": r.privacy_scope.value,
+        "origin_trace": r.origin_trace,
     }
 
 

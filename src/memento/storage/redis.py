@@ -56,8 +56,12 @@ def connect(settings: Settings, *, timeout_s: float = 2.0, connect_timeout_s: fl
     from redis.retry import Retry
 
     options: dict[str, Any] = {
-        "db": settings.redis_db, "password": settings.redis_password or None, "decode_responses": True,
-        "socket_timeout": timeout_s, "socket_connect_timeout": connect_timeout_s, "retry": Retry(NoBackoff(), 0),
+        "db": settings.redis_db,
+        "password": settings.redis_password or None,
+        "decode_responses": True,
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": connect_timeout_s,
+        "retry": Retry(NoBackoff(), 0),
     }
     if settings.redis_sentinel_enabled:
         from redis.sentinel import Sentinel
@@ -84,10 +88,7 @@ class RedisClients:
 
     @classmethod
     def connect(cls, settings: Settings) -> RedisClients:
-        return cls(
-            blocking=connect(settings),
-            loop=connect(settings, timeout_s=LOOP_TIMEOUT_S, connect_timeout_s=LOOP_CONNECT_TIMEOUT_S),
-        )
+        return cls(blocking=connect(settings), loop=connect(settings, timeout_s=LOOP_TIMEOUT_S, connect_timeout_s=LOOP_CONNECT_TIMEOUT_S))
 
     def close(self) -> None:
         for client in (self.blocking, self.loop):
@@ -267,6 +268,7 @@ class RedisKeywordIndex:
 
     def reindex(self, fragments: Sequence[Fragment], ids: Sequence[str]) -> None:
         """Make L1 say exactly what the store says about `ids` (`fragments`: those that exist)."""
+
         def run() -> None:
             self._unindex(ids)
             self._index_many((f.id, f.agent_id, list(f.keywords)) for f in fragments)
@@ -286,7 +288,7 @@ class RedisKeywordIndex:
             if page is None:
                 return -1
             cursor, names = page
-            ids = [n[len(REVERSE):] for n in names]
+            ids = [n[len(REVERSE) :] for n in names]
             if ids:
                 present = {f.id for f in self.store.get_many(SYSTEM, ids)}
                 gone = [i for i in ids if i not in present]

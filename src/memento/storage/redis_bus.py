@@ -32,14 +32,18 @@ Handler = Callable[[dict[str, Any]], None]
 
 def event_to_wire(event: ChangeEvent) -> dict[str, Any]:
     return {
-        "kind": event.kind, "agent_id": event.agent_id, "fragment_ids": list(event.fragment_ids),
-        "topics": list(event.topics), "session_id": event.session_id,
+        "kind": event.kind,
+        "agent_id": event.agent_id,
+        "fragment_ids": list(event.fragment_ids),
+        "topics": list(event.topics),
+        "session_id": event.session_id,
     }
 
 
 def event_from_wire(data: dict[str, Any]) -> ChangeEvent:
     return ChangeEvent(
-        kind=str(data["kind"]), agent_id=str(data["agent_id"]),
+        kind=str(data["kind"]),
+        agent_id=str(data["agent_id"]),
         fragment_ids=tuple(str(i) for i in data.get("fragment_ids") or ()),
         topics=tuple(str(t) for t in data.get("topics") or ()),
         session_id=str(data["session_id"]) if data.get("session_id") else None,
@@ -152,7 +156,7 @@ class RedisBus:
         if not isinstance(payload, dict):
             return
         with self._lock:
-            handlers = list(self._handlers.get(channel[len(CHANNEL_PREFIX):], ()))
+            handlers = list(self._handlers.get(channel[len(CHANNEL_PREFIX) :], ()))
         for handler in handlers:
             try:
                 handler(payload)

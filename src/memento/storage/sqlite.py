@@ -183,7 +183,9 @@ class SQLiteStore:
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         return self.queries.count(scope, filt)
 
-    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
+    def neighbours(
+        self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int
+    ) -> list[tuple[Link, Fragment]]:
         return self.queries.neighbours(scope, ids, relations, limit)
 
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:

@@ -14,15 +14,7 @@ import pysqlite3.dbapi2 as sqlite3
 from ..errors import InvalidArgument
 from ..models import Fragment, FragmentType, memory_system_for
 from . import terms as terms_policy
-from .protocol import (
-    BULK_COLUMNS,
-    BULK_KEYS,
-    FRAGMENT_DEFAULTS,
-    FragmentChanges,
-    NewFragment,
-    changed_record,
-    new_record,
-)
+from .protocol import BULK_COLUMNS, BULK_KEYS, FRAGMENT_DEFAULTS, FragmentChanges, NewFragment, changed_record, new_record
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _index_text, parse_ts, ts
 
@@ -55,9 +47,7 @@ class SQLiteBulk:
                 (after, limit),
             ).fetchall()
         else:
-            rows = conn.execute(
-                f"SELECT {columns} FROM {table} f WHERE f.{key} > ? ORDER BY f.{key} LIMIT ?", (after, limit)
-            ).fetchall()
+            rows = conn.execute(f"SELECT {columns} FROM {table} f WHERE f.{key} > ? ORDER BY f.{key} LIMIT ?", (after, limit)).fetchall()
         return [_export_row(table, dict(r)) for r in rows]
 
     def import_rows(self, table: str, rows: Sequence[dict[str, object]]) -> int:
@@ -74,8 +64,7 @@ class SQLiteBulk:
                 values = _import_values(table, row)
                 columns = ", ".join(values)  # the fixed BULK_COLUMNS names, never the row's own keys
                 cursor = conn.execute(
-                    f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING",
-                    list(values.values()),
+                    f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING", list(values.values())
                 )
                 inserted += max(cursor.rowcount, 0)
         return inserted
@@ -87,8 +76,7 @@ class SQLiteBulk:
             working = values["session_id"] is not None
             values["memory_system"] = memory_system_for(FragmentType(str(values["type"])), working=working).value
         found = conn.execute(
-            f"INSERT INTO fragments ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
-            " ON CONFLICT DO NOTHING RETURNING seq",
+            f"INSERT INTO fragments ({', '.join(values)}) VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING RETURNING seq",
             list(values.values()),
         ).fetchone()
         if found is None:

@@ -113,9 +113,7 @@ class SQLiteDatabase:
             if not entry.name.endswith(".sql"):
                 continue
             with self.tx() as conn:
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-                )
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
                 if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (entry.name,)).fetchone():
                     continue
                 script = entry.read_text(encoding="utf-8")

@@ -17,17 +17,7 @@ from . import terms as terms_policy
 from .protocol import RECORD_COLUMNS, FragmentChanges, NewFragment
 from .sqlite_bulk import _changed_record_values, _record_values
 from .sqlite_db import SQLiteDatabase
-from .sqlite_sql import (
-    _FRAGMENT_COLUMNS,
-    _index_text,
-    _require,
-    _row_to_fragment,
-    _scope_sql,
-    _unindex_text,
-    _visible,
-    _writable,
-    ts,
-)
+from .sqlite_sql import _FRAGMENT_COLUMNS, _index_text, _require, _row_to_fragment, _scope_sql, _unindex_text, _visible, _writable, ts
 from .sqlite_vectors import clock as vector_clock
 from .vectors import Span, VectorIndex
 
@@ -36,8 +26,7 @@ class SQLiteFragments:
     """Fragment writes, each one transaction on the writer (nested calls join the outer one)."""
 
     def __init__(
-        self, db: SQLiteDatabase, vectors: VectorIndex | None, embedding_model: str | None,
-        agents: terms_policy.CountCache[frozenset[str]],
+        self, db: SQLiteDatabase, vectors: VectorIndex | None, embedding_model: str | None, agents: terms_policy.CountCache[frozenset[str]]
     ) -> None:
         self.db = db
         self.vectors = vectors
@@ -52,8 +41,7 @@ class SQLiteFragments:
         else:
             sql, params = "f.session_id = ?", [agent, digest, session]
         return conn.execute(
-            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND {sql}",
-            params,
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND {sql}", params
         ).fetchone()
 
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
@@ -78,10 +66,22 @@ class SQLiteFragments:
                 f" {', '.join(RECORD_COLUMNS)})"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
                 (
-                    d.id, d.content, d.topic, json.dumps(d.keywords, ensure_ascii=False), d.type.value,
-                    d.importance, d.content_hash, d.source,
-                    json.dumps([t.id for t in targets]), new.agent_id, created, d.ttl_tier.value,
-                    d.estimated_tokens, created, int(d.is_anchor), new.session_id,
+                    d.id,
+                    d.content,
+                    d.topic,
+                    json.dumps(d.keywords, ensure_ascii=False),
+                    d.type.value,
+                    d.importance,
+                    d.content_hash,
+                    d.source,
+                    json.dumps([t.id for t in targets]),
+                    new.agent_id,
+                    created,
+                    d.ttl_tier.value,
+                    d.estimated_tokens,
+                    created,
+                    int(d.is_anchor),
+                    new.session_id,
                     *_record_values(new),
                 ),
             ).fetchone()[0]
@@ -120,8 +120,16 @@ class SQLiteFragments:
             conn.execute(
                 "INSERT INTO fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (old.id, old.content, old.topic, json.dumps(old.keywords, ensure_ascii=False), old.type.value,
-                 old.importance, ts(now), amended_by),
+                (
+                    old.id,
+                    old.content,
+                    old.topic,
+                    json.dumps(old.keywords, ensure_ascii=False),
+                    old.type.value,
+                    old.importance,
+                    ts(now),
+                    amended_by,
+                ),
             )
             content = changes.content if changes.content is not None else old.content
             content_hash = changes.content_hash or old.content_hash
@@ -138,9 +146,11 @@ class SQLiteFragments:
                 " type = ?, importance = ?, ttl_tier = ?, is_anchor = ?, confidence = ?, tags = ?, context = ?,"
                 " metadata = ?, expires_at = ?, pinned = ?, memory_system = ?, privacy_scope = ? WHERE id = ?",  # changed_record's order
                 (
-                    content, content_hash,
+                    content,
+                    content_hash,
                     changes.estimated_tokens if changes.estimated_tokens is not None else old.estimated_tokens,
-                    topic, json.dumps(keywords, ensure_ascii=False),
+                    topic,
+                    json.dumps(keywords, ensure_ascii=False),
                     (changes.type or old.type).value,
                     changes.importance if changes.importance is not None else old.importance,
                     (changes.ttl_tier or old.ttl_tier).value,
@@ -169,11 +179,7 @@ class SQLiteFragments:
             if fragment.id == old.id:
                 raise Conflict("the superseding content is identical to the original")
             self.add_link(scope, old.id, fragment.id, RelationType.SUPERSEDED_BY, now)
-            self.update(
-                scope, old.id,
-                FragmentChanges(importance=round(old.importance * importance_factor, 4)),
-                new.agent_id, now,
-            )
+            self.update(scope, old.id, FragmentChanges(importance=round(old.importance * importance_factor, 4)), new.agent_id, now)
         return fragment, created
 
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
@@ -215,10 +221,13 @@ class SQLiteFragments:
         where, params = _scope_sql(scope)
         where = where.replace("f.deleted_at IS NULL", "f.deleted_at IS NOT NULL", 1)
         with self.db.tx() as conn:
-            rows = conn.execute(
-                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
-                [*ids, *params],
-            ).fetchall() if ids else []
+            rows = (
+                conn.execute(
+                    f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}", [*ids, *params]
+                ).fetchall()
+                if ids
+                else []
+            )
             found = [_row_to_fragment(r) for r in rows]
             _writable(scope, found)
             back = [f.id for f in found]
@@ -228,9 +237,9 @@ class SQLiteFragments:
 
     def expunge_session(self, session_id: str, agent_id: str) -> int:
         """Delete the working memory `agent_id` keeps under `session_id` (never another's)."""
-        ids = [r[0] for r in self.db.reader().execute(
-            "SELECT id FROM fragments WHERE session_id = ? AND agent_id = ?", (session_id, agent_id)
-        )]
+        ids = [
+            r[0] for r in self.db.reader().execute("SELECT id FROM fragments WHERE session_id = ? AND agent_id = ?", (session_id, agent_id))
+        ]
         return len(self.delete(AgentScope("system"), ids))
 
     def add_link(self, scope: AgentScope, from_id: str, to_id: str, relation: RelationType, now: datetime) -> bool:
@@ -246,10 +255,7 @@ class SQLiteFragments:
                 (from_id, to_id, relation.value, ts(now)),
             )
             if to_id not in source.linked_to:
-                conn.execute(
-                    "UPDATE fragments SET linked_to = ? WHERE id = ?",
-                    (json.dumps([*source.linked_to, to_id]), from_id),
-                )
+                conn.execute("UPDATE fragments SET linked_to = ? WHERE id = ?", (json.dumps([*source.linked_to, to_id]), from_id))
             return bool(cursor.rowcount > 0)
 
     def set_embedding(self, fragment_id: str, vector: np.ndarray) -> None:

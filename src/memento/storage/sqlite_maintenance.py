@@ -27,15 +27,19 @@ class SQLiteMaintenance:
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
 
-    def demote(self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None) -> int:
+    def demote(
+        self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None
+    ) -> int:
         where, params = _changeable(scope)
         cutoff = ts(accessed_before or created_before)
         with self.store.db.tx() as conn:
-            return int(conn.execute(
-                f"UPDATE fragments AS f SET ttl_tier = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ? AND f.created_at < ?"
-                f" AND COALESCE(f.accessed_at, f.created_at) < ? AND {where}",
-                [to_tier.value, from_tier.value, ts(created_before), cutoff, *params],
-            ).rowcount)
+            return int(
+                conn.execute(
+                    f"UPDATE fragments AS f SET ttl_tier = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ? AND f.created_at < ?"
+                    f" AND COALESCE(f.accessed_at, f.created_at) < ? AND {where}",
+                    [to_tier.value, from_tier.value, ts(created_before), cutoff, *params],
+                ).rowcount
+            )
 
     def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
         where, params = _changeable(scope)
@@ -47,45 +51,55 @@ class SQLiteMaintenance:
             clauses.append(f"f.type NOT IN ({','.join('?' * len(exclude_types))})")
             extra.extend(exclude_types)
         type_sql = (" AND " + " AND ".join(clauses)) if clauses else ""
-        ids = [r[0] for r in self.store.db.reader().execute(
-            f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
-            f" AND COALESCE(f.accessed_at, f.created_at) < ?{type_sql} AND {where}",
-            [ts(stale_before), *extra, *params],
-        )]
+        ids = [
+            r[0]
+            for r in self.store.db.reader().execute(
+                f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
+                f" AND COALESCE(f.accessed_at, f.created_at) < ?{type_sql} AND {where}",
+                [ts(stale_before), *extra, *params],
+            )
+        ]
         return len(self.store.delete(scope, ids)) if ids else 0
 
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
         where, params = _changeable(scope)
         with self.store.db.tx() as conn:
-            return int(conn.execute(
-                f"UPDATE fragments AS f SET importance = ROUND(f.importance * ?, 4) WHERE {_LIFECYCLE}"
-                " AND f.ttl_tier != 'permanent' AND f.access_count <= ? AND f.utility_score < ? AND f.created_at < ?"
-                f" AND {where}",
-                [factor, max_access, max_utility, ts(older_than), *params],
-            ).rowcount)
+            return int(
+                conn.execute(
+                    f"UPDATE fragments AS f SET importance = ROUND(f.importance * ?, 4) WHERE {_LIFECYCLE}"
+                    " AND f.ttl_tier != 'permanent' AND f.access_count <= ? AND f.utility_score < ? AND f.created_at < ?"
+                    f" AND {where}",
+                    [factor, max_access, max_utility, ts(older_than), *params],
+                ).rowcount
+            )
 
     def deduplicate(self, scope: AgentScope) -> int:
         """Merge fragments sharing a content hash into the oldest (sums access counts, moves links)."""
         where, params = _changeable(scope)
-        groups = self.store.db.reader().execute(
-            f"SELECT f.agent_id, f.content_hash FROM fragments f WHERE f.session_id IS NULL AND {where}"
-            " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
-            params,
-        ).fetchall()
+        groups = (
+            self.store.db.reader()
+            .execute(
+                f"SELECT f.agent_id, f.content_hash FROM fragments f WHERE f.session_id IS NULL AND {where}"
+                " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
+                params,
+            )
+            .fetchall()
+        )
         merged = 0
         for agent, digest in groups:
-            rows = self.store.db.reader().execute(
-                "SELECT f.id, f.access_count FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND f.session_id IS NULL"
-                f" AND {where} ORDER BY f.created_at, f.seq",
-                (agent, digest, *params),
-            ).fetchall()
+            rows = (
+                self.store.db.reader()
+                .execute(
+                    "SELECT f.id, f.access_count FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND f.session_id IS NULL"
+                    f" AND {where} ORDER BY f.created_at, f.seq",
+                    (agent, digest, *params),
+                )
+                .fetchall()
+            )
             survivor, duplicates = rows[0][0], [r[0] for r in rows[1:]]
             marks = ",".join("?" * len(duplicates))
             with self.store.db.tx() as conn:
-                conn.execute(
-                    "UPDATE fragments SET access_count = access_count + ? WHERE id = ?",
-                    (sum(r[1] for r in rows[1:]), survivor),
-                )
+                conn.execute("UPDATE fragments SET access_count = access_count + ? WHERE id = ?", (sum(r[1] for r in rows[1:]), survivor))
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET from_id = ? WHERE from_id IN ({marks})", [survivor, *duplicates])
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET to_id = ? WHERE to_id IN ({marks})", [survivor, *duplicates])
                 conn.execute("DELETE FROM fragment_links WHERE from_id = to_id")
@@ -94,31 +108,30 @@ class SQLiteMaintenance:
 
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
         where, params = _scope_sql(scope)
-        rows = self.store.db.reader().execute(
-            "SELECT l.from_id, l.to_id FROM fragment_links l JOIN fragments f ON f.id = l.from_id"
-            f" WHERE l.relation_type = 'contradicts' AND {where} ORDER BY l.id",
-            params,
-        ).fetchall()
+        rows = (
+            self.store.db.reader()
+            .execute(
+                "SELECT l.from_id, l.to_id FROM fragment_links l JOIN fragments f ON f.id = l.from_id"
+                f" WHERE l.relation_type = 'contradicts' AND {where} ORDER BY l.id",
+                params,
+            )
+            .fetchall()
+        )
         return [(r[0], r[1]) for r in rows]
 
     def prune_orphan_links(self, scope: AgentScope) -> int:
         where, params = _changeable(scope)
         with self.store.db.tx() as conn:
             dangling = conn.execute(
-                "DELETE FROM fragment_links WHERE from_id NOT IN (SELECT id FROM fragments)"
-                " OR to_id NOT IN (SELECT id FROM fragments)"
+                "DELETE FROM fragment_links WHERE from_id NOT IN (SELECT id FROM fragments) OR to_id NOT IN (SELECT id FROM fragments)"
             ).rowcount
-            stale = conn.execute(
-                f"SELECT f.id, f.linked_to FROM fragments f WHERE f.linked_to != '[]' AND {where}", params
-            ).fetchall()
+            stale = conn.execute(f"SELECT f.id, f.linked_to FROM fragments f WHERE f.linked_to != '[]' AND {where}", params).fetchall()
             fixed = 0
             for fid, linked in stale:
                 targets = json.loads(linked)
                 if not targets:
                     continue
-                alive = {r[0] for r in conn.execute(
-                    f"SELECT id FROM fragments WHERE id IN ({','.join('?' * len(targets))})", targets
-                )}
+                alive = {r[0] for r in conn.execute(f"SELECT id FROM fragments WHERE id IN ({','.join('?' * len(targets))})", targets)}
                 kept = [t for t in targets if t in alive]
                 if len(kept) != len(targets):
                     conn.execute("UPDATE fragments SET linked_to = ? WHERE id = ?", (json.dumps(kept), fid))
@@ -128,11 +141,15 @@ class SQLiteMaintenance:
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
         where, params = _changeable(scope)
-        rows = self.store.db.reader().execute(
-            f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score"
-            f" FROM fragments f WHERE {_LIFECYCLE} AND {where}",
-            params,
-        ).fetchall()
+        rows = (
+            self.store.db.reader()
+            .execute(
+                f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score"
+                f" FROM fragments f WHERE {_LIFECYCLE} AND {where}",
+                params,
+            )
+            .fetchall()
+        )
         updates = []
         for seq, importance, accesses, last, old in rows:
             age_days = max(0.0, (now - (parse_ts(last) or now)).total_seconds() / 86400)
@@ -149,12 +166,15 @@ class SQLiteMaintenance:
     def expire_sessions(self, idle_before: datetime) -> int:
         """Expunge the working memory of sessions idle since `idle_before`, per owning namespace
         (a session's rows go together, when the newest of them is idle)."""
-        ids = [r[0] for r in self.store.db.reader().execute(
-            "SELECT f.id FROM fragments f JOIN (SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL"
-            " GROUP BY agent_id, session_id HAVING MAX(COALESCE(accessed_at, created_at)) < ?) s"
-            " ON f.agent_id = s.agent_id AND f.session_id = s.session_id",
-            (ts(idle_before),),
-        )]
+        ids = [
+            r[0]
+            for r in self.store.db.reader().execute(
+                "SELECT f.id FROM fragments f JOIN (SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL"
+                " GROUP BY agent_id, session_id HAVING MAX(COALESCE(accessed_at, created_at)) < ?) s"
+                " ON f.agent_id = s.agent_id AND f.session_id = s.session_id",
+                (ts(idle_before),),
+            )
+        ]
         return len(self.store.delete(AgentScope("system"), ids)) if ids else 0
 
 

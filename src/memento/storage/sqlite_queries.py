@@ -28,9 +28,11 @@ class SQLiteQueries:
 
     def session_owners(self, session_id: str) -> list[str]:
         """The namespaces whose working memory carries `session_id` (across every agent)."""
-        rows = self.db.reader().execute(
-            "SELECT DISTINCT agent_id FROM fragments WHERE session_id = ? ORDER BY agent_id", (session_id,)
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute("SELECT DISTINCT agent_id FROM fragments WHERE session_id = ? ORDER BY agent_id", (session_id,))
+            .fetchall()
+        )
         return [r[0] for r in rows]
 
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
@@ -38,10 +40,13 @@ class SQLiteQueries:
 
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]:
         where, params = _scope_sql(scope)
-        rows = self.db.reader().execute(
-            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.topic = ? AND f.session_id IS NULL AND {where}",
-            [topic, *params],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.topic = ? AND f.session_id IS NULL AND {where}", [topic, *params]
+            )
+            .fetchall()
+        )
         return [_row_to_fragment(r) for r in rows]
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
@@ -55,10 +60,14 @@ class SQLiteQueries:
     def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
         where, params = _scope_sql(scope, use_index=True)
         fwhere, fparams = _filter_sql(filt)
-        rows = self.db.reader().execute(
-            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} ORDER BY {order} LIMIT ?",
-            [*params, *fparams, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} ORDER BY {order} LIMIT ?",
+                [*params, *fparams, limit],
+            )
+            .fetchall()
+        )
         return [_row_to_fragment(r) for r in rows]
 
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
@@ -67,66 +76,85 @@ class SQLiteQueries:
         fwhere, fparams = _filter_sql(filt)
         bound = "AND f.seq < ?" if before_seq is not None else ""
         extra = [before_seq] if before_seq is not None else []
-        rows = self.db.reader().execute(
-            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} {bound}"
-            " ORDER BY f.seq DESC LIMIT ?",
-            [*params, *fparams, *extra, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} {bound} ORDER BY f.seq DESC LIMIT ?",
+                [*params, *fparams, *extra, limit],
+            )
+            .fetchall()
+        )
         return [_row_to_fragment(r) for r in rows]
 
     def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
         """Topics of permanent fragments starting with `prefix`, with their fragment counts."""
         where, params = _scope_sql(scope, use_index=True)
-        rows = self.db.reader().execute(
-            f"SELECT f.topic, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL"
-            " AND substr(f.topic, 1, ?) = ? GROUP BY f.topic ORDER BY f.topic LIMIT ?",
-            [*params, len(prefix), prefix, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT f.topic, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL"
+                " AND substr(f.topic, 1, ?) = ? GROUP BY f.topic ORDER BY f.topic LIMIT ?",
+                [*params, len(prefix), prefix, limit],
+            )
+            .fetchall()
+        )
         return [(r[0], int(r[1])) for r in rows]
 
     def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
         """Visible fragment ids (permanent or working memory) starting with `prefix`."""
         where, params = _scope_sql(scope, use_index=True)
-        rows = self.db.reader().execute(
-            f"SELECT f.id FROM fragments f WHERE {where} AND substr(f.id, 1, ?) = ? ORDER BY f.id LIMIT ?",
-            [*params, len(prefix), prefix, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT f.id FROM fragments f WHERE {where} AND substr(f.id, 1, ?) = ? ORDER BY f.id LIMIT ?",
+                [*params, len(prefix), prefix, limit],
+            )
+            .fetchall()
+        )
         return [r[0] for r in rows]
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         if not ids:
             return {}
         where, params = _scope_sql(scope)
-        rows = self.db.reader().execute(
-            "SELECT f.id, f.importance, f.created_at, f.accessed_at FROM fragments f"
-            f" WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
-            [*ids, *params],
-        ).fetchall()
-        return {
-            r[0]: RankFeatures(r[1], parse_ts(r[2]) or datetime.now(UTC), parse_ts(r[3])) for r in rows
-        }
+        rows = (
+            self.db.reader()
+            .execute(
+                "SELECT f.id, f.importance, f.created_at, f.accessed_at FROM fragments f"
+                f" WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
+                [*ids, *params],
+            )
+            .fetchall()
+        )
+        return {r[0]: RankFeatures(r[1], parse_ts(r[2]) or datetime.now(UTC), parse_ts(r[3])) for r in rows}
 
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         where, params = _scope_sql(scope, use_index=True)
         fwhere, fparams = _filter_sql(filt)
-        return int(self.db.reader().execute(
-            f"SELECT COUNT(*) FROM fragments f WHERE {where} AND {fwhere}", [*params, *fparams]
-        ).fetchone()[0])
+        return int(
+            self.db.reader().execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND {fwhere}", [*params, *fparams]).fetchone()[0]
+        )
 
-    def neighbours(self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int) -> list[tuple[Link, Fragment]]:
+    def neighbours(
+        self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int
+    ) -> list[tuple[Link, Fragment]]:
         if not ids or not relations or limit <= 0:
             return []
         where, params = _scope_sql(scope)
         id_marks = ",".join("?" * len(ids))
         rel_marks = ",".join("?" * len(relations))
         rels = [r.value for r in relations]
-        rows = self.db.reader().execute(
-            f"SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
-            f" {_FRAGMENT_COLUMNS} FROM fragment_links l JOIN fragments f"
-            " ON (f.id = l.to_id AND l.from_id IN ({ids})) OR (f.id = l.from_id AND l.to_id IN ({ids}))"
-            f" WHERE l.relation_type IN ({rel_marks}) AND {where} ORDER BY l.id LIMIT ?".replace("{ids}", id_marks),
-            [*ids, *ids, *rels, *params, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
+                f" {_FRAGMENT_COLUMNS} FROM fragment_links l JOIN fragments f"
+                " ON (f.id = l.to_id AND l.from_id IN ({ids})) OR (f.id = l.from_id AND l.to_id IN ({ids}))"
+                f" WHERE l.relation_type IN ({rel_marks}) AND {where} ORDER BY l.id LIMIT ?".replace("{ids}", id_marks),
+                [*ids, *ids, *rels, *params, limit],
+            )
+            .fetchall()
+        )
         out = []
         for r in rows:
             link = Link(r["l_from"], r["l_to"], RelationType(r["l_rel"]), parse_ts(r["l_created"]) or datetime.now(UTC))
@@ -145,19 +173,21 @@ class SQLiteQueries:
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = _scope_sql(scope)
-        rows = self.db.reader().execute(
-            "SELECT f.seq, f.id, f.content FROM fragments f LEFT JOIN fragment_embeddings e"
-            f" ON e.seq = f.seq AND e.model = ? WHERE e.seq IS NULL AND f.seq > ? AND {where} ORDER BY f.seq LIMIT ?",
-            [self.embedding_model, after_seq, *params, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                "SELECT f.seq, f.id, f.content FROM fragments f LEFT JOIN fragment_embeddings e"
+                f" ON e.seq = f.seq AND e.model = ? WHERE e.seq IS NULL AND f.seq > ? AND {where} ORDER BY f.seq LIMIT ?",
+                [self.embedding_model, after_seq, *params, limit],
+            )
+            .fetchall()
+        )
         return [(r[0], r[1], r[2]) for r in rows]
 
     def size_summary(self) -> dict[str, Any]:
         """Fragments per TTL tier (working memory apart) and the number of agents, for metrics."""
         conn = self.db.reader()
-        rows = conn.execute(
-            "SELECT ttl_tier, session_id IS NOT NULL, COUNT(*) FROM fragments GROUP BY 1, 2"
-        ).fetchall()
+        rows = conn.execute("SELECT ttl_tier, session_id IS NOT NULL, COUNT(*) FROM fragments GROUP BY 1, 2").fetchall()
         by_tier = {t.value: 0 for t in TTLTier}
         working = 0
         for tier, in_session, count in rows:
@@ -170,23 +200,40 @@ class SQLiteQueries:
 
     def add_tool_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
         with self.db.tx() as conn:
-            return int(conn.execute(
-                "INSERT INTO tool_feedback (agent_id, tool_name, relevant, sufficient, suggestion, context, session_id,"
-                " trigger_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (agent_id, row["tool_name"], int(bool(row["relevant"])), int(bool(row["sufficient"])),
-                 row.get("suggestion"), row.get("context"), row.get("session_id"),
-                 row.get("trigger_type", "voluntary"), ts(now)),
-            ).fetchone()[0])
+            return int(
+                conn.execute(
+                    "INSERT INTO tool_feedback (agent_id, tool_name, relevant, sufficient, suggestion, context, session_id,"
+                    " trigger_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    (
+                        agent_id,
+                        row["tool_name"],
+                        int(bool(row["relevant"])),
+                        int(bool(row["sufficient"])),
+                        row.get("suggestion"),
+                        row.get("context"),
+                        row.get("session_id"),
+                        row.get("trigger_type", "voluntary"),
+                        ts(now),
+                    ),
+                ).fetchone()[0]
+            )
 
     def add_task_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int:
         with self.db.tx() as conn:
-            return int(conn.execute(
-                "INSERT INTO task_feedback (agent_id, session_id, overall_success, tool_highlights, tool_pain_points,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (agent_id, row["session_id"], int(bool(row["overall_success"])),
-                 json.dumps(row.get("tool_highlights", []), ensure_ascii=False),
-                 json.dumps(row.get("tool_pain_points", []), ensure_ascii=False), ts(now)),
-            ).fetchone()[0])
+            return int(
+                conn.execute(
+                    "INSERT INTO task_feedback (agent_id, session_id, overall_success, tool_highlights, tool_pain_points,"
+                    " created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                    (
+                        agent_id,
+                        row["session_id"],
+                        int(bool(row["overall_success"])),
+                        json.dumps(row.get("tool_highlights", []), ensure_ascii=False),
+                        json.dumps(row.get("tool_pain_points", []), ensure_ascii=False),
+                        ts(now),
+                    ),
+                ).fetchone()[0]
+            )
 
     def task_feedback(self, session_id: str) -> list[dict[str, object]]:
         """A session's task_feedback rows, oldest first, in plain Python values."""
@@ -203,10 +250,18 @@ class SQLiteQueries:
         where, params = _scope_sql(scope, use_index=True)
         total = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL", params).fetchone()[0]
         working = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NOT NULL", params).fetchone()[0]
-        tiers = dict(conn.execute(f"SELECT ttl_tier, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY ttl_tier", params).fetchall())
-        types = dict(conn.execute(f"SELECT type, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY type", params).fetchall())
+        tiers = dict(
+            conn.execute(
+                f"SELECT ttl_tier, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY ttl_tier", params
+            ).fetchall()
+        )
+        types = dict(
+            conn.execute(f"SELECT type, COUNT(*) FROM fragments f WHERE {where} AND f.session_id IS NULL GROUP BY type", params).fetchall()
+        )
         embedded, indexed = self._embedded_and_indexed(scope)
-        utility = conn.execute(f"SELECT AVG(utility_score), AVG(importance) FROM fragments f WHERE {where} AND f.session_id IS NULL", params).fetchone()
+        utility = conn.execute(
+            f"SELECT AVG(utility_score), AVG(importance) FROM fragments f WHERE {where} AND f.session_id IS NULL", params
+        ).fetchone()
         anchors = conn.execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND f.is_anchor = 1", params).fetchone()[0]
         links = conn.execute(
             f"SELECT COUNT(*) FROM fragment_links l JOIN fragments f ON f.id = l.from_id WHERE {where}", params
@@ -231,11 +286,15 @@ class SQLiteQueries:
         """Fragments (working memory apart) with a vector of the current model, and how many of
         those this process's vector index holds once caught up with the database."""
         where, params = _scope_sql(scope, use_index=True)
-        rows = self.db.reader().execute(
-            "SELECT f.agent_id, f.seq FROM fragments f JOIN fragment_embeddings e ON e.seq = f.seq AND e.model = ?"
-            f" WHERE {where} AND f.session_id IS NULL",
-            [self.embedding_model, *params],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                "SELECT f.agent_id, f.seq FROM fragments f JOIN fragment_embeddings e ON e.seq = f.seq AND e.model = ?"
+                f" WHERE {where} AND f.session_id IS NULL",
+                [self.embedding_model, *params],
+            )
+            .fetchall()
+        )
         if self.vectors is None:
             return len(rows), 0
         by_agent: dict[str, list[int]] = {}

@@ -22,8 +22,7 @@ class SQLiteSearch:
     a namespace clear it)."""
 
     def __init__(
-        self, db: SQLiteDatabase, vectors: VectorIndex | None, embedding_model: str | None,
-        agents: terms_policy.CountCache[frozenset[str]],
+        self, db: SQLiteDatabase, vectors: VectorIndex | None, embedding_model: str | None, agents: terms_policy.CountCache[frozenset[str]]
     ) -> None:
         self.db = db
         self.vectors = vectors
@@ -36,12 +35,16 @@ class SQLiteSearch:
             return []
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt)
-        rows = self.db.reader().execute(
-            "SELECT f.id, COUNT(*) AS matched FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq"
-            f" WHERE k.keyword IN ({','.join('?' * len(keywords))}) AND {where} AND {fwhere}"
-            " GROUP BY f.seq ORDER BY matched DESC, f.importance DESC, f.created_at DESC LIMIT ?",
-            [*keywords, *params, *fparams, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                "SELECT f.id, COUNT(*) AS matched FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq"
+                f" WHERE k.keyword IN ({','.join('?' * len(keywords))}) AND {where} AND {fwhere}"
+                " GROUP BY f.seq ORDER BY matched DESC, f.importance DESC, f.created_at DESC LIMIT ?",
+                [*keywords, *params, *fparams, limit],
+            )
+            .fetchall()
+        )
         return [Hit(r[0], float(r[1])) for r in rows]
 
     def selective_terms(self, scope: AgentScope, terms: Sequence[str]) -> list[str]:
@@ -52,9 +55,7 @@ class SQLiteSearch:
         under the bound is rare in the scope too, the others are counted through the index."""
         conn = self.db.reader()
         agents = scope.visible_agents()
-        present = self.agents.get("agents", lambda: frozenset(
-            r[0] for r in conn.execute("SELECT DISTINCT agent_id FROM fragments")
-        ))
+        present = self.agents.get("agents", lambda: frozenset(r[0] for r in conn.execute("SELECT DISTINCT agent_id FROM fragments")))
         whole = agents is None or present <= set(agents)
 
         def vocab(words: Sequence[str]) -> dict[str, int]:
@@ -63,9 +64,8 @@ class SQLiteSearch:
 
         def scoped(word: str, cap: int | None) -> int:
             where, params = _scope_sql(scope)
-            inner = (
-                "SELECT 1 FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid"
-                f" WHERE fragments_fts MATCH ? AND {where}" + (" LIMIT ?" if cap is not None else "")
+            inner = f"SELECT 1 FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid WHERE fragments_fts MATCH ? AND {where}" + (
+                " LIMIT ?" if cap is not None else ""
             )
             args = [_fts_query([word]), *params, *([cap] if cap is not None else [])]
             return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", args).fetchone()[0])
@@ -97,15 +97,19 @@ class SQLiteSearch:
             return []
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt)
-        rows = self.db.reader().execute(
-            # Materialise the full-text matches first: joined directly, the planner may probe
-            # the FTS index once per fragment row.
-            "WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(fragments_fts, 1.0, 0.3) AS rank"
-            " FROM fragments_fts WHERE fragments_fts MATCH ?)"
-            f" SELECT f.id, m.rank FROM m JOIN fragments f ON f.seq = m.seq"
-            f" WHERE {where} AND {fwhere} ORDER BY m.rank LIMIT ?",
-            [_fts_query(terms), *params, *fparams, limit],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                # Materialise the full-text matches first: joined directly, the planner may probe
+                # the FTS index once per fragment row.
+                "WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(fragments_fts, 1.0, 0.3) AS rank"
+                " FROM fragments_fts WHERE fragments_fts MATCH ?)"
+                f" SELECT f.id, m.rank FROM m JOIN fragments f ON f.seq = m.seq"
+                f" WHERE {where} AND {fwhere} ORDER BY m.rank LIMIT ?",
+                [_fts_query(terms), *params, *fparams, limit],
+            )
+            .fetchall()
+        )
         return [Hit(r[0], -float(r[1])) for r in rows]
 
     def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
@@ -130,21 +134,29 @@ class SQLiteSearch:
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt)
         seqs = [c[0] for c in candidates]
-        rows = self.db.reader().execute(
-            f"SELECT f.seq, f.id FROM fragments f WHERE f.seq IN ({','.join('?' * len(seqs))}) AND {where} AND {fwhere}",
-            [*seqs, *params, *fparams],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT f.seq, f.id FROM fragments f WHERE f.seq IN ({','.join('?' * len(seqs))}) AND {where} AND {fwhere}",
+                [*seqs, *params, *fparams],
+            )
+            .fetchall()
+        )
         ids = {r[0]: r[1] for r in rows}
         return [Hit(ids[s], sim) for s, sim in candidates if s in ids]
 
     def _exact_filtered(self, scope: AgentScope, filt: SearchFilter, vector: np.ndarray, limit: int) -> list[Hit]:
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt)
-        rows = self.db.reader().execute(
-            "SELECT f.id, e.vector FROM fragment_embeddings e JOIN fragments f ON f.seq = e.seq"
-            f" WHERE e.model = ? AND {where} AND {fwhere} LIMIT ?",
-            [self.embedding_model, *params, *fparams, EXACT_FALLBACK_LIMIT],
-        ).fetchall()
+        rows = (
+            self.db.reader()
+            .execute(
+                "SELECT f.id, e.vector FROM fragment_embeddings e JOIN fragments f ON f.seq = e.seq"
+                f" WHERE e.model = ? AND {where} AND {fwhere} LIMIT ?",
+                [self.embedding_model, *params, *fparams, EXACT_FALLBACK_LIMIT],
+            )
+            .fetchall()
+        )
         if not rows:
             return []
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)

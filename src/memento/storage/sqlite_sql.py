@@ -114,8 +114,7 @@ def _visible(conn: sqlite3.Connection, scope: AgentScope, ids: Sequence[str]) ->
         return []
     where, params = _scope_sql(scope)
     rows = conn.execute(
-        f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
-        [*ids, *params],
+        f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}", [*ids, *params]
     ).fetchall()
     by_id = {r["id"]: _row_to_fragment(r) for r in rows}
     return [by_id[i] for i in ids if i in by_id]
@@ -130,14 +129,8 @@ def _require(conn: sqlite3.Connection, scope: AgentScope, fragment_id: str) -> F
 
 def _index_text(conn: sqlite3.Connection, seq: int, content: str, keywords: list[str], topic: str) -> None:
     terms = " ".join(index_terms(content + " " + " ".join(keywords)))
-    conn.execute(
-        "INSERT INTO fragments_fts (rowid, terms, topic) VALUES (?, ?, ?)",
-        (seq, terms, " ".join(index_terms(topic))),
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO fragment_keywords (keyword, seq) VALUES (?, ?)",
-        [(k, seq) for k in keywords],
-    )
+    conn.execute("INSERT INTO fragments_fts (rowid, terms, topic) VALUES (?, ?, ?)", (seq, terms, " ".join(index_terms(topic))))
+    conn.executemany("INSERT OR IGNORE INTO fragment_keywords (keyword, seq) VALUES (?, ?)", [(k, seq) for k in keywords])
 
 
 def _unindex_text(conn: sqlite3.Connection, seq: int) -> None:

@@ -29,7 +29,9 @@ def _batch(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
 class SQLiteVectorSource:
     """The VectorSource of one SQLite file, for one embedding model and size."""
 
-    def __init__(self, reader: Callable[[], sqlite3.Connection], connect: Callable[[], sqlite3.Connection], model: str, dimensions: int) -> None:
+    def __init__(
+        self, reader: Callable[[], sqlite3.Connection], connect: Callable[[], sqlite3.Connection], model: str, dimensions: int
+    ) -> None:
         self._reader = reader
         self._connect = connect
         self.model = model
@@ -59,10 +61,11 @@ class SQLiteVectorSource:
             conn.close()
 
     def count_changes(self, agent: str, after: int, limit: int) -> int:
-        row = self._reader().execute(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM vector_changes WHERE agent_id = ? AND change > ? LIMIT ?)",
-            (agent, after, limit),
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute("SELECT COUNT(*) FROM (SELECT 1 FROM vector_changes WHERE agent_id = ? AND change > ? LIMIT ?)", (agent, after, limit))
+            .fetchone()
+        )
         return int(row[0])
 
     def changes(self, agent: str, after: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -68,13 +68,7 @@ class VectorIndex:
     """Holds one usearch index per agent, built lazily from the database and kept current with it."""
 
     def __init__(
-        self,
-        dimensions: int,
-        model: str,
-        directory: Path | None,
-        source: VectorSource,
-        ann_threshold: int = 5000,
-        ef_search: int = 512,
+        self, dimensions: int, model: str, directory: Path | None, source: VectorSource, ann_threshold: int = 5000, ef_search: int = 512
     ) -> None:
         self.dimensions = dimensions
         self.model = model
@@ -87,14 +81,7 @@ class VectorIndex:
 
     def _new_index(self) -> Index:
         # The seed's HNSW parameters (000 §3.1): m=16, ef_construction=64, cosine.
-        return Index(
-            ndim=self.dimensions,
-            metric="cos",
-            dtype="f16",
-            connectivity=16,
-            expansion_add=64,
-            expansion_search=self.ef_search,
-        )
+        return Index(ndim=self.dimensions, metric="cos", dtype="f16", connectivity=16, expansion_add=64, expansion_search=self.ef_search)
 
     def _prefix(self, agent: str) -> str:
         return hashlib.sha256(agent.encode()).hexdigest()[:20]
@@ -237,8 +224,7 @@ class VectorIndex:
         name = f"{prefix}-{entry.stamp}-{token}.usearch"
         entry.index.save(str(self.directory / name))
         _fsync(self.directory / name)
-        meta = {"instance": self.source.identity(), "model": self.model, "dim": self.dimensions,
-                "change": entry.stamp, "file": name}
+        meta = {"instance": self.source.identity(), "model": self.model, "dim": self.dimensions, "change": entry.stamp, "file": name}
         tmp = self.directory / f"{prefix}.{token}.tmp"
         tmp.write_text(json.dumps(meta))
         _fsync(tmp)
