@@ -61,13 +61,13 @@ def test_an_agent_never_reads_the_operators_working_memory(service: MemoryServic
         service.context(ContextInput(sessionId="op-session"), AGENT_A)
     assert service.context(ContextInput(types=["fact"]), AGENT_A).working_memory == []
     with pytest.raises(Forbidden):
-        service.working_memory("op-session", AGENT_A)
+        service.views.working_memory("op-session", AGENT_A)
     with pytest.raises(NotFound):
-        service.get_fragment(secret, AGENT_A)
-    assert secret not in service.fragment_ids(AGENT_A, "")
+        service.views.get_fragment(secret, AGENT_A)
+    assert secret not in service.views.fragment_ids(AGENT_A, "")
     assert service.memory_stats(MemoryStatsInput(), AGENT_A).working_memory == 0
     # the operator still has it
-    assert [f.id for f in service.working_memory("op-session", OPERATOR)] == [secret]
+    assert [f.id for f in service.views.working_memory("op-session", OPERATOR)] == [secret]
     mine = service.recall(RecallInput(keywords=["rootpw"]), OPERATOR)
     assert secret in [f.id for f in mine.fragments]
 
@@ -80,7 +80,7 @@ def test_a_foreign_session_id_is_refused_everywhere_and_changes_nothing(service:
         lambda: service.remember(RememberInput(content="planted", topic="t", type="fact", sessionId="b-task"), AGENT_A),
         lambda: service.recall(RecallInput(text="scratch", sessionId="b-task"), AGENT_A),
         lambda: service.context(ContextInput(sessionId="b-task"), AGENT_A),
-        lambda: service.working_memory("b-task", AGENT_A),
+        lambda: service.views.working_memory("b-task", AGENT_A),
         lambda: service.reflect(ReflectInput(summary="planted by A", sessionId="b-task"), AGENT_A),
         lambda: service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True, session_id="b-task"), AGENT_A),
         # the operator's own namespace (`default`) does not own B's session either
@@ -93,7 +93,7 @@ def test_a_foreign_session_id_is_refused_everywhere_and_changes_nothing(service:
     assert everything(service) == before
     # the transport's own session id, used implicitly, is the caller's as ever
     remember(service, AGENT_A, "A's scratch", scope="session")
-    assert len(service.working_memory("a-session", AGENT_A)) == 1
+    assert len(service.views.working_memory("a-session", AGENT_A)) == 1
 
 
 def test_ending_a_session_expunges_only_the_owners_rows(service: MemoryService) -> None:
@@ -101,13 +101,13 @@ def test_ending_a_session_expunges_only_the_owners_rows(service: MemoryService) 
     a_row = remember(service, AGENT_A, "A's scratch", scope="session")
     # A ends B's session id (e.g. names it as its own MCP session): B's rows stay
     assert service.end_session("b-task", AGENT_A) == 0
-    assert {f.id for f in service.working_memory("b-task", AGENT_B)} == b_rows
+    assert {f.id for f in service.views.working_memory("b-task", AGENT_B)} == b_rows
     assert service.end_session("b-task", OPERATOR) == 0
-    assert {f.id for f in service.working_memory("b-task", AGENT_B)} == b_rows
+    assert {f.id for f in service.views.working_memory("b-task", AGENT_B)} == b_rows
     # the owner's end removes exactly its own rows
     assert service.end_session("b-task", AGENT_B) == 2
-    assert service.working_memory("b-task", AGENT_B) == []
-    assert [f.id for f in service.working_memory("a-session", AGENT_A)] == [a_row]
+    assert service.views.working_memory("b-task", AGENT_B) == []
+    assert [f.id for f in service.views.working_memory("a-session", AGENT_A)] == [a_row]
 
 
 def test_session_expiry_goes_by_each_owners_last_activity(service: MemoryService, clock: Clock) -> None:
@@ -118,5 +118,5 @@ def test_session_expiry_goes_by_each_owners_last_activity(service: MemoryService
     stale = remember(service, AGENT_A, "A's old scratch", scope="session", createdAt=(clock.now - timedelta(days=3)).isoformat())
     service.memory_consolidate(ConsolidateInput(), AGENT_A)
     # B's session is still active (one recent row): it stays whole; A's idle session goes
-    assert len(service.working_memory("b-task", AGENT_B)) == 2 and fresh
+    assert len(service.views.working_memory("b-task", AGENT_B)) == 2 and fresh
     assert service.store.get_many(AgentScope("system"), [stale]) == []

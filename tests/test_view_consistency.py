@@ -17,12 +17,12 @@ CTX = CallContext(session_id="s-1")
 
 def test_a_view_after_a_recall_shows_that_recall(service: MemoryService) -> None:
     fid = service.remember(RememberInput(content="Backups run nightly", topic="ops", type="fact", keywords=["backups"]), CTX).id
-    assert service.get_fragment(fid, CTX).access_count == 0
+    assert service.views.get_fragment(fid, CTX).access_count == 0
     assert service.recall(RecallInput(keywords=["backups"]), CTX).count == 1
-    seen = service.get_fragment(fid, CTX)
+    seen = service.views.get_fragment(fid, CTX)
     assert seen.access_count == 1 and seen.accessed_at is not None
-    assert service.topic_fragments("ops", CTX) == [seen]
-    assert service.list_fragments_page(CTX, None, 10)[0] == [seen]
+    assert service.views.topic_fragments("ops", CTX) == [seen]
+    assert service.views.list_fragments_page(CTX, None, 10)[0] == [seen]
 
 
 def test_a_view_waits_for_a_flush_already_under_way(service: MemoryService) -> None:
@@ -34,7 +34,7 @@ def test_a_view_waits_for_a_flush_already_under_way(service: MemoryService) -> N
         service.recall(RecallInput(keywords=["fact"], limit=20), CTX)
         flusher = threading.Thread(target=service.store.flush_access)
         flusher.start()
-        counts = {f.id: f.access_count for f in service.topic_fragments("ops", CTX)}
+        counts = {f.id: f.access_count for f in service.views.topic_fragments("ops", CTX)}
         flusher.join()
         assert set(counts.values()) == {done}, counts
-    assert {service.get_fragment(i, CTX).access_count for i in ids} == {5}
+    assert {service.views.get_fragment(i, CTX).access_count for i in ids} == {5}

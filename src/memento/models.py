@@ -6,16 +6,16 @@ them match the specification; every input model forbids unknown fields and coerc
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, field_validator
+from pydantic import Field, Strict, StrictBool, StringConstraints, field_validator
 
-MAX_INPUT_CHARS = 20_000  # longer input is refused; up to this it is truncated to 300 chars
-MAX_LIST_ITEMS = 50
+from .fields import MAX_INPUT_CHARS as MAX_INPUT_CHARS
+from .fields import MAX_LIST_ITEMS as MAX_LIST_ITEMS
+from .fields import AgentId, Budget, Content, FragmentId, Keyword, OperationInput, ShortText, Tag, Topic, Unit, aware, non_blank, small_json
 
 
 class FragmentType(StrEnum):
@@ -230,39 +230,6 @@ class Link:
 
 # ---------------------------------------------------------------- operation inputs
 
-AgentId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
-FragmentId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=64)]
-Topic = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-Keyword = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
-ShortText = Annotated[str, Strict(), StringConstraints(max_length=2000)]
-Content = Annotated[str, Strict(), StringConstraints(max_length=MAX_INPUT_CHARS)]
-Unit = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
-Budget = Annotated[int, Strict(), Field(ge=1, le=100_000)]
-Tag = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, to_lower=True, min_length=1, max_length=100)]
-MAX_JSON_CHARS = 8_000  # metadata and originTrace, serialised
-
-
-def _small_json(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    if value is not None and len(json.dumps(value, default=str)) > MAX_JSON_CHARS:
-        raise ValueError(f"must serialise to at most {MAX_JSON_CHARS} characters of JSON")
-    return value
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
-
-
-class OperationInput(BaseModel):
-    """Base of every operation input: unknown fields are refused; scalars are strictly typed."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-def _non_blank(value: str | None) -> str | None:
-    if value is not None and not value.strip():
-        raise ValueError("must not be empty or whitespace")
-    return value
-
 
 class RememberInput(OperationInput):
     """Store one typed knowledge fragment."""
@@ -301,9 +268,9 @@ class RememberInput(OperationInput):
     privacyScope: PrivacyScope = Field(default=PrivacyScope.PRIVATE, description="private (default), team or public.")
     originTrace: dict[str, Any] | None = Field(default=None, description="Free-form JSON: where this memory was derived from.")
 
-    _content_not_blank = field_validator("content")(_non_blank)
-    _json_small = field_validator("metadata", "originTrace")(_small_json)
-    _times_aware = field_validator("createdAt", "expiresAt")(_aware)
+    _content_not_blank = field_validator("content")(non_blank)
+    _json_small = field_validator("metadata", "originTrace")(small_json)
+    _times_aware = field_validator("createdAt", "expiresAt")(aware)
 
     def record(self) -> RecordFields:
         """The shared-record fields of this input."""
@@ -391,9 +358,9 @@ class AmendInput(OperationInput):
     )
     agentId: AgentId | None = None
 
-    _content_not_blank = field_validator("content")(_non_blank)
-    _json_small = field_validator("metadata")(_small_json)
-    _times_aware = field_validator("expiresAt")(_aware)
+    _content_not_blank = field_validator("content")(non_blank)
+    _json_small = field_validator("metadata")(small_json)
+    _times_aware = field_validator("expiresAt")(aware)
 
 
 class TaskEffectiveness(OperationInput):
@@ -415,7 +382,7 @@ class ReflectInput(OperationInput):
     topic: Topic = Field(default="session", description="Topic given to the created fragments.")
     agentId: AgentId | None = None
 
-    _summary_not_blank = field_validator("summary")(_non_blank)
+    _summary_not_blank = field_validator("summary")(non_blank)
 
 
 class ContextInput(OperationInput):

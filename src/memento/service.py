@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from .access import call_scope, pool_writes, refuse_foreign_session, refuse_unchangeable, writable_scope
+from .access import call_scope, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .embeddings.protocol import Embedder
 from .errors import Forbidden, InvalidArgument, NotFound
 from .factory import FragmentFactory, content_hash, infer_ttl
@@ -47,7 +47,6 @@ from .results import (
     AmendResult,
     ConsolidateResult,
     ContextResult,
-    ForgetPreview,
     ForgetResult,
     FragmentView,
     GraphResult,
@@ -58,35 +57,19 @@ from .results import (
     RememberResult,
     StatsResult,
     ToolFeedbackResult,
-    TopicCount,
-    views,
 )
 from .retrieval.context import explore, load_context
 from .retrieval.recall import CANDIDATE_POOL, Recall  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .settings import Settings
 from .storage.protocol import FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
 from .vectorizer import Vectorizer
+from .views import MemoryViews
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
-AMENDABLE = (
-    "content",
-    "topic",
-    "keywords",
-    "type",
-    "importance",
-    "isAnchor",
-    "tags",
-    "confidence",
-    "context",
-    "metadata",
-    "expiresAt",
-    "pinned",
-    "memorySystem",
-    "privacyScope",
-)
+AMENDABLE = tuple(name for name in AmendInput.model_fields if name not in ("id", "supersedes", "agentId"))
 
 
 def utc_now() -> datetime:
@@ -115,6 +98,7 @@ class MemoryService:
         self.clock = clock
         self.vectors = Vectorizer(embedder, store, self.observers)
         self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers)
+        self.views = MemoryViews(store, settings, self._scope, self._own_session)
         self.recaller = Recall(store, settings.memory, self.vectors.query, self.search_mode, keyword_index)
         self._listeners: list[Callable[[ChangeEvent], None]] = []
 
@@ -408,59 +392,6 @@ class MemoryService:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
         return explore(self.store, self._scope(inp.agentId, ctx), inp)
 
-    # ------------------------------------------------------------ read-only views (MCP resources, completion)
-    # Views flush the buffered access statistics first: what they show then never depends on
-    # whether a batched flush happened to land between two reads.
-
-    def get_fragment(self, fragment_id: str, ctx: CallContext) -> FragmentView:
-        """One visible fragment as JSON; records no access (a view, not a recall)."""
-        self.store.flush_access()
-        found = self.store.get_many(self._scope(None, ctx), [fragment_id])
-        if not found:
-            raise NotFound(f"fragment {fragment_id!r} not found")
-        return FragmentView.of(found[0])
-
-    def list_topics(self, ctx: CallContext, prefix: str = "", limit: int = 1000) -> list[TopicCount]:
-        """Topics of permanent fragments (optionally by prefix) with their counts, by name."""
-        return [TopicCount(topic=t, count=n) for t, n in self.store.topics(self._scope(None, ctx), prefix, limit)]
-
-    def topic_fragments(self, topic: str, ctx: CallContext, limit: int = 200) -> list[FragmentView]:
-        """Permanent fragments of one topic, newest first."""
-        self.store.flush_access()
-        rows = self.store.page(self._scope(None, ctx), SearchFilter(topic=topic), None, limit)
-        return views(rows)
-
-    def list_fragments_page(self, ctx: CallContext, before_seq: int | None, limit: int) -> tuple[list[FragmentView], int | None]:
-        """Permanent fragments newest first; returns the page and the keyset of the next page."""
-        self.store.flush_access()
-        rows = self.store.page(self._scope(None, ctx), SearchFilter(), before_seq, limit + 1)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return views(rows), (rows[-1].seq if more and rows else None)
-
-    def working_memory(self, session_id: str, ctx: CallContext, limit: int = 200) -> list[FragmentView]:
-        """A session's working memory (scope=session fragments), newest first."""
-        scope = self._scope(None, ctx)
-        self._own_session(scope, session_id, ctx)
-        self.store.flush_access()
-        filt = SearchFilter(session_id=session_id, only_session=True)
-        return views(self.store.page(scope, filt, None, limit))
-
-    def fragment_ids(self, ctx: CallContext, prefix: str, limit: int = 100) -> list[str]:
-        """Visible fragment ids starting with `prefix` (for argument completion)."""
-        return self.store.ids_with_prefix(self._scope(None, ctx), prefix, limit)
-
-    def preview_forget(self, inp: ForgetInput, ctx: CallContext) -> ForgetPreview:
-        """What `forget` would delete, without deleting: target ids and the protected ones
-        (pool fragments the caller may not change are never targets)."""
-        scope = AgentScope(self._scope(inp.agentId, ctx).agent_id, pool_writes(ctx, self.settings.shared_pool))
-        if (inp.id is None) == (inp.topic is None):
-            raise InvalidArgument("give exactly one of 'id' or 'topic'")
-        found = self.store.get_many(scope, [inp.id]) if inp.id is not None else self.store.find_by_topic(scope, inp.topic or "")
-        targets = [f for f in found if scope.may_change(f)]
-        protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
-        return ForgetPreview(ids=[f.id for f in targets], protected=protected)
-
     # ------------------------------------------------------------ maintenance and telemetry
 
     def reflect(self, inp: ReflectInput, ctx: CallContext) -> ReflectResult:
@@ -482,17 +413,8 @@ class MemoryService:
         with self.store.atomic():  # all the fragments and the feedback row, or nothing
             stored = [self.store.insert(scope, new) for new in news]
             if inp.task_effectiveness is not None:
-                te = inp.task_effectiveness
-                feedback_id = self.store.add_task_feedback(
-                    scope.agent_id,
-                    {
-                        "session_id": session or "unspecified",
-                        "overall_success": te.overall_success,
-                        "tool_highlights": te.tool_highlights,
-                        "tool_pain_points": te.tool_pain_points,
-                    },
-                    self.clock(),
-                )
+                row = {"session_id": session or "unspecified", **inp.task_effectiveness.model_dump()}
+                feedback_id = self.store.add_task_feedback(scope.agent_id, row, self.clock())
         for fragment, is_new in stored:
             if is_new:
                 self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))

@@ -71,10 +71,7 @@ class Tokens:
             raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
         client = self.authenticate_client(form, basic)
         resource = form.get("resource")
-        if grant_type == "authorization_code":
-            grant = self._redeem_code(form, client)
-        else:
-            grant = self._rotate_refresh(form, client)
+        grant = self._redeem_code(form, client) if grant_type == "authorization_code" else self._rotate_refresh(form, client)
         if (
             resource is not None
             and normalize_url(resource) != normalize_url(grant.resource)

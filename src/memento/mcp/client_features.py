@@ -55,7 +55,7 @@ async def confirm_forget(ctx: RequestContext, app: App, arguments: dict[str, Any
         return None
     try:
         inp = ForgetInput.model_validate(arguments)
-        preview = await anyio.to_thread.run_sync(partial(app.service.preview_forget, inp, service_context(ctx.session)))
+        preview = await anyio.to_thread.run_sync(partial(app.service.views.preview_forget, inp, service_context(ctx.session)))
     except (ValidationError, MementoError):
         return None  # the tool call itself reports the problem
     ids = preview.ids

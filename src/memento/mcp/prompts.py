@@ -212,10 +212,7 @@ class PromptsFeature:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         found = await self._service(self.app.service.recall, inp, service_context(ctx.session))
         fragments = found.fragments[:INJECTION_LIMIT]
-        if fragments:
-            body = f"{EVIDENCE_NOTE}\n\n{render_memories(fragments)}"
-        else:
-            body = "No stored memories matched this query."
+        body = f"{EVIDENCE_NOTE}\n\n{render_memories(fragments)}" if fragments else "No stored memories matched this query."
         text = f"Memories related to the query below, recalled from Memento.\n\nQuery:\n{quote_block(query)}\n\n{body}"
         return {"description": f"{len(fragments)} related memories ({found.total_tokens} tokens)", "messages": [user_text(text)]}
 
@@ -235,7 +232,7 @@ class PromptsFeature:
     # ------------------------------------------------------------ completers
 
     async def _complete_topic(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:
-        topics = await anyio.to_thread.run_sync(partial(self.app.service.list_topics, service_context(ctx.session), prefix, 100))
+        topics = await anyio.to_thread.run_sync(partial(self.app.service.views.list_topics, service_context(ctx.session), prefix, 100))
         return [t.topic for t in topics]
 
 

@@ -250,7 +250,9 @@ class ResourcesFeature:
                     "This session's working memory",
                 )
             )
-        fragments, next_seq = await self._call(self.app.service.list_fragments_page, service_context(ctx.session), position, self.page_size)
+        fragments, next_seq = await self._call(
+            self.app.service.views.list_fragments_page, service_context(ctx.session), position, self.page_size
+        )
         entries += [self._fragment_entry(ctx.version, f) for f in fragments]
         result: dict[str, Any] = {"resources": entries}
         if next_seq is not None:
@@ -308,16 +310,16 @@ class ResourcesFeature:
         return json_contents(STATS_URI, stats)
 
     async def _read_topics(self, ctx: RequestContext, _: dict[str, str]) -> list[dict[str, Any]]:
-        topics = await self._call(self.app.service.list_topics, service_context(ctx.session))
+        topics = await self._call(self.app.service.views.list_topics, service_context(ctx.session))
         entries = [t.dump() | {"uri": topic_uri(t.topic)} for t in topics]
         return json_contents(TOPICS_URI, {"topics": entries, "count": len(entries)})
 
     async def _read_fragment(self, ctx: RequestContext, v: dict[str, str]) -> list[dict[str, Any]]:
-        fragment = await self._call(self.app.service.get_fragment, v["id"], service_context(ctx.session))
+        fragment = await self._call(self.app.service.views.get_fragment, v["id"], service_context(ctx.session))
         return json_contents(fragment_uri(v["id"]), fragment)
 
     async def _read_topic(self, ctx: RequestContext, v: dict[str, str]) -> list[dict[str, Any]]:
-        fragments = await self._call(self.app.service.topic_fragments, v["topic"], service_context(ctx.session))
+        fragments = await self._call(self.app.service.views.topic_fragments, v["topic"], service_context(ctx.session))
         if not fragments:
             raise NotFound(f"topic {v['topic']!r} has no fragments")
         return json_contents(
@@ -327,17 +329,17 @@ class ResourcesFeature:
     async def _read_working_memory(self, ctx: RequestContext, v: dict[str, str]) -> list[dict[str, Any]]:
         if v["sessionId"] != ctx.session.id:
             raise NotFound("only your own session's working memory is readable")
-        fragments = await self._call(self.app.service.working_memory, ctx.session.id, service_context(ctx.session))
+        fragments = await self._call(self.app.service.views.working_memory, ctx.session.id, service_context(ctx.session))
         payload = {"sessionId": ctx.session.id, "fragments": [f.dump() for f in fragments], "count": len(fragments)}
         return json_contents(working_memory_uri(ctx.session.id), payload)
 
     # ------------------------------------------------------------ completers
 
     async def _complete_id(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:
-        return await self._call(self.app.service.fragment_ids, service_context(ctx.session), prefix, 100)
+        return await self._call(self.app.service.views.fragment_ids, service_context(ctx.session), prefix, 100)
 
     async def _complete_topic(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:
-        topics = await self._call(self.app.service.list_topics, service_context(ctx.session), prefix, 100)
+        topics = await self._call(self.app.service.views.list_topics, service_context(ctx.session), prefix, 100)
         return [t.topic for t in topics]
 
     async def _complete_session(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:

@@ -185,9 +185,9 @@ class PostgresQueries:
                     row["session_id"],
                     bool(row["overall_success"]),
                     list(row.get("tool_highlights") or []),  # type: ignore[call-overload]
-                    list(row.get("tool_pain_points") or []),
+                    list(row.get("tool_pain_points") or []),  # type: ignore[call-overload]
                     now,
-                ),  # type: ignore[call-overload]
+                ),
             )
             created = cur.fetchone()
             assert created is not None

@@ -1,0 +1,49 @@
+"""The field types and validators the operation inputs (memento.models) are built from: strict
+scalars with the limits of seed 000 §6, tags, and the checks on JSON objects and timestamps."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints
+
+MAX_INPUT_CHARS = 20_000  # longer input is refused; up to this it is truncated to 300 chars
+MAX_LIST_ITEMS = 50
+
+AgentId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+FragmentId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=64)]
+Topic = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Keyword = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+ShortText = Annotated[str, Strict(), StringConstraints(max_length=2000)]
+Content = Annotated[str, Strict(), StringConstraints(max_length=MAX_INPUT_CHARS)]
+Unit = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
+Budget = Annotated[int, Strict(), Field(ge=1, le=100_000)]
+Tag = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, to_lower=True, min_length=1, max_length=100)]
+MAX_JSON_CHARS = 8_000  # metadata and originTrace, serialised
+
+
+def small_json(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A JSON object field (metadata, originTrace) stays under MAX_JSON_CHARS when serialised."""
+    if value is not None and len(json.dumps(value, default=str)) > MAX_JSON_CHARS:
+        raise ValueError(f"must serialise to at most {MAX_JSON_CHARS} characters of JSON")
+    return value
+
+
+def aware(value: datetime | None) -> datetime | None:
+    """A timestamp without a zone is read as UTC."""
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class OperationInput(BaseModel):
+    """Base of every operation input: unknown fields are refused; scalars are strictly typed."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def non_blank(value: str | None) -> str | None:
+    """Refuses text that is empty or only whitespace."""
+    if value is not None and not value.strip():
+        raise ValueError("must not be empty or whitespace")
+    return value
