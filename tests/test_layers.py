@@ -20,6 +20,7 @@ LAYERS = {
     "memento.fields": 0,
     "memento.observe": 0,
     "memento.extras": 0,
+    "memento.redaction": 0,
     "memento.storage": 1,
     "memento.embeddings": 1,
     "memento.factory": 2,
@@ -75,6 +76,16 @@ def imports(path: Path) -> list[str]:
             if target.startswith("memento"):
                 found.append(target)
     return found
+
+
+def test_every_module_has_a_declared_layer() -> None:
+    """A new top-level module or package must be placed in LAYERS, not fall back to layer 0."""
+    undeclared = {
+        f"memento.{path.stem if path.is_file() else path.name}"
+        for path in SRC.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path.is_dir() and (path / "__init__.py").exists())
+    } - set(LAYERS)
+    assert undeclared == set(), f"add these to LAYERS: {sorted(undeclared)}"
 
 
 def test_every_import_points_to_the_same_or_a_lower_layer() -> None:
