@@ -120,6 +120,9 @@ def test_an_expired_memory_is_not_recalled(service: MemoryService, ctx: CallCont
     assert datetime.fromisoformat(expired.expires_at or "") < datetime.now(UTC)
     assert recall_ids(service, ctx, text="staging") == {kept}
     assert [f.id for f in service.store.get_many(AgentScope(), [gone, kept])] == [kept]
+    again = remember(service, ctx, "the staging password rotates weekly")  # expired content, remembered anew
+    assert again.created is True and again.id == gone and again.fragment.expires_at is None
+    assert recall_ids(service, ctx, text="staging") == {gone, kept}
 
 
 def test_soft_deletion_hides_everywhere_and_restores(service: MemoryService, ctx: CallContext) -> None:

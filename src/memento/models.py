@@ -183,6 +183,10 @@ class Fragment:
     origin_trace: dict[str, Any] | None = None
     deleted_at: datetime | None = None
 
+    def is_live(self, now: datetime) -> bool:
+        """Neither soft-deleted nor past its expiry: what every read may show."""
+        return self.deleted_at is None and (self.expires_at is None or self.expires_at > now)
+
 
 @dataclass(frozen=True)
 class RecordFields:

@@ -5,7 +5,7 @@ restore, links and vectors. Each public write is retried when PostgreSQL rolled 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -62,11 +62,13 @@ class PostgresFragments:
         d = new.draft
         self._may_insert(cur, scope, new)
         existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
-        if existing is not None and existing.deleted_at is None:
+        if existing is not None and existing.is_live(datetime.now(UTC)):
             return existing, False
-        if existing is not None:  # remembering soft-forgotten content again brings it back
-            cur.execute("UPDATE agent_memory.fragments SET deleted_at = NULL WHERE id = %s", (existing.id,))
-            return _require(cur, scope, existing.id), True
+        if existing is not None:  # remembering forgotten or expired content again brings it back
+            cur.execute(
+                "UPDATE agent_memory.fragments SET deleted_at = NULL, expires_at = %s WHERE id = %s", (d.record.expires_at, existing.id)
+            )
+            return _written(cur, existing.id), True
         targets = _visible(cur, scope, list(dict.fromkeys(new.linked_to)))
         missing = set(new.linked_to) - {t.id for t in targets}
         if missing:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
@@ -48,12 +48,14 @@ class SQLiteFragments:
         d = new.draft
         with self.db.tx() as conn:
             self._may_insert(conn, scope, new)
-            existing = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
-            if existing is not None and existing["deleted_at"] is None:
-                return _row_to_fragment(existing), False
-            if existing is not None:  # remembering soft-forgotten content again brings it back
-                conn.execute("UPDATE fragments SET deleted_at = NULL WHERE seq = ?", (existing["seq"],))
-                row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (existing["seq"],)).fetchone()
+            row = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
+            existing = _row_to_fragment(row) if row is not None else None
+            if existing is not None and existing.is_live(datetime.now(UTC)):
+                return existing, False
+            if existing is not None:  # remembering forgotten or expired content again brings it back
+                expires = ts(d.record.expires_at) if d.record.expires_at else None
+                conn.execute("UPDATE fragments SET deleted_at = NULL, expires_at = ? WHERE seq = ?", (expires, existing.seq))
+                row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (existing.seq,)).fetchone()
                 return _row_to_fragment(row), True
             targets = _visible(conn, scope, list(dict.fromkeys(new.linked_to)))
             missing = set(new.linked_to) - {t.id for t in targets}
