@@ -57,7 +57,8 @@ def test_selection_is_a_comma_list_in_registration_order_and_all_shows_everythin
     )
     assert [s.name for s in registry.select("vault, entity")] == ["store_memory", "recall_memories", "commit_memory"]
     assert len(registry.select("all")) == 14 == len(registry.select("memento,all"))
-    assert registry.select("entity,entity") == registry.select("entity")
+    assert registry.select("entity,entity") == registry.select("entity") == registry.select(" Entity ")
+    assert registry.select("ALL") == registry.select("all")
 
 
 def test_unknown_toolsets_are_refused_with_the_known_ones_named() -> None:

@@ -64,7 +64,7 @@ class ToolsetRegistry:
         """The tools of a MEMENTO_TOOLSETS value (comma list; `all`), in registration order.
 
         An empty value means the default; an unknown name is an InvalidArgument naming the known ones."""
-        wanted = [part.strip() for part in spec.split(",") if part.strip()] or [DEFAULT_TOOLSETS]
+        wanted = [part.strip().lower() for part in spec.split(",") if part.strip()] or [DEFAULT_TOOLSETS]
         unknown = [name for name in wanted if name != ALL and name not in self._toolsets]
         if unknown:
             known = ", ".join([*self._toolsets, ALL])
