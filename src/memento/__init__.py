@@ -1,3 +1,3 @@
 """Memento: a persistent memory server for LLM agents."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
