@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -12,10 +12,11 @@ from conftest import Clock
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.protocol import EmbeddingFailed
-from memento.models import CallContext, ConsolidateInput, LinkInput, MemoryStatsInput, RecallInput, RememberInput
+from memento.models import AgentScope, CallContext, ConsolidateInput, LinkInput, MemoryStatsInput, RecallInput, RememberInput
 from memento.results import ConsolidateResult
 from memento.service import MemoryService
 from memento.settings import Settings
+from memento.storage.protocol import SearchFilter
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -177,3 +178,29 @@ def test_reopening_a_store_applies_no_migration_twice(settings: Settings, sync: 
         assert second.service.memory_stats(MemoryStatsInput(), CallContext()).total == 1
     finally:
         second.close()
+
+
+def test_the_first_run_decays_old_unused_fragments(service: MemoryService, clock: Clock) -> None:
+    """Regression (issue 13, defect 3): utility is computed before the decay stage reads it, so a
+    store's very first consolidation already decays what has long gone unused."""
+    clock.now = datetime(2026, 1, 1, tzinfo=UTC)
+    fid = service.remember(RememberInput(content="a note nobody recalls", topic="t", type="fact", importance=0.6), CallContext()).id
+    clock.now = datetime(2026, 1, 21, tzinfo=UTC)  # three weeks without a recall: still warm, utility below 0.5
+    result = service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert result.decayed >= 1
+    assert service.store.get_many(AgentScope("system"), [fid])[0].importance < 0.6
+
+
+def test_consolidation_without_an_agent_covers_every_namespace_for_the_operator(service: MemoryService, clock: Clock) -> None:
+    """Regression (issue 13, defect 4): an unbound caller's run maintains every namespace; an
+    agent-bound credential's run maintains its own."""
+    clock.now = datetime(2026, 1, 1, tzinfo=UTC)
+    for agent in ("alpha", "beta"):
+        service.remember(RememberInput(content=f"{agent}'s old note", topic="t", type="fact", importance=0.6, agentId=agent), CallContext())
+    clock.now = datetime(2026, 1, 21, tzinfo=UTC)
+    own = service.memory_consolidate(ConsolidateInput(), CallContext(agent_id="alpha"))
+    assert own.statistics.total == 1  # alpha's own namespace (and the empty pool)
+    everything = service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert everything.statistics.total == 2
+    low = service.store.list_fragments(AgentScope("system"), SearchFilter(), 10)
+    assert [f.importance < 0.6 for f in low if f.agent_id == "beta"] == [True]

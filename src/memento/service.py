@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
+MAINTENANCE_SCOPE = "system"  # sees every namespace (models.MAINTENANCE_AGENTS)
 AMENDABLE = tuple(name for name in AmendInput.model_fields if name not in ("id", "supersedes", "agentId"))
 
 
@@ -442,8 +443,11 @@ class MemoryService:
     ) -> ConsolidateResult:
         """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
         scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
+        if inp.agentId is None and ctx.agent_id is None:  # an unbound caller (the operator): every namespace
+            scope = AgentScope(MAINTENANCE_SCOPE)
         result = self.consolidator.run(scope, progress)
-        self._emit(ChangeEvent("consolidated", scope.agent_id))
+        # A whole-store run is announced as the shared pool's change: every namespace sees that one.
+        self._emit(ChangeEvent("consolidated", DEFAULT_AGENT if scope.is_maintenance else scope.agent_id))
         return result
 
     def end_session(self, session_id: str, ctx: CallContext) -> int:

@@ -23,11 +23,11 @@ STAGES = (
     "hot_to_warm",
     "warm_to_cold",
     "expired",
+    "utility_recomputed",
     "decayed",
     "deduplicated",
     "contradictions",
     "orphan_links_pruned",
-    "utility_recomputed",
     "embeddings_backfilled",
     "statistics",
 )
@@ -91,11 +91,12 @@ class Consolidator:
                 ),
             ),
             ("expired", expire),
+            # Utility first: decay reads it, and a store's first run would otherwise decay nothing.
+            ("utility_recomputed", lambda: m.recompute_utility(scope, now, cfg.ranking.recencyHalfLifeDays)),
             ("decayed", lambda: m.decay_importance(scope, cfg.decayFactor, 1, 0.5, now - timedelta(days=cfg.hotDays))),
             ("deduplicated", lambda: m.deduplicate(scope)),
             ("contradictions", lambda: m.contradictions(scope)),
             ("orphan_links_pruned", lambda: m.prune_orphan_links(scope)),
-            ("utility_recomputed", lambda: m.recompute_utility(scope, now, cfg.ranking.recencyHalfLifeDays)),
             ("embeddings_backfilled", lambda: self.backfill(scope, None)),
         ]
         result: dict[str, Any] = {}
