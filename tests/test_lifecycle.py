@@ -36,18 +36,22 @@ def consolidate(service: MemoryService) -> ConsolidateResult:
 
 
 def test_hot_moves_to_warm_then_cold_then_expires(service: MemoryService, clock: Clock) -> None:
+    """000 §5.2's tier life, one step per stay: a tier's days count from when the fragment entered it."""
     remember(service, "a warm fact", importance=0.6)  # warm, fact: 60 stale days
-    remember(service, "procedure: restart the worker", type="procedure")  # hot
+    remember(service, "procedure: restart the worker", type="procedure")  # hot, procedure: 30 stale days
     remember(service, "anchored procedure", type="procedure", isAnchor=True)  # hot, exempt
     clock.now += timedelta(days=8)
-    assert consolidate(service).hot_to_warm == 1
-    clock.now += timedelta(days=25)  # 33 days without access: both warm ones go cold ...
+    assert consolidate(service).hot_to_warm == 1  # the procedure enters warm on day 8
+    clock.now += timedelta(days=25)  # day 33: the fact has been warm (and unused) 33 days ...
     result = consolidate(service)
-    assert result.warm_to_cold == 2
-    assert result.expired == 1  # ... and the procedure is past its 30 stale days
-    assert tiers(service) == {"hot": 1, "warm": 0, "cold": 1, "permanent": 0}
-    clock.now += timedelta(days=30)
-    assert consolidate(service).expired == 1  # the fact after 60 days
+    assert (result.warm_to_cold, result.expired) == (1, 0)  # ... the procedure only 25: it stays warm
+    assert tiers(service) == {"hot": 1, "warm": 1, "cold": 1, "permanent": 0}
+    clock.now += timedelta(days=6)  # day 39: the procedure's 31 warm days
+    assert consolidate(service).warm_to_cold == 1
+    clock.now += timedelta(days=31)  # day 70: 31 cold days, past its 30 stale days
+    assert consolidate(service).expired == 1
+    clock.now += timedelta(days=24)  # day 94: the fact's 61 cold days, past its 60
+    assert consolidate(service).expired == 1
     assert service.memory_stats(MemoryStatsInput(), CallContext()).total == 1  # the anchor stays
 
 
@@ -204,3 +208,47 @@ def test_consolidation_without_an_agent_covers_every_namespace_for_the_operator(
     assert everything.statistics.total == 2
     low = service.store.list_fragments(AgentScope("system"), SearchFilter(), 10)
     assert [f.importance < 0.6 for f in low if f.agent_id == "beta"] == [True]
+
+
+def test_one_run_moves_a_fragment_one_tier_at_most(service: MemoryService, clock: Clock) -> None:
+    """Regression (issue 13, defect 1): tier time is measured from when a fragment entered its
+    tier, so a long-untouched hot fragment goes hot → warm → cold → expired over several runs."""
+    clock.now = datetime(2026, 1, 1, tzinfo=UTC)
+    fid = service.remember(
+        RememberInput(content="the deploy failed on a full disk", topic="ops", type="error", importance=0.6), CallContext()
+    ).id
+    system = AgentScope("system")
+
+    def tier() -> str | None:
+        found = service.store.get_many(system, [fid])
+        return found[0].ttl_tier.value if found else None
+
+    assert tier() == "hot"
+    clock.now += timedelta(days=400)
+    service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert tier() == "warm"  # not straight to deleted
+    service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert tier() == "warm"  # a second run at the same moment: it only just entered warm
+    clock.now += timedelta(days=31)
+    service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert tier() == "cold"
+    clock.now += timedelta(days=200)
+    service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert tier() is None  # expired at last, after a cold stay longer than its stale threshold
+
+
+def test_an_import_with_old_creation_dates_survives_its_first_consolidation(service: MemoryService, clock: Clock) -> None:
+    """Regression (issue 13, defect 1): memories remembered with an old createdAt start their tier now."""
+    clock.now = datetime(2026, 6, 1, tzinfo=UTC)
+    ids = [
+        service.remember(
+            RememberInput(
+                content=f"imported note {i}", topic="import", type="fact", importance=0.3, createdAt=datetime(2024, 1, 1, tzinfo=UTC)
+            ),
+            CallContext(),
+        ).id
+        for i in range(5)
+    ]
+    result = service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert result.expired == 0
+    assert len(service.store.get_many(AgentScope("system"), ids)) == 5

@@ -222,6 +222,7 @@ class Draft:
     source: str | None
     created_at: datetime
     record: RecordFields = field(default_factory=RecordFields)
+    entered_at: datetime | None = None  # when it entered its TTL tier (now); None: its created_at
 
 
 @dataclass(frozen=True)

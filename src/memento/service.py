@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -233,6 +234,7 @@ class MemoryService:
         )
         if not draft.content:
             raise InvalidArgument("content is empty after redaction")
+        draft = replace(draft, entered_at=self.clock())  # an import's old createdAt does not age its tier
         vector = self.vectors.passage(draft.content)
         own = session is not None and session == ctx.session_id
         return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)

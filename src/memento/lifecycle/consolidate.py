@@ -79,7 +79,7 @@ class Consolidator:
             return removed + m.expire_cold(scope, None, special, now - timedelta(days=stale.default))
 
         steps: list[tuple[str, Callable[[], Any]]] = [
-            ("hot_to_warm", lambda: m.demote(scope, TTLTier.HOT, TTLTier.WARM, now - timedelta(days=cfg.hotDays), None)),
+            ("hot_to_warm", lambda: m.demote(scope, TTLTier.HOT, TTLTier.WARM, now - timedelta(days=cfg.hotDays), None, now)),
             (
                 "warm_to_cold",
                 lambda: m.demote(
@@ -88,6 +88,7 @@ class Consolidator:
                     TTLTier.COLD,
                     now - timedelta(days=cfg.warmInactiveDays),
                     now - timedelta(days=cfg.warmInactiveDays),
+                    now,
                 ),
             ),
             ("expired", expire),

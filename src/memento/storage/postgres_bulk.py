@@ -4,7 +4,7 @@ agent's rows are visible, and the conversion of plain Python column values to Po
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -119,6 +119,8 @@ def _imported(table: str, name: str, row: dict[str, object]) -> object:
     if value is None and table == "fragments":
         if name == "memory_system":
             return memory_system_for(FragmentType(str(row["type"])), working=row.get("session_id") is not None).value
+        if name == "tier_since":  # a copy from an older exporter: its tier life starts now
+            return datetime.now(UTC)
         return FRAGMENT_DEFAULTS.get(name)
     return value
 
@@ -136,6 +138,8 @@ def _pg_value(name: str, value: object) -> object:
         return bool(value)
     if name in ("metadata", "origin_trace"):
         return None if value is None else Jsonb(value)
-    if name in ("accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at") and isinstance(value, str):
+    if name in ("accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at", "tier_since") and isinstance(
+        value, str
+    ):
         return datetime.fromisoformat(value)
     return value

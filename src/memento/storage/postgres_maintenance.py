@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ..models import AgentScope, TTLTier
 from .postgres import PostgresStore
@@ -29,14 +29,20 @@ class PostgresMaintenance:
 
     @retried
     def demote(
-        self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None
+        self,
+        scope: AgentScope,
+        from_tier: TTLTier,
+        to_tier: TTLTier,
+        created_before: datetime,
+        accessed_before: datetime | None,
+        now: datetime | None = None,
     ) -> int:
         where, params = _changeable(scope)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"UPDATE agent_memory.fragments f SET ttl_tier = %s WHERE {_LIFECYCLE} AND f.ttl_tier = %s"
-                f" AND f.created_at < %s AND COALESCE(f.accessed_at, f.created_at) < %s AND {where}",
-                [to_tier.value, from_tier.value, created_before, accessed_before or created_before, *params],
+                f"UPDATE agent_memory.fragments f SET ttl_tier = %s, tier_since = %s WHERE {_LIFECYCLE} AND f.ttl_tier = %s"
+                f" AND COALESCE(f.tier_since, f.created_at) < %s AND COALESCE(f.accessed_at, f.created_at) < %s AND {where}",
+                [to_tier.value, now or datetime.now(UTC), from_tier.value, created_before, accessed_before or created_before, *params],
             )
             return int(cur.rowcount)
 
@@ -53,8 +59,8 @@ class PostgresMaintenance:
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
-                f" AND COALESCE(f.accessed_at, f.created_at) < %s{clauses} AND {where}",
-                [stale_before, *extra, *params],
+                f" AND COALESCE(f.accessed_at, f.created_at) < %s AND COALESCE(f.tier_since, f.created_at) < %s{clauses} AND {where}",
+                [stale_before, stale_before, *extra, *params],
             )
             ids = [r["id"] for r in cur.fetchall()]
             return len(self.store._delete(cur, scope, ids)) if ids else 0

@@ -172,8 +172,18 @@ class MaintenanceStore(Protocol):
     """The primitives of the consolidation pipeline (000 §8)."""
 
     def demote(
-        self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None
-    ) -> int: ...
+        self,
+        scope: AgentScope,
+        from_tier: TTLTier,
+        to_tier: TTLTier,
+        created_before: datetime,
+        accessed_before: datetime | None,
+        now: datetime | None = None,
+    ) -> int:
+        """Move fragments in `from_tier` since before `created_before` (and unused since
+        `accessed_before`) to `to_tier`; they enter it at `now`. One step per run."""
+        ...
+
     def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int: ...
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int: ...
     def deduplicate(self, scope: AgentScope) -> int: ...
@@ -225,6 +235,7 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "privacy_scope",
         "origin_trace",
         "deleted_at",
+        "tier_since",
     ),
     "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
     "fragment_versions": ("id", "fragment_id", "content", "topic", "keywords", "type", "importance", "amended_at", "amended_by"),
@@ -249,7 +260,8 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
 FRAGMENT_DEFAULTS: dict[str, object] = {"confidence": 1.0, "tags": [], "metadata": {}, "pinned": False, "privacy_scope": "private"}
 
 
-# The shared-record columns a store writes on insert (deleted_at is set by soft_delete only).
+# The shared-record columns a store writes on insert (deleted_at is set by soft_delete only), and
+# tier_since: when the fragment entered its TTL tier (the lifecycle measures from it).
 RECORD_COLUMNS: tuple[str, ...] = (
     "confidence",
     "tags",
@@ -260,6 +272,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "memory_system",
     "privacy_scope",
     "origin_trace",
+    "tier_since",
 )
 
 
@@ -276,6 +289,7 @@ def new_record(new: NewFragment) -> dict[str, object]:
         "memory_system": new.memory_system.value,
         "privacy_scope": r.privacy_scope.value,
         "origin_trace": r.origin_trace,
+        "tier_since": new.draft.entered_at or new.draft.created_at,
     }
 
 

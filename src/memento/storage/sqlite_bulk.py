@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -112,7 +112,7 @@ def _ts_or_none(value: object) -> str | None:
 
 _JSON_COLUMNS = {"keywords", "linked_to", "tool_highlights", "tool_pain_points", "tags", "metadata", "origin_trace"}
 _BOOL_COLUMNS = {"is_anchor", "relevant", "sufficient", "overall_success", "pinned"}
-_TIME_COLUMNS = {"accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at"}
+_TIME_COLUMNS = {"accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at", "tier_since"}
 
 
 def _record_values(new: NewFragment) -> list[object]:
@@ -157,6 +157,6 @@ def _import_values(table: str, row: dict[str, object]) -> dict[str, object]:
     for name in BULK_COLUMNS[table]:
         value = row.get(name)
         if value is None and table == "fragments":
-            value = FRAGMENT_DEFAULTS.get(name)
+            value = datetime.now(UTC) if name == "tier_since" else FRAGMENT_DEFAULTS.get(name)
         values[name] = _sqlite_value(name, value)
     return values

@@ -66,7 +66,7 @@ class SQLiteFragments:
                 "INSERT INTO fragments (id, content, topic, keywords, type, importance, content_hash, source,"
                 " linked_to, agent_id, created_at, ttl_tier, estimated_tokens, verified_at, is_anchor, session_id,"
                 f" {', '.join(RECORD_COLUMNS)})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                f" VALUES ({', '.join('?' * (16 + len(RECORD_COLUMNS)))}) RETURNING seq",
                 (
                     d.id,
                     d.content,

@@ -28,16 +28,23 @@ class SQLiteMaintenance:
         self.store = store
 
     def demote(
-        self, scope: AgentScope, from_tier: TTLTier, to_tier: TTLTier, created_before: datetime, accessed_before: datetime | None
+        self,
+        scope: AgentScope,
+        from_tier: TTLTier,
+        to_tier: TTLTier,
+        created_before: datetime,
+        accessed_before: datetime | None,
+        now: datetime | None = None,
     ) -> int:
         where, params = _changeable(scope)
         cutoff = ts(accessed_before or created_before)
+        entered = ts(now or datetime.now(UTC))
         with self.store.db.tx() as conn:
             return int(
                 conn.execute(
-                    f"UPDATE fragments AS f SET ttl_tier = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ? AND f.created_at < ?"
-                    f" AND COALESCE(f.accessed_at, f.created_at) < ? AND {where}",
-                    [to_tier.value, from_tier.value, ts(created_before), cutoff, *params],
+                    f"UPDATE fragments AS f SET ttl_tier = ?, tier_since = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ?"
+                    f" AND COALESCE(f.tier_since, f.created_at) < ? AND COALESCE(f.accessed_at, f.created_at) < ? AND {where}",
+                    [to_tier.value, entered, from_tier.value, ts(created_before), cutoff, *params],
                 ).rowcount
             )
 
@@ -55,8 +62,8 @@ class SQLiteMaintenance:
             r[0]
             for r in self.store.db.reader().execute(
                 f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
-                f" AND COALESCE(f.accessed_at, f.created_at) < ?{type_sql} AND {where}",
-                [ts(stale_before), *extra, *params],
+                f" AND COALESCE(f.accessed_at, f.created_at) < ? AND COALESCE(f.tier_since, f.created_at) < ?{type_sql} AND {where}",
+                [ts(stale_before), ts(stale_before), *extra, *params],
             )
         ]
         return len(self.store.delete(scope, ids)) if ids else 0
