@@ -249,6 +249,13 @@ def test_an_import_with_old_creation_dates_survives_its_first_consolidation(serv
         ).id
         for i in range(5)
     ]
+    old_error = service.remember(
+        RememberInput(
+            content="an imported old error", topic="import", type="error", importance=0.6, createdAt=datetime(2024, 1, 1, tzinfo=UTC)
+        ),
+        CallContext(),
+    ).id
     result = service.memory_consolidate(ConsolidateInput(), CallContext())
     assert result.expired == 0
     assert len(service.store.get_many(AgentScope("system"), ids)) == 5
+    assert service.store.get_many(AgentScope("system"), [old_error])[0].ttl_tier.value == "warm"  # one step, not deleted

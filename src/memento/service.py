@@ -234,7 +234,9 @@ class MemoryService:
         )
         if not draft.content:
             raise InvalidArgument("content is empty after redaction")
-        draft = replace(draft, entered_at=self.clock())  # an import's old createdAt does not age its tier
+        # A tier's days count from creation, except that a memory born cold (an import with an old
+        # createdAt, say) starts its cold stay now: the first consolidation must not expire it.
+        draft = replace(draft, entered_at=self.clock() if draft.ttl_tier is TTLTier.COLD else draft.created_at)
         vector = self.vectors.passage(draft.content)
         own = session is not None and session == ctx.session_id
         return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
