@@ -340,3 +340,17 @@ def test_a_read_only_credential_can_search_but_not_write(service: MemoryService)
         with pytest.raises(Forbidden):
             call()
     assert service.memory_stats(MemoryStatsInput(), reader).total == 1
+
+
+def test_a_superseded_memory_ranks_below_its_successor_and_says_so(service: MemoryService, ctx: CallContext) -> None:
+    """The old rule stays findable, marked, and ranks below the rule that replaced it."""
+    old = remember(service, ctx, "Deploys happen on Fridays after the standup", importance=0.99)
+    new = service.amend(AmendInput(id=old, content="Deploys happen on Tuesdays after the standup", supersedes=True), ctx).id
+    found = service.recall(RecallInput(text="when do deploys happen after the standup", includeLinks=False), ctx).fragments
+    order = [f.id for f in found]
+    assert order.index(new) < order.index(old)
+    marked = next(f for f in found if f.id == old)
+    assert marked.superseded_by == new and "superseded by" in marked.recall_reason
+    assert next(f for f in found if f.id == new).superseded_by is None
+    wire = service.recall(RecallInput(text="deploys after the standup", includeLinks=False), ctx).dump()
+    assert {f["id"]: f.get("supersededBy") for f in wire["fragments"]}[old] == new

@@ -201,6 +201,7 @@ class RecallItem(FragmentView):
     similarity: float | None = Omitted()
     linked: bool | None = Omitted()
     via: Edge | None = Omitted()
+    superseded_by: str | None = Omitted()  # the id of the memory that replaced this one
 
     @classmethod
     def of_recalled(cls, f: Fragment, **extra: Any) -> RecallItem:

@@ -20,6 +20,7 @@ class Candidate:
     relevance: float = 0.0
     matched: dict[str, int] = field(default_factory=dict)  # tier -> 1-based rank
     similarity: float | None = None
+    superseded_by: str | None = None  # a visible successor (a superseded_by edge from this one)
 
 
 def fuse(tiers: dict[str, list[Hit]], weights: dict[str, float] | None = None) -> dict[str, Candidate]:
@@ -63,4 +64,5 @@ def reason(candidate: Candidate) -> str:
         parts.append(f"full-text rank {candidate.matched['text']}")
     if "semantic" in candidate.matched and candidate.similarity is not None:
         parts.append(f"semantic similarity {candidate.similarity:.2f}")
-    return ", ".join(parts) or "filter match"
+    why = ", ".join(parts) or "filter match"
+    return f"{why}; superseded by {candidate.superseded_by}" if candidate.superseded_by else why

@@ -21,6 +21,7 @@ from .rank import Candidate, composite, fuse, prior, reason
 CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
 L1_VERIFY_LIMIT = 5000  # L1 candidates checked against the store; more falls back to L2
 DEFAULT_LINK_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY, RelationType.RELATED)
+SUPERSEDED_FACTOR = 0.5  # a superseded memory's score, relative to what it would be
 
 Ranked = list[tuple[Fragment, Candidate, float]]
 
@@ -119,11 +120,29 @@ class Recall:
             return []
         features = self.store.rank_features(scope, list(cands))
         best = max(c.relevance for c in cands.values())
-        scored = [(c, composite(c, features[c.id], best, now, cfg)) for c in cands.values() if c.id in features]
+        successors = self._successors(scope, [c for c in cands.values() if c.id in features])
+        scored = [
+            (c, composite(c, features[c.id], best, now, cfg) * (SUPERSEDED_FACTOR if c.id in successors else 1.0))
+            for c in cands.values()
+            if c.id in features
+        ]
         scored.sort(key=lambda t: -t[1])
         top = scored[:limit]
         fragments = {f.id: f for f in self.store.get_many(scope, [c.id for c, _ in top])}
         return [(fragments[c.id], c, score) for c, score in top if c.id in fragments]
+
+    def _successors(self, scope: AgentScope, cands: list[Candidate]) -> dict[str, str]:
+        """Candidates that a visible memory supersedes, marked (`superseded_by`) and returned as
+        {old id: new id}: a superseded memory ranks below what replaced it and says so."""
+        ids = {c.id for c in cands}
+        found = {
+            link.from_id: link.to_id
+            for link, _ in self.store.neighbours(scope, sorted(ids), (RelationType.SUPERSEDED_BY,), 2 * len(ids) + 10)
+            if link.from_id in ids
+        }
+        for cand in cands:
+            cand.superseded_by = found.get(cand.id)
+        return found
 
     def _rank_listing(self, scope: AgentScope, filt: SearchFilter, now: datetime, limit: int) -> Ranked:
         """No query: newest first for small stores, the seed's composite rank above the threshold."""
@@ -152,6 +171,7 @@ class Recall:
                     recall_reason=reason(cand),
                     matched=sorted(cand.matched),
                     similarity=round(cand.similarity, 4) if cand.similarity is not None else None,
+                    superseded_by=cand.superseded_by,
                 )
             )
         if inp.includeLinks and out and not truncated:
