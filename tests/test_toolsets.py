@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_helpers import SERVE, TIMEOUT_S, server_env, start_http_server
+from mcp_helpers import SERVE, TIMEOUT_S, TOOL_NAMES, server_env, start_http_server
 
 from memento.errors import InvalidArgument
 from memento.mcp import versions
@@ -21,19 +21,7 @@ from memento.models import MemoryStatsInput
 from memento.results import StatsResult
 from memento.service import MemoryService
 
-ELEVEN = {
-    "remember",
-    "recall",
-    "forget",
-    "link",
-    "amend",
-    "reflect",
-    "context",
-    "tool_feedback",
-    "memory_stats",
-    "memory_consolidate",
-    "graph_explore",
-}
+ELEVEN = TOOL_NAMES  # seed 000's eleven: the public contract, hard-coded in mcp_helpers
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "toolsets.md"
 
 
