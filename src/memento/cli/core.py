@@ -1,32 +1,24 @@
-"""The command line: serve over MCP, and remember / recall / reindex for humans."""
+"""The core commands: serve over MCP, and remember / recall / reindex / stats / consolidate /
+migrate for humans."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import textwrap
-from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from ..app import App, build_app
+from ..models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
+from ..results import RecallResult, Result
+from ..settings import Settings
 
-from . import __version__
-from .app import App, build_app
-from .errors import MementoError
-from .models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
-from .ops.logs import configure_logging
-from .results import RecallResult, Result
-from .settings import Settings
-
-log = logging.getLogger("memento")
+COMMANDS = ("serve", "remember", "recall", "reindex", "stats", "consolidate", "migrate")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memento", description="Persistent memory server for LLM agents (MCP).")
-    p.add_argument("--version", action="version", version=f"memento {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+def register(sub: Any) -> None:
+    """Add the core commands to the `memento` parser's subparsers."""
 
     serve = sub.add_parser("serve", help="run the MCP server")
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
@@ -65,7 +57,6 @@ def _parser() -> argparse.ArgumentParser:
     mig.add_argument("--from", dest="source", required=True, help="sqlite:///path or postgresql://user@host/db")
     mig.add_argument("--to", dest="target", required=True, help="sqlite:///path or postgresql://owner@host/db (the schema owner)")
     mig.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
-    return p
 
 
 def _print_recall(result: RecallResult) -> None:
@@ -88,7 +79,7 @@ def _print_json(result: Result) -> None:
 
 
 def _reindex(app: App) -> None:
-    from .models import AgentScope
+    from ..models import AgentScope
 
     store = app.store
     if app.embedder is None:
@@ -112,29 +103,29 @@ def _reindex(app: App) -> None:
 
 
 def _all_filter() -> Any:
-    from .storage.protocol import SearchFilter
+    from ..storage.protocol import SearchFilter
 
     return SearchFilter()
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .migrate import TextProgress, migrate
+    from ..migrate import TextProgress, migrate
 
     report = migrate(args.source, args.target, batch_size=args.batch_size, progress=TextProgress(sys.stderr))
     print(json.dumps(report.as_dict(), indent=2))
     return 0
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "migrate":
         return _migrate(args)
     if args.command == "serve":
-        from .mcp.toolsets import selected_tools
+        from ..mcp.toolsets import selected_tools
 
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
-        from .mcp.stdio import serve_stdio
-        from .web import serve_http
+        from ..mcp.stdio import serve_stdio
+        from ..web import serve_http
 
         if args.transport == "stdio":
             import anyio
@@ -188,28 +179,3 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         app.close()
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `memento` console script."""
-    args = _parser().parse_args(argv)
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"memento: invalid configuration:\n{exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings)
-    try:
-        return _run(args, settings)
-    except ValidationError as exc:
-        print("memento: invalid input: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()), file=sys.stderr)
-        return 2
-    except MementoError as exc:
-        print(f"memento: {exc.code}: {exc.message}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
