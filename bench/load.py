@@ -277,7 +277,8 @@ async def run_client(index: int, url: str, deadline: float, stats: Stats, seed: 
                     stats.errors.append(f"{tool}: {result.content[0].text if result.content else result}")
                     continue
                 stats.latencies[tool].append(elapsed)
-                payload = result.structured_content or {}
+                first = result.content[0] if result.content else None
+                payload = json.loads(first.text) if first is not None and first.type == "text" else {}
                 stats.created += agent.learn(tool, payload)
     except Exception as exc:  # noqa: BLE001 - a session that cannot open or close is an error too
         stats.errors.append(f"client {index} session: {type(exc).__name__}: {exc}")

@@ -78,8 +78,8 @@ def test_a_reflect_that_fails_half_way_stores_none_of_its_fragments(
     inp = ReflectInput(
         summary="the deploy took an hour",
         decisions=["pin the base image"],
-        errors_resolved=["BOOM: the cache was stale"],
-        task_effectiveness=TaskEffectiveness(overall_success=True),
+        errorsResolved=["BOOM: the cache was stale"],
+        taskEffectiveness=TaskEffectiveness(overallSuccess=True),
     )
     with fault(settings, request, "INSERT", "NEW.content LIKE '%BOOM%'"), pytest.raises(Exception):  # noqa: B017 - the driver's error, whichever backend
         service.reflect(inp, ctx)

@@ -20,6 +20,7 @@ from memento.auth.principal import ANONYMOUS
 from memento.auth.registry import token_verifiers
 from memento.embeddings.hashing import HashEmbedder
 from memento.mcp.http_gate import check_exposure, is_loopback
+from memento.models import AgentScope
 from memento.settings import Settings
 from memento.web import create_http_app
 
@@ -305,13 +306,15 @@ async def test_read_only_key_cannot_write_and_agent_cannot_widen(http: httpx.Asy
 
     ro = await open_session(http, KEY_A_RO)
     refused = await call(KEY_A_RO, ro, "remember", {"content": "read-only keys cannot write", "topic": "t", "type": "fact"})
-    assert refused["isError"] is True and refused["structuredContent"]["error"]["code"] == "forbidden"
+    assert refused["isError"] is True and refused["content"][0]["text"].startswith("Error (forbidden): ")
     assert (await call(KEY_A_RO, ro, "recall", {"text": "anything"}))["isError"] is False
     a = await open_session(http, KEY_A)
     widened = await call(KEY_A, a, "recall", {"text": "anything", "agentId": "agent-b"})
-    assert widened["isError"] is True and widened["structuredContent"]["error"]["code"] == "forbidden"
+    assert widened["isError"] is True and widened["content"][0]["text"].startswith("Error (forbidden): ")
     stored = await call(KEY_A, a, "remember", {"content": "agent a knows this", "topic": "t", "type": "fact"})
-    assert stored["structuredContent"]["fragment"]["agentId"] == "agent-a"
+    assert stored["isError"] is False
+    found = await call(KEY_A, a, "recall", {"text": "agent a knows this", "verbose": True})
+    assert [f["agentId"] for f in json.loads(found["content"][0]["text"])["fragments"]] == ["agent-a"]
 
 
 async def test_no_credential_configured_stays_open(tmp_path: Path) -> None:
@@ -349,5 +352,11 @@ async def test_stdio_runs_in_the_configured_agent_namespace(tmp_path: Path) -> N
     stdout = io.BytesIO()
     await serve_stdio(app, stdin, stdout)  # closes the app at EOF
     replies = {r["id"]: r for r in map(json.loads, stdout.getvalue().splitlines()) if "id" in r}
-    assert replies[3]["result"]["structuredContent"]["fragment"]["agentId"] == "agent-a"
-    assert replies[4]["result"]["structuredContent"]["error"]["code"] == "forbidden"
+    assert replies[3]["result"]["isError"] is False
+    assert replies[4]["result"]["content"][0]["text"].startswith("Error (forbidden): ")
+    stored_id = json.loads(replies[3]["result"]["content"][0]["text"])["id"]
+    reopened = build_app(make_settings(tmp_path), embedder=HashEmbedder(64))
+    try:
+        assert [f.agent_id for f in reopened.store.get_many(AgentScope("system"), [stored_id])] == ["agent-a"]
+    finally:
+        reopened.close()

@@ -89,7 +89,14 @@ async def snapshot(client: Client, ids: dict[str, str]) -> dict[str, Any]:
     stats = data(await client.call_tool("memory_stats", {}))
     recalled = data(
         await client.call_tool(
-            "recall", {"keywords": ["oomkilled", "cart", "deploys", "memory"], "limit": 200, "tokenBudget": 100_000, "includeLinks": False}
+            "recall",
+            {
+                "keywords": ["oomkilled", "cart", "deploys", "memory"],
+                "limit": 200,
+                "tokenBudget": 100_000,
+                "includeLinks": False,
+                "verbose": True,
+            },
         )
     )
     fragments = sorted(({k: f[k] for k in FRAGMENT_FIELDS} for f in recalled["fragments"]), key=lambda f: f["id"])
@@ -233,11 +240,18 @@ async def test_long_content_is_stored_truncated(server: HttpServer, length: int)
             await client.call_tool("remember", {"content": content, "topic": "truncation", "type": "fact", "keywords": [f"trunc{length}"]})
         )
         assert stored["created"] is True
-        fragment = stored["fragment"]
+        # the result says the content was cut, and how long it was
+        assert stored["truncated"] is True and stored["originalLength"] == length
+        found = data(await client.call_tool("recall", {"keywords": [f"trunc{length}"], "verbose": True, "tokenBudget": 100_000}))
+        fragment = next(f for f in found["fragments"] if f["id"] == stored["id"])
         assert len(fragment["content"]) <= 300 and fragment["content"].endswith("…")
         assert content.startswith(fragment["content"][:-1])
         assert len(fragment["content"]) >= 290  # only trailing whitespace before the cut is dropped
-
-        found = data(await client.call_tool("recall", {"keywords": [f"trunc{length}"]}))
-        assert [f["content"] for f in found["fragments"] if f["id"] == stored["id"]] == [fragment["content"]]
+        assert fragment["detail"] == content.strip()  # nothing lost: the full text is kept
+        compact = data(await client.call_tool("recall", {"keywords": [f"trunc{length}"]}))
+        assert [(f["content"], f.get("truncated")) for f in compact["fragments"] if f["id"] == stored["id"]] == [
+            (fragment["content"], True)
+        ]
         assert data(await client.call_tool("memory_stats", {}))["total"] == total_before + 1
+        short = data(await client.call_tool("remember", {"content": f"short and whole {length}", "topic": "truncation", "type": "fact"}))
+        assert "truncated" not in short and "originalLength" not in short

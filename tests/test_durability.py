@@ -99,7 +99,7 @@ async def test_acknowledged_writes_survive_sigkill(servers: Servers) -> None:
         assert backup["created"] is True
         acknowledged[COUNT - 1] = backup["id"]
         # Load the vector index in this process so there is unsaved in-memory state to lose.
-        warm = data(await client.call_tool("recall", {"text": "invoicingdatabase nightlybackup"}))
+        warm = data(await client.call_tool("recall", {"verbose": True, "text": "invoicingdatabase nightlybackup"}))
         assert warm["fragments"][0]["id"] == backup["id"]
         kill(first)
     assert len(set(acknowledged.values())) == COUNT
@@ -113,23 +113,23 @@ async def test_acknowledged_writes_survive_sigkill(servers: Servers) -> None:
 
         for i in range(COUNT - 1):
             fid = acknowledged[i]
-            by_keyword = data(await client.call_tool("recall", {"keywords": [tag(i)]}))
+            by_keyword = data(await client.call_tool("recall", {"verbose": True, "keywords": [tag(i)]}))
             assert [f["id"] for f in by_keyword["fragments"]] == [fid]
             assert by_keyword["fragments"][0]["content"] == memory(i)["content"]
-            by_text = data(await client.call_tool("recall", {"text": f"where does shard {tag(i)} live?"}))
+            by_text = data(await client.call_tool("recall", {"verbose": True, "text": f"where does shard {tag(i)} live?"}))
             assert by_text["tiers"]["text"] >= 1
             assert by_text["fragments"][0]["id"] == fid
 
-        listed = data(await client.call_tool("recall", {"keywords": ["durability"], "limit": 200, "tokenBudget": 100_000}))
+        listed = data(await client.call_tool("recall", {"verbose": True, "keywords": ["durability"], "limit": 200, "tokenBudget": 100_000}))
         assert {f["id"] for f in listed["fragments"]} == {acknowledged[i] for i in range(COUNT - 1)}
 
         # Full text finds the backup procedure by a word of its content...
-        full_text = data(await client.call_tool("recall", {"text": "invoicing backup schedule"}))
+        full_text = data(await client.call_tool("recall", {"verbose": True, "text": "invoicing backup schedule"}))
         assert full_text["tiers"]["text"] >= 1
         assert full_text["fragments"][0]["id"] == acknowledged[COUNT - 1]
         # ...and a query no full-text term matches finds it by vector similarity alone, so the
         # vector index was rebuilt from the embeddings stored in the database.
-        semantic = data(await client.call_tool("recall", {"text": "invoicingdatabase nightlybackup"}))
+        semantic = data(await client.call_tool("recall", {"verbose": True, "text": "invoicingdatabase nightlybackup"}))
         assert semantic["tiers"]["keywords"] == 0 and semantic["tiers"]["text"] == 0
         assert semantic["tiers"]["semantic"] == COUNT
         top = semantic["fragments"][0]
@@ -153,7 +153,7 @@ async def test_acknowledged_amend_and_forget_survive_sigkill(servers: Servers) -
         change = data(
             await client.call_tool("amend", {"id": amended, "content": new_content, "importance": 0.85, "keywords": ["s02q", "cobalt"]})
         )
-        assert change["id"] == amended and change["fragment"]["content"] == new_content
+        assert change["id"] == amended and change["versionArchived"] is True
         gone = data(await client.call_tool("forget", {"id": forgotten}))
         assert gone["deleted"] == [forgotten]
         kill(first)
@@ -166,27 +166,27 @@ async def test_acknowledged_amend_and_forget_survive_sigkill(servers: Servers) -
         # The forget: gone by id, by keyword and by text.
         code, message, _ = error_of(await client.call_tool("forget", {"id": forgotten}))
         assert code == "not_found" and forgotten in message
-        by_keyword = data(await client.call_tool("recall", {"keywords": [tag(3)]}))
+        by_keyword = data(await client.call_tool("recall", {"verbose": True, "keywords": [tag(3)]}))
         assert by_keyword["tiers"]["keywords"] == 0
         assert forgotten not in {f["id"] for f in by_keyword["fragments"]}
-        by_text = data(await client.call_tool("recall", {"text": f"shard {tag(3)}"}))
+        by_text = data(await client.call_tool("recall", {"verbose": True, "text": f"shard {tag(3)}"}))
         assert forgotten not in {f["id"] for f in by_text["fragments"]}
 
         # The amend: new content, importance (hence tier) and keywords; the link kept.
-        found = data(await client.call_tool("recall", {"keywords": ["cobalt"]}))["fragments"]
+        found = data(await client.call_tool("recall", {"verbose": True, "keywords": ["cobalt"]}))["fragments"]
         assert found[0]["id"] == amended
         assert found[0]["content"] == new_content and found[0]["importance"] == 0.85
         assert found[0]["ttlTier"] == "permanent" and "cobalt" in found[0]["keywords"]
-        by_text = data(await client.call_tool("recall", {"text": "cobalt migration"}))
+        by_text = data(await client.call_tool("recall", {"verbose": True, "text": "cobalt migration"}))
         assert by_text["tiers"]["text"] >= 1 and by_text["fragments"][0]["id"] == amended
-        old_words = data(await client.call_tool("recall", {"text": "amber"}))  # the old content
+        old_words = data(await client.call_tool("recall", {"verbose": True, "text": "amber"}))  # the old content
         assert old_words["tiers"]["text"] == 0
-        semantic = data(await client.call_tool("recall", {"text": "cobaltreplica migrationset"}))
+        semantic = data(await client.call_tool("recall", {"verbose": True, "text": "cobaltreplica migrationset"}))
         assert semantic["tiers"]["text"] == 0
         assert semantic["fragments"][0]["id"] == amended
         graph = data(await client.call_tool("graph_explore", {"startId": amended}))
         assert graph["edges"] == [{"from": amended, "to": cause, "relation": "caused_by"}]
 
         # The untouched fragment is as it was.
-        untouched = data(await client.call_tool("recall", {"keywords": [tag(1)]}))["fragments"]
+        untouched = data(await client.call_tool("recall", {"verbose": True, "keywords": [tag(1)]}))["fragments"]
         assert [(f["id"], f["content"]) for f in untouched] == [(kept, memory(1)["content"])]

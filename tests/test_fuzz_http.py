@@ -117,7 +117,11 @@ def test_lone_surrogates_in_tool_arguments_never_reach_storage_over_http(server:
     arguments = {"content": "half a pair \udbff over http", "topic": "surrogates", "type": "fact"}
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "remember", "arguments": arguments}}
     _, (stored,) = post(http, json.dumps(call).encode(), headers, batch=False)
-    assert stored["result"]["structuredContent"]["fragment"]["content"] == "half a pair \ufffd over http", stored
+    assert stored["result"]["isError"] is False, stored
+    find = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"topic": "surrogates"}}}
+    _, (found,) = post(http, json.dumps(find).encode(), headers, batch=False)
+    fragments = json.loads(found["result"]["content"][0]["text"])["fragments"]
+    assert [f["content"] for f in fragments] == ["half a pair \ufffd over http"], found
     no_traceback(server)
 
 

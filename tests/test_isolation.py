@@ -246,7 +246,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             {"text": "narwhal pipeline"},
             {"keywords": ["penguin"], "includeLinks": True},
         ):
-            found = data(await a.tool("recall", query))
+            found = data(await a.tool("recall", {**query, "verbose": True}))
             assert all(f["agentId"] in ("agent-a", "default") for f in found["fragments"])
         assert_code(await a.tool("recall", {"text": "zanzibar", "agentId": "agent-b"}), "forbidden")
 
@@ -555,12 +555,20 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
         assert (await snapshot(op))[f"memory://fragments/{anchor}"] == pool_before[f"memory://fragments/{anchor}"]
 
     async with connect(server, KEY_A) as a:  # write: the rest is A's to do
+
+        async def owner(fid: str) -> str:
+            contents = (await a.read_resource(f"memory://fragments/{fid}")).contents[0]
+            assert isinstance(contents, TextResourceContents)
+            agent: str = json.loads(contents.text)["agentId"]
+            return agent
+
         added = data(await a.call_tool("remember", {**fact, "content": "Shared by agent A", "agentId": "default"}))
-        assert added["fragment"]["agentId"] == "default"
-        assert data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX.Y"}))["fragment"]["agentId"] == "default"
+        assert await owner(added["id"]) == "default"
+        data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX.Y"}))
+        assert await owner(plain) == "default"
         data(await a.call_tool("link", {"fromId": plain, "toId": anchor}))
         successor = data(await a.call_tool("amend", {"id": plain, "content": "Releases are tagged vX", "supersedes": True}))
-        assert successor["fragment"]["agentId"] == "default"
+        assert await owner(successor["id"]) == "default"
         assert data(await a.call_tool("forget", {"id": added["id"], "force": True}))["count"] == 1
         # by topic: the non-anchored pool fragments go, the anchor is kept (and reported)
         forgot = data(await a.call_tool("forget", {"topic": POOL_TOPIC, "force": True}))

@@ -13,12 +13,18 @@ from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.protocol import EmbeddingFailed
 from memento.models import AgentScope, CallContext, ConsolidateInput, LinkInput, MemoryStatsInput, RecallInput, RememberInput
-from memento.results import ConsolidateResult
+from memento.results import ConsolidateResult, RecallResult, RecallTiers
 from memento.service import MemoryService
 from memento.settings import Settings
 from memento.storage.protocol import SearchFilter
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
+def tiers_of(result: RecallResult) -> RecallTiers:
+    """The tier report of a verbose recall."""
+    assert result.tiers is not None
+    return result.tiers
 
 
 def remember(service: MemoryService, content: str, **kw: object) -> str:
@@ -145,9 +151,9 @@ def test_a_failing_embedder_never_fails_a_write_and_is_backfilled(settings: Sett
         service = app.service
         result = service.remember(RememberInput(content="queue workers scale with CPU", topic="ops", type="fact"), CallContext())
         assert result.created is True and result.embedded is False and "pending" in (result.message or "")
-        recalled = service.recall(RecallInput(text="queue workers"), CallContext())
+        recalled = service.recall(RecallInput(text="queue workers", verbose=True), CallContext())
         assert [f.id for f in recalled.fragments] == [result.id]
-        assert str(recalled.tiers.semantic).startswith("unavailable")
+        assert str(tiers_of(recalled).semantic).startswith("unavailable")
         assert service.memory_stats(MemoryStatsInput(), CallContext()).embedding_coverage == 0.0
         embedder.down = False
         assert consolidate(service).embeddings_backfilled == 1
@@ -162,9 +168,9 @@ def test_keyword_only_mode_says_so(settings: Settings) -> None:
     app = build_app(settings.model_copy(update={"embedding_provider": "none"}))
     try:
         app.service.remember(RememberInput(content="plain keyword memory", topic="t", type="fact"), CallContext())
-        result = app.service.recall(RecallInput(text="keyword memory"), CallContext())
+        result = app.service.recall(RecallInput(text="keyword memory", verbose=True), CallContext())
         assert result.search_mode == "keyword-only" and result.count == 1
-        assert str(result.tiers.semantic).startswith("disabled")
+        assert str(tiers_of(result).semantic).startswith("disabled")
     finally:
         app.close()
 

@@ -59,7 +59,7 @@ async def test_forget_is_refused_unless_confirmed(app: App, reply: dict[str, Any
     ctx = FakeContext(FakeSession("s1", client_capabilities=ELICIT), answers=reply)
     result = await confirm_forget(ctx, app, {"id": fid})
     assert result is not None and result["isError"] is True
-    assert result["structuredContent"]["error"]["code"] == "cancelled"
+    assert result["content"][0]["text"].startswith("Error (cancelled): ")
 
 
 async def test_no_question_without_the_capability_with_force_or_when_nothing_would_go(app: App) -> None:

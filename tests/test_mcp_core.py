@@ -113,18 +113,20 @@ async def test_capabilities_and_tool_shapes_follow_the_version(app: App, version
     assert ("tasks" in caps) == (version == "2025-11-25")
 
     tools = (await peer.request("tools/list"))["result"]["tools"]
-    structured = version in ("2025-06-18", "2025-11-25")
-    assert all(("outputSchema" in tool) == structured for tool in tools)
+    assert all("outputSchema" not in tool for tool in tools)  # structured output is opt-in (MEMENTO_STRUCTURED_OUTPUT)
     assert all(("annotations" in tool) == (version != "2024-11-05") for tool in tools)
     if version != "2024-11-05":
+        # only the hints that differ from the spec's defaults (readOnly false, destructive true,
+        # idempotent false, openWorld true) are sent
         hints = {tool["name"]: tool["annotations"] for tool in tools}
-        assert hints["recall"]["readOnlyHint"] is True
-        assert hints["forget"]["destructiveHint"] is True
-        assert all(set(h) >= {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for h in hints.values())
+        assert hints["recall"]["readOnlyHint"] is True and hints["recall"]["openWorldHint"] is False
+        assert hints["forget"].get("destructiveHint", True) is True and hints["forget"]["idempotentHint"] is True
+        assert hints["remember"]["destructiveHint"] is False
+        assert all(h["openWorldHint"] is False for h in hints.values())
 
     bad = (await peer.request("tools/call", {"name": "remember", "arguments": {}}))["result"]
     assert bad["isError"] is True and "content" in bad["content"][0]["text"]
-    assert ("structuredContent" in bad) == structured
+    assert "structuredContent" not in bad
 
 
 async def test_discover_before_initialize_is_method_not_found(app: App) -> None:

@@ -15,10 +15,12 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs installed; used to
 import pytest
 from mcp_helpers import TOOL_NAMES
 
-from memento.app import App
+from memento.app import App, build_app
+from memento.embeddings.hashing import HashEmbedder
 from memento.mcp import jsonrpc, versions
 from memento.mcp.server import McpServer, Session
 from memento.mcp.tools import TOOLS
+from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
 both_backends = pytest.mark.backends("sqlite", "postgres+redis")
@@ -32,6 +34,16 @@ def anyio_backend() -> str:
 @pytest.fixture
 def server(app: App) -> McpServer:
     return McpServer(app)
+
+
+@pytest.fixture
+def structured_server(settings: Settings, clock: Any) -> Iterator[McpServer]:
+    """A server with MEMENTO_STRUCTURED_OUTPUT on: outputSchema in tools/list, structuredContent in results."""
+    built = build_app(settings.model_copy(update={"structured_output": True}), embedder=HashEmbedder(256), clock=clock)
+    if built.keyword_index is not None:
+        assert built.keyword_index.wait_ready()
+    yield McpServer(built)
+    built.close()
 
 
 class Peer:
@@ -228,19 +240,21 @@ async def test_tool_definitions_follow_the_negotiated_version(server: McpServer)
         shapes[version] = forget_tool((await peer.request("tools/list"))["result"]["tools"])
     assert set(shapes["2024-11-05"]) == {"name", "description", "inputSchema"}
     assert "annotations" in shapes["2025-03-26"] and "outputSchema" not in shapes["2025-03-26"]
-    assert shapes["2025-03-26"]["annotations"]["destructiveHint"] is True
-    for version in ("2025-06-18", "2025-11-25"):
-        assert shapes[version]["title"] and shapes[version]["outputSchema"]["type"] == "object"
+    assert shapes["2025-03-26"]["annotations"] == {"title": "Forget", "idempotentHint": True, "openWorldHint": False}
+    for version in ("2025-06-18", "2025-11-25"):  # "Forget" says no more than the name: no title; no outputSchema by default
+        assert "title" not in shapes[version] and "outputSchema" not in shapes[version]
+        assert shapes[version]["annotations"] == {"idempotentHint": True, "openWorldHint": False}
 
 
 # ------------------------------------------------------------------ tools/call
 
 
 @both_backends
-async def test_every_tool_result_validates_against_its_advertised_output_schema(server: McpServer) -> None:
-    """structuredContent of every tool, in every shape it takes (optional fields present and
-    absent), validates against the tool's outputSchema; every field name is camelCase."""
-    peer = Peer(server)
+async def test_every_tool_result_validates_against_its_advertised_output_schema(structured_server: McpServer) -> None:
+    """With structured output on: structuredContent of every tool, in every shape it takes
+    (optional fields present and absent, compact and verbose), validates against the tool's
+    outputSchema; every field name is camelCase."""
+    peer = Peer(structured_server)
     await peer.initialize()
     tools = {t["name"]: t for t in (await peer.request("tools/list"))["result"]["tools"]}
     checked: dict[str, int] = {}
@@ -261,9 +275,7 @@ async def test_every_tool_result_validates_against_its_advertised_output_schema(
         "content": "OOMKilled in the cart service",
         "topic": "k8s",
         "type": "error",
-        "metadata": {"ticket": "OPS-1"},
-        "originTrace": {"turn": 3},
-        "expiresAt": "2099-01-01T00:00:00Z",
+        "record": {"metadata": {"ticket": "OPS-1"}, "originTrace": {"turn": 3}, "expiresAt": "2099-01-01T00:00:00Z"},
     }
     err = (await call("remember", remember))["id"]
     assert "message" in await call("remember", remember)  # the duplicate
@@ -273,12 +285,16 @@ async def test_every_tool_result_validates_against_its_advertised_output_schema(
     )
     await call("link", {"fromId": err, "toId": fix, "relationType": "resolved_by"})
     found = await call("recall", {"text": "OOMKilled", "limit": 1})
-    assert [f.get("linked", False) for f in found["fragments"]] == [False, True]  # ranked, then its neighbour
+    assert [f["why"].startswith("linked") for f in found["fragments"]] == [False, True]  # ranked, then its neighbour
     await call("recall", {"keywords": ["nothing-matches-this"]})
+    assert "tiers" in await call("recall", {"text": "OOMKilled", "verbose": True})
+    assert "truncated" in (await call("remember", {"content": "long " * 100, "topic": "k8s", "type": "fact"}))
     await call("amend", {"id": fix, "importance": 0.9})
     assert "supersededId" in await call("amend", {"id": fix, "content": "Raise it to 2Gi", "supersedes": True})
     await call("graph_explore", {"startId": err})
+    await call("graph_explore", {"startId": err, "verbose": True})
     await call("context", {"sessionId": peer.session.id})
+    assert "rendered" in await call("context", {"sessionId": peer.session.id, "verbose": True})
     await call("reflect", {"summary": "Fixed the cart OOM", "task_effectiveness": {"overall_success": True}})
     await call("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": False})
     await call("memory_stats", {})
@@ -291,14 +307,18 @@ def test_output_schemas_come_from_the_result_models() -> None:
     for spec in TOOLS:
         schema = spec.output_schema()
         assert schema["type"] == "object" and set(schema["properties"]) == {
-            f.serialization_alias or f.alias or name for name, f in spec.result_model.model_fields.items()
+            f.serialization_alias or f.alias or name for name, f in spec.result_model.model_fields.items() if not f.exclude
         }, spec.name
 
 
 @both_backends
 @pytest.mark.parametrize("version", versions.SUPPORTED)
-async def test_structured_content_only_from_2025_06_18(server: McpServer, version: str) -> None:
-    peer = Peer(server)
+async def test_structured_content_only_from_2025_06_18(structured_server: McpServer, server: McpServer, version: str) -> None:
+    plain = Peer(server)
+    await plain.initialize(version)
+    once = await plain.call("remember", {"content": "Redis listens on 6380", "topic": "cache", "type": "fact"})
+    assert payload(once)["created"] is True and "structuredContent" not in once  # by default the JSON is sent once
+    peer = Peer(structured_server)
     await peer.initialize(version)
     result = await peer.call("remember", {"content": "Redis listens on 6379", "topic": "cache", "type": "fact"})
     data = payload(result)
@@ -325,7 +345,7 @@ async def test_invalid_arguments_are_a_tool_error_naming_the_field_and_change_no
         text = result["content"][0]["text"]
         assert "invalid_argument" in text
         assert any(field in text for field in ("content", "type", "importance", "colour")), text
-        assert result["structuredContent"]["error"]["code"] == "invalid_argument"
+        assert text.startswith("Error (invalid_argument): ") and "structuredContent" not in result
     assert payload(await peer.call("memory_stats", {}))["total"] == before
 
 
@@ -335,7 +355,7 @@ async def test_service_errors_are_tool_errors_with_their_code(server: McpServer)
     await peer.initialize()
     result = await peer.call("graph_explore", {"startId": "frag-missing"})
     assert result["isError"] is True
-    assert result["structuredContent"]["error"]["code"] == "not_found"
+    assert result["content"][0]["text"].startswith("Error (not_found): ")
     assert "frag-missing" in result["content"][0]["text"]
 
 
@@ -374,7 +394,8 @@ async def test_session_scoped_memory_carries_the_session_and_ends_with_it(server
             {"content": "scratch note: try the blue-green deploy first", "topic": "deploy", "type": "procedure", "scope": "session"},
         )
     )
-    assert stored["fragment"]["scope"] == "session"
+    found = payload(await peer.call("recall", {"text": "blue-green deploy", "verbose": True}))
+    assert [f["scope"] for f in found["fragments"] if f["id"] == stored["id"]] == ["session"]
     found = payload(await peer.call("context", {"types": ["procedure"]}))
     assert [f["id"] for f in found["workingMemory"]] == [stored["id"]]
     assert await server.close_session(peer.session.id) is True

@@ -18,7 +18,19 @@ from memento.cli import main
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import InvalidArgument, Unavailable
 from memento.migrate import TextProgress, migrate
-from memento.models import AgentScope, AmendInput, CallContext, LinkInput, RecallInput, ReflectInput, RememberInput, ToolFeedbackInput
+from memento.models import (
+    AgentScope,
+    AmendInput,
+    CallContext,
+    LinkInput,
+    MemorySystem,
+    PrivacyScope,
+    RecallInput,
+    RecordInput,
+    ReflectInput,
+    RememberInput,
+    ToolFeedbackInput,
+)
 from memento.settings import Settings
 from memento.storage.protocol import BULK_TABLES, BulkStore, SearchFilter
 from memento.storage.sqlite import SQLiteStore
@@ -83,14 +95,16 @@ def build_source(path: Path, clock: Clock) -> Path:
                 type="learning",
                 agentId="agent-a",
                 tags=["copy", "record"],
-                confidence=0.6,
-                context="migration test",
-                metadata={"n": 1, "nested": {"k": [1, 2]}},
-                expiresAt=datetime(2099, 1, 1, tzinfo=UTC),
-                pinned=True,
-                memorySystem="procedural",
-                privacyScope="team",
-                originTrace={"from": "test"},
+                record=RecordInput(
+                    confidence=0.6,
+                    context="migration test",
+                    metadata={"n": 1, "nested": {"k": [1, 2]}},
+                    expiresAt=datetime(2099, 1, 1, tzinfo=UTC),
+                    pinned=True,
+                    memorySystem=MemorySystem.PROCEDURAL,
+                    privacyScope=PrivacyScope.TEAM,
+                    originTrace={"from": "test"},
+                ),
             ),
             ctx,
         ).id
@@ -103,14 +117,14 @@ def build_source(path: Path, clock: Clock) -> Path:
         )
         s.amend(AmendInput(id=ids["agent-a-0"], keywords=["database", "pool"], agentId="agent-a"), ctx)
         s.amend(AmendInput(id=ids["agent-b-1"], content="deploy rollback now uses canaries", supersedes=True, agentId="agent-b"), ctx)
-        s.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=False, suggestion="more", session_id="s-1"), ctx)
-        s.tool_feedback(ToolFeedbackInput(tool_name="context", relevant=False, sufficient=True, trigger_type="sampled"), ctx)
+        s.tool_feedback(ToolFeedbackInput(toolName="recall", relevant=True, sufficient=False, suggestion="more", sessionId="s-1"), ctx)
+        s.tool_feedback(ToolFeedbackInput(toolName="context", relevant=False, sufficient=True, triggerType="sampled"), ctx)
         s.reflect(
             ReflectInput(
                 summary="moved billing to Postgres",
                 sessionId="s-9",
                 agentId="agent-a",
-                task_effectiveness={"overall_success": True, "tool_highlights": ["recall: found it"], "tool_pain_points": ["slow"]},
+                taskEffectiveness={"overall_success": True, "tool_highlights": ["recall: found it"], "tool_pain_points": ["slow"]},
             ),
             ctx,
         )
@@ -234,7 +248,7 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
         clock=clock,
     )
     try:
-        fid = app.service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True), CallContext()).id
+        fid = app.service.tool_feedback(ToolFeedbackInput(toolName="recall", relevant=True, sufficient=True), CallContext()).id
         assert fid == max(r["id"] for r in before["tool_feedback"]) + 1
         hits = app.service.recall(RecallInput(text="pgbouncer prepared statements", agentId="agent-a"), CallContext())
         assert hits.fragments

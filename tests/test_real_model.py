@@ -49,11 +49,11 @@ async def test_default_model_finds_memories_by_meaning(tmp_path: Path) -> None:
         assert stats["embeddingModel"] == "local:multilingual-e5-small-q4" and stats["embeddingCoverage"] == 1.0
 
         # No word in common with the stored text: only the vector tier can find it.
-        found = data(await client.call_tool("recall", {"text": "When is the financial summary due?", "limit": 3}))
+        found = data(await client.call_tool("recall", {"verbose": True, "text": "When is the financial summary due?", "limit": 3}))
         assert found["fragments"][0]["id"] == ids[MEMORIES[0][0]]
         assert found["tiers"]["text"] == 0 and found["searchMode"] == "hybrid"
 
-        korean = data(await client.call_tool("recall", {"text": "반려묘가 좋아하는 음식", "limit": 3}))
+        korean = data(await client.call_tool("recall", {"verbose": True, "text": "반려묘가 좋아하는 음식", "limit": 3}))
         top_two = {f["id"] for f in korean["fragments"][:2]}
         assert ids[MEMORIES[2][0]] in top_two
         assert korean["fragments"][0]["similarity"] > 0.5

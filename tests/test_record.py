@@ -41,14 +41,16 @@ def test_every_shared_field_round_trips(service: MemoryService, ctx: CallContext
         "The billing service retries three times",
         type="learning",
         tags=["Billing", " project:atlas "],
-        confidence=0.7,
-        context="post-mortem of incident 12",
-        metadata={"ticket": "OPS-12", "severity": 2},
-        expiresAt="2099-01-01T00:00:00Z",
-        pinned=True,
-        memorySystem="procedural",
-        privacyScope="team",
-        originTrace={"from": "session-9", "turn": 4},
+        record={
+            "confidence": 0.7,
+            "context": "post-mortem of incident 12",
+            "metadata": {"ticket": "OPS-12", "severity": 2},
+            "expiresAt": "2099-01-01T00:00:00Z",
+            "pinned": True,
+            "memorySystem": "procedural",
+            "privacyScope": "team",
+            "originTrace": {"from": "session-9", "turn": 4},
+        },
     )
     assert stored.created is True
     found = service.recall(RecallInput(text="billing retries"), ctx).fragments
@@ -99,11 +101,16 @@ def test_recall_filters_tags_all_and_any_and_memory_system(service: MemoryServic
 
 def test_amend_changes_the_shared_fields(service: MemoryService, ctx: CallContext) -> None:
     fid = remember(service, ctx, "cache TTL is five minutes", tags=["cache"]).id
-    changed = service.amend(AmendInput(id=fid, tags=["Cache", "perf"], pinned=True, confidence=0.4, metadata={"k": 1}), ctx)
+    changed = service.amend(
+        AmendInput.model_validate(
+            {"id": fid, "tags": ["Cache", "perf"], "record": {"pinned": True, "confidence": 0.4, "metadata": {"k": 1}}}
+        ),
+        ctx,
+    )
     assert changed.fragment.tags == ["cache", "perf"] and changed.fragment.pinned is True
     assert changed.fragment.confidence == 0.4 and changed.fragment.metadata == {"k": 1}
     assert changed.fragment.content == "cache TTL is five minutes"
-    cleared = service.amend(AmendInput(id=fid, tags=[], memorySystem="episodic"), ctx).fragment
+    cleared = service.amend(AmendInput.model_validate({"id": fid, "tags": [], "record": {"memorySystem": "episodic"}}), ctx).fragment
     assert cleared.tags == [] and cleared.memory_system == "episodic" and cleared.pinned is True
     assert recall_ids(service, ctx, text="cache", tags=["perf"]) == set()
 
@@ -112,11 +119,11 @@ def test_an_expired_memory_is_not_recalled(service: MemoryService, ctx: CallCont
     past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     with pytest.raises(InvalidArgument, match="expiresAt"):
-        remember(service, ctx, "already expired when stored", expiresAt=past)
-    gone = remember(service, ctx, "the staging password rotates weekly", expiresAt=future).id
-    kept = remember(service, ctx, "the staging cluster restarts nightly", expiresAt=future).id
+        remember(service, ctx, "already expired when stored", record={"expiresAt": past})
+    gone = remember(service, ctx, "the staging password rotates weekly", record={"expiresAt": future}).id
+    kept = remember(service, ctx, "the staging cluster restarts nightly", record={"expiresAt": future}).id
     assert recall_ids(service, ctx, text="staging") == {gone, kept}
-    expired = service.amend(AmendInput.model_validate({"id": gone, "expiresAt": past}), ctx).fragment
+    expired = service.amend(AmendInput.model_validate({"id": gone, "record": {"expiresAt": past}}), ctx).fragment
     assert datetime.fromisoformat(expired.expires_at or "") < datetime.now(UTC)
     assert recall_ids(service, ctx, text="staging") == {kept}
     assert [f.id for f in service.store.get_many(AgentScope(), [gone, kept])] == [kept]
@@ -146,14 +153,14 @@ def test_soft_deletion_hides_everywhere_and_restores(service: MemoryService, ctx
 
 def test_bad_shared_fields_are_refused_and_nothing_is_stored(service: MemoryService, ctx: CallContext) -> None:
     for bad in (
-        {"confidence": 1.5},
-        {"memorySystem": "dreaming"},
-        {"privacyScope": "everyone"},
+        {"record": {"confidence": 1.5}},
+        {"record": {"memorySystem": "dreaming"}},
+        {"record": {"privacyScope": "everyone"}},
         {"tags": "ops"},
         {"tags": [""]},
-        {"metadata": {"blob": "x" * 9000}},
-        {"metadata": ["not", "an", "object"]},
-        {"expiresAt": "next tuesday"},
+        {"record": {"metadata": {"blob": "x" * 9000}}},
+        {"record": {"metadata": ["not", "an", "object"]}},
+        {"record": {"expiresAt": "next tuesday"}},
         {"type": "rumour"},
     ):
         with pytest.raises(ValidationError):
@@ -162,7 +169,9 @@ def test_bad_shared_fields_are_refused_and_nothing_is_stored(service: MemoryServ
 
 
 def test_pii_in_context_and_tags_is_masked(service: MemoryService, ctx: CallContext) -> None:
-    stored = remember(service, ctx, "the alert goes to the team", context="ask jane.doe@example.com", tags=["x@example.com", "ok"])
+    stored = remember(
+        service, ctx, "the alert goes to the team", record={"context": "ask jane.doe@example.com"}, tags=["x@example.com", "ok"]
+    )
     assert "example.com" not in (stored.fragment.context or "")
     assert stored.fragment.tags == ["ok"]
 

@@ -286,15 +286,17 @@ async def test_planted_secrets_reach_no_file_over_a_real_transport(tmp_path: Pat
                         "remember", {"content": content, "topic": "deploy", "type": "fact", "keywords": ["deploy", GH_TOKEN, EMAIL_ADDRESS]}
                     )
                 )
+                first = data(await client.call_tool("recall", {"topic": "deploy", "verbose": True}))
                 extracted = data(await client.call_tool("remember", {"content": content + " again", "topic": "deploy", "type": "fact"}))
                 amended = data(await client.call_tool("amend", {"id": stored["id"], "content": f"비밀번호는 {KOREAN_PASSWORD}입니다"}))
                 superseding = data(await client.call_tool("amend", {"id": extracted["id"], "content": content + " v2", "supersedes": True}))
-                found = data(await client.call_tool("recall", {"text": "deploy password token", "topic": "deploy"}))
+                found = data(await client.call_tool("recall", {"text": "deploy password token", "topic": "deploy", "verbose": True}))
     finally:
         assert server.stop() in (0, -signal.SIGTERM)
-    replies = [stored, extracted, amended, superseding, found]
-    assert f"the password is {PWD}" in stored["fragment"]["content"] and stored["fragment"]["keywords"] == ["deploy"]
-    assert amended["fragment"]["content"] == f"비밀번호는 {PWD}입니다"
+    replies = [stored, first, extracted, amended, superseding, found]
+    (kept,) = [f for f in first["fragments"] if f["id"] == stored["id"]]
+    assert f"the password is {PWD}" in kept["content"] and kept["keywords"] == ["deploy"]
+    assert [f["content"] for f in found["fragments"] if f["id"] == amended["id"]] == [f"비밀번호는 {PWD}입니다"]
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "m.db" for p in files) and any(p.name == "memento.log" for p in files)
     written = b"\n".join(p.read_bytes() for p in files) + repr(replies).encode()

@@ -17,11 +17,17 @@ from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, RecallInput, RememberInput
 from memento.ops.health import check_redis
-from memento.results import RecallResult
+from memento.results import RecallResult, RecallTiers
 from memento.settings import Settings
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 CTX = CallContext()
+
+
+def tiers_of(result: RecallResult) -> RecallTiers:
+    """The tier report of a verbose recall."""
+    assert result.tiers is not None
+    return result.tiers
 
 
 @pytest.fixture
@@ -43,7 +49,7 @@ def remember(app: App, content: str, keywords: list[str], importance: float, age
 
 
 def recall(app: App, keywords: list[str], agent: str | None = None) -> RecallResult:
-    return app.service.recall(RecallInput(keywords=keywords, agentId=agent), CTX)
+    return app.service.recall(RecallInput(keywords=keywords, agentId=agent, verbose=True, tokenBudget=100_000), CTX)
 
 
 def ids(result: RecallResult) -> list[str]:
@@ -64,7 +70,7 @@ def test_l1_intersects_keywords_per_agent(redis_app: App) -> None:
     assert index.lookup(AgentScope("default"), ["alpha", "beta"]) == [shared]
 
     result = recall(redis_app, ["alpha"], "agent-a")
-    assert result.tiers.l1 == 3
+    assert tiers_of(result).l1 == 3
     assert sorted(ids(result)) == sorted([both, only, shared])
     assert other not in ids(recall(redis_app, ["alpha", "beta"], "agent-a"))
 
@@ -98,13 +104,13 @@ def test_results_with_and_without_l1_are_equal(redis_app: App) -> None:
     for agent in ("agent-a", None, "agent-b"):
         for keywords in queries:
             with_l1 = recall(redis_app, keywords, agent)
-            used.add(with_l1.tiers.l1 if isinstance(with_l1.tiers.l1, str) else "used")
+            used.add(tiers_of(with_l1).l1 if isinstance(tiers_of(with_l1).l1, str) else "used")
             service.keyword_index = None
             try:
                 without = recall(redis_app, keywords, agent)
             finally:
                 service.keyword_index = index
-            assert without.tiers.l1 is None and "l1" not in without.tiers.dump()
+            assert tiers_of(without).l1 is None and "l1" not in tiers_of(without).dump()
             assert ids(with_l1) == ids(without), (agent, keywords, with_l1.tiers)
     assert {"used", "empty", "insufficient"} <= used
 
@@ -120,13 +126,13 @@ def test_redis_outage_degrades_and_recovers(redis_app: App, redis_server: RedisS
     index = redis_app.keyword_index
     assert index is not None
     before = remember(redis_app, "zeta before the outage", ["zeta"], 0.5)
-    assert recall(redis_app, ["zeta"]).tiers.l1 == 1
+    assert tiers_of(recall(redis_app, ["zeta"])).l1 == 1
     assert anyio.run(check_redis, redis_app) == {"status": "up"}
 
     redis_server.stop()
     during = remember(redis_app, "zeta during the outage", ["zeta"], 0.6)  # the write still works
     result = recall(redis_app, ["zeta"])
-    assert result.tiers.l1 == "unavailable"
+    assert tiers_of(result).l1 == "unavailable"
     assert sorted(ids(result)) == sorted([before, during])  # from L2
     assert anyio.run(check_redis, redis_app)["status"] == "down"
     assert not index.available
@@ -134,14 +140,14 @@ def test_redis_outage_degrades_and_recovers(redis_app: App, redis_server: RedisS
     redis_server.start()  # same port, empty: the index is rebuilt from the store
 
     def l1_back() -> bool:
-        tiers = recall(redis_app, ["zeta"]).tiers
+        tiers = tiers_of(recall(redis_app, ["zeta"]))
         return bool(tiers.l1 == 2)
 
     wait_for(l1_back)
     assert sorted(index.lookup(AgentScope("default"), ["zeta"]) or []) == sorted([before, during])
     assert anyio.run(check_redis, redis_app) == {"status": "up"}
     after = remember(redis_app, "zeta after the outage", ["zeta"], 0.7)
-    assert recall(redis_app, ["zeta"]).tiers.l1 == 3 and after in ids(recall(redis_app, ["zeta"]))
+    assert tiers_of(recall(redis_app, ["zeta"])).l1 == 3 and after in ids(recall(redis_app, ["zeta"]))
 
 
 def test_health_is_200_and_degraded_while_redis_is_down(redis_app: App, redis_server: RedisServer) -> None:

@@ -108,8 +108,8 @@ class Client:
     def tool(self, server: HttpServer, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = self.call(server, "tools/call", {"name": name, "arguments": arguments})
         assert not result.get("isError"), result
-        structured: dict[str, Any] = result["structuredContent"]
-        return structured
+        payload: dict[str, Any] = json.loads(result["content"][0]["text"])
+        return payload
 
     def close(self) -> None:
         self.http.close()
@@ -319,7 +319,7 @@ def test_a_task_started_on_one_replica_is_followed_on_the_other(replicas: tuple[
         created = client.call(a, "tools/call", {"name": "memory_consolidate", "arguments": {}, "task": {"ttl": 60000}})
         task_id = created["task"]["taskId"]
         result = client.call(b, "tasks/result", {"taskId": task_id})
-        assert result["isError"] is False and "structuredContent" in result
+        assert result["isError"] is False and "hotToWarm" in json.loads(result["content"][0]["text"])
         assert client.call(b, "tasks/get", {"taskId": task_id})["status"] == "completed"
         assert [t["taskId"] for t in client.call(b, "tasks/list", {})["tasks"]] == [task_id]
 

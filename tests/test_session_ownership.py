@@ -82,7 +82,7 @@ def test_a_foreign_session_id_is_refused_everywhere_and_changes_nothing(service:
         lambda: service.context(ContextInput(sessionId="b-task"), AGENT_A),
         lambda: service.views.working_memory("b-task", AGENT_A),
         lambda: service.reflect(ReflectInput(summary="planted by A", sessionId="b-task"), AGENT_A),
-        lambda: service.tool_feedback(ToolFeedbackInput(tool_name="recall", relevant=True, sufficient=True, session_id="b-task"), AGENT_A),
+        lambda: service.tool_feedback(ToolFeedbackInput(toolName="recall", relevant=True, sufficient=True, sessionId="b-task"), AGENT_A),
         # the operator's own namespace (`default`) does not own B's session either
         lambda: service.remember(RememberInput(content="planted", topic="t", type="fact", scope="session", sessionId="b-task"), OPERATOR),
     ]

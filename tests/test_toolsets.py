@@ -3,10 +3,12 @@ stdio and Streamable HTTP with the official client."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -131,3 +133,44 @@ def test_an_unknown_toolset_stops_the_server_with_a_clear_message(tmp_path: Path
     assert "unknown toolset(s) entiti; known: memento, all" in done.stderr.decode()
     assert "Traceback" not in done.stderr.decode()
     assert not (tmp_path / "store.db").exists()  # refused before anything was opened
+
+
+TOOLS_LIST_TARGET = 2_000  # cl100k tokens of the default toolset's tools/list (issue 15)
+
+
+def test_the_default_tools_list_fits_its_token_target_at_every_revision() -> None:
+    tools = REGISTRY.select("")
+    figures = {v: list_tokens(tools, v) for v in versions.SUPPORTED}
+    print("\ntools/list tokens per toolset and revision (cl100k):")
+    for name in REGISTRY.names():
+        per = ", ".join(f"{v} {list_tokens(REGISTRY.get(name).tools, v):,}" for v in versions.SUPPORTED)
+        print(f"  {name}: {per}")
+    assert max(figures.values()) <= TOOLS_LIST_TARGET, figures
+
+
+def _properties(schema: dict[str, Any], where: str) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for name, prop in schema.get("properties", {}).items():
+        found.append((f"{where}.{name}", prop))
+        found += _properties(prop, f"{where}.{name}")
+        if isinstance(prop.get("items"), dict):
+            found += _properties(prop["items"], f"{where}.{name}[]")
+    return found
+
+
+def test_every_input_property_of_every_tool_is_described_in_camel_case() -> None:
+    for spec in REGISTRY.select("all"):
+        schema = spec.definition("2025-11-25")["inputSchema"]
+        for where, prop in _properties(schema, spec.name):
+            assert isinstance(prop.get("description"), str) and prop["description"].strip(), f"{where} has no description"
+            assert "_" not in where.rsplit(".", 1)[-1], f"{where} is not camelCase"
+        assert "$ref" not in json.dumps(schema) and "anyOf" not in json.dumps(schema), spec.name
+
+
+def test_structured_output_is_opt_in() -> None:
+    for spec in TOOLS:
+        plain = spec.definition("2025-11-25")
+        structured = spec.definition("2025-11-25", structured=True)
+        assert "outputSchema" not in plain and structured["outputSchema"]["type"] == "object", spec.name
+        assert "outputSchema" not in spec.definition("2025-03-26", structured=True)  # not defined before 2025-06-18
+    assert list_tokens(TOOLS, "2025-11-25", structured=True) > list_tokens(TOOLS, "2025-11-25")

@@ -76,7 +76,7 @@ async def remember(client: Client, content: str, topic: str = "notes") -> str:
 
 
 async def recall(client: Client, text: str) -> list[dict[str, Any]]:
-    result = data(await client.call_tool("recall", {"text": text, "agentId": AGENT, "limit": 10, "tokenBudget": 5000}))
+    result = data(await client.call_tool("recall", {"verbose": True, "text": text, "agentId": AGENT, "limit": 10, "tokenBudget": 5000}))
     fragments: list[dict[str, Any]] = result["fragments"]
     return fragments
 

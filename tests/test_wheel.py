@@ -3,6 +3,7 @@ with nothing from this checkout, it serves MCP over stdio to the official client
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_helpers import TIMEOUT_S
+from mcp_types import TextContent
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -59,8 +61,8 @@ async def exercise(params: StdioServerParameters) -> None:
         stored = await client.call_tool("remember", {"content": "the wheel installs alone", "topic": "setup", "type": "fact"})
         assert not stored.is_error
         found = await client.call_tool("recall", {"text": "wheel installs"})
-        assert not found.is_error and found.structured_content is not None
-        assert found.structured_content["fragments"][0]["content"] == "the wheel installs alone"
+        assert not found.is_error and isinstance(found.content[0], TextContent)
+        assert json.loads(found.content[0].text)["fragments"][0]["content"] == "the wheel installs alone"
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:

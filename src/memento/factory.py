@@ -109,6 +109,12 @@ class FragmentFactory:
         """Normalised, masked (redaction.py), then capped at 300 characters: what is stored."""
         return truncate(redact_pii(raw))
 
+    def clean_detail(self, raw: str) -> str | None:
+        """The full masked text when it is longer than the stored content may be (what the cut
+        content would lose), else None."""
+        full = redact_pii(raw).strip()
+        return full if len(full) > MAX_CONTENT_CHARS else None
+
     def clean_text(self, raw: str) -> str:
         """Free text kept beside the content (a memory's context): masked, not truncated."""
         return redact_pii(raw).strip()
@@ -134,21 +140,22 @@ class FragmentFactory:
         record: RecordFields | None = None,
     ) -> Draft:
         clean = self.clean_content(content)
+        detail = self.clean_detail(content)
         chosen = default_importance(type_) if importance is None else float(importance)
         return Draft(
             id=new_fragment_id(),
             content=clean,
-            content_hash=content_hash(clean),
+            content_hash=content_hash(detail or clean),  # two long texts alike in their first 300 characters differ
             topic=topic.strip(),
             type=type_,
-            keywords=self.keywords_for(clean, keywords),
+            keywords=self.keywords_for(detail or clean, keywords),
             importance=chosen,
             ttl_tier=infer_ttl(type_, chosen),
             estimated_tokens=self.tokens.count(clean),
             is_anchor=is_anchor,
             source=source,
             created_at=created_at,
-            record=self._clean_record(record or RecordFields()),
+            record=replace(self._clean_record(record or RecordFields()), detail=detail),
         )
 
     def _clean_record(self, record: RecordFields) -> RecordFields:

@@ -7,7 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints
+from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
+from pydantic.alias_generators import to_snake
 
 MAX_INPUT_CHARS = 20_000  # longer input is refused; up to this it is truncated to 300 chars
 MAX_LIST_ITEMS = 50
@@ -36,10 +37,32 @@ def aware(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
-class OperationInput(BaseModel):
-    """Base of every operation input: unknown fields are refused; scalars are strictly typed."""
+def _spellings(name: str) -> AliasChoices | str:
+    """A camelCase field is also accepted in snake_case (the seeds' spelling: `errors_resolved`,
+    `tool_name`, `token_budget`); the schema names the camelCase one."""
+    snake = to_snake(name)
+    return AliasChoices(name, snake) if snake != name else name
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+class OperationInput(BaseModel):
+    """Base of every operation input: unknown fields are refused; scalars are strictly typed.
+
+    Every tool's parameters are camelCase (`tokenBudget`, `errorsResolved`); the snake_case
+    spelling of each is accepted as an alias, but not both at once."""
+
+    model_config = ConfigDict(
+        extra="forbid", validate_by_name=True, validate_by_alias=True, alias_generator=AliasGenerator(validation_alias=_spellings)
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in cls.model_fields:
+                snake = to_snake(name)
+                if snake != name and name in data and snake in data:
+                    raise ValueError(f"{name} and {snake} are the same parameter: give one")
+        return data
 
 
 def non_blank(value: str | None) -> str | None:

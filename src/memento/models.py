@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StrictBool, StringConstraints, field_validator
 
@@ -182,6 +182,7 @@ class Fragment:
     privacy_scope: PrivacyScope = PrivacyScope.PRIVATE
     origin_trace: dict[str, Any] | None = None
     deleted_at: datetime | None = None
+    detail: str | None = None  # the full (masked) text when content was cut at 300 characters
 
     def is_live(self, now: datetime) -> bool:
         """Neither soft-deleted nor past its expiry: what every read may show."""
@@ -203,6 +204,7 @@ class RecordFields:
     memory_system: MemorySystem | None = None
     privacy_scope: PrivacyScope = PrivacyScope.PRIVATE
     origin_trace: dict[str, Any] | None = None
+    detail: str | None = None  # the full (masked) text when content was cut; set by the factory
 
 
 @dataclass(frozen=True)
@@ -236,156 +238,146 @@ class Link:
 # ---------------------------------------------------------------- operation inputs
 
 
+AGENT_ID = "Agent namespace."
+RECORD = "More record fields: confidence, context, metadata, expiresAt, pinned, memorySystem, privacyScope, originTrace."
+
+
+class RecordInput(OperationInput):
+    """The shared-record fields beyond seed 000's (001 confidence, 003 expiry, 004 pin, memory
+    systems, privacy and provenance). On remember, an omitted one gets its default; on amend, an
+    omitted one is left as it is."""
+
+    confidence: Unit | None = Field(default=None, description="0-1 confidence in the memory (default 1).")
+    context: ShortText | None = Field(default=None, description="The situation it came from.")
+    metadata: dict[str, Any] | None = Field(default=None, description="Free-form JSON object.")
+    expiresAt: datetime | None = Field(default=None, strict=False, description="Not recalled after this time.")
+    pinned: StrictBool | None = Field(default=None, description="Kept by every lifecycle stage.")
+    memorySystem: MemorySystem | None = Field(default=None, description="Derived from the type when omitted.")
+    privacyScope: PrivacyScope | None = Field(default=None, description="Who may see it (default private).")
+    originTrace: dict[str, Any] | None = Field(default=None, description="Free-form JSON: what it was derived from.")
+
+    _json_small = field_validator("metadata", "originTrace")(small_json)
+    _times_aware = field_validator("expiresAt")(aware)
+
+
+VERBOSE = "All fields."
+
+
 class RememberInput(OperationInput):
     """Store one typed knowledge fragment."""
 
-    content: Content = Field(description="The knowledge to store. Longer than 300 characters is truncated with an ellipsis; PII is masked.")
-    topic: Topic = Field(description="Categorical label, e.g. database, deployment, security.")
-    type: FragmentType = Field(
-        description="fact, decision, error, preference, procedure, relation, episode, observation, learning or pattern."
-    )
-    keywords: list[Keyword] | None = Field(
-        default=None, max_length=MAX_LIST_ITEMS, description="Search keywords; extracted by term frequency when omitted."
-    )
-    importance: Unit | None = Field(default=None, description="0.0-1.0; a default per type when omitted.")
-    source: ShortText | None = Field(default=None, description="Provenance: session id, tool name, file path.")
-    linkedTo: list[FragmentId] | None = Field(
-        default=None, max_length=MAX_LIST_ITEMS, description="Fragment ids to link (related) at creation."
-    )
-    scope: Scope = Field(default=Scope.PERMANENT, description="permanent (default) or session (working memory, expunged at session end).")
-    isAnchor: StrictBool = Field(default=False, description="Exempt from decay, demotion and expiry.")
-    agentId: AgentId | None = Field(default=None, description="Agent namespace; 'default' when omitted.")
-    sessionId: ShortText | None = Field(default=None, description="Session for scope=session; the MCP session when omitted.")
-    createdAt: datetime | None = Field(default=None, strict=False, description="ISO-8601 creation time, for imports; now when omitted.")
-    tags: list[Tag] | None = Field(
-        default=None, max_length=MAX_LIST_ITEMS, description="User tags (lower-cased), e.g. project:atlas; recall filters on them."
-    )
-    confidence: Unit | None = Field(default=None, description="0.0-1.0 confidence in this memory; 1.0 when omitted.")
-    context: ShortText | None = Field(default=None, description="The situation the memory came from.")
-    metadata: dict[str, Any] | None = Field(default=None, description="Free-form JSON object kept with the memory.")
-    expiresAt: datetime | None = Field(
-        default=None, strict=False, description="ISO-8601 time after which the memory is no longer recalled."
-    )
-    pinned: StrictBool = Field(default=False, description="Pinned memories are kept by every lifecycle stage.")
-    memorySystem: MemorySystem | None = Field(
-        default=None, description="working, episodic, semantic or procedural; derived from the type when omitted."
-    )
-    privacyScope: PrivacyScope = Field(default=PrivacyScope.PRIVATE, description="private (default), team or public.")
-    originTrace: dict[str, Any] | None = Field(default=None, description="Free-form JSON: where this memory was derived from.")
+    content: Content = Field(description="The knowledge (cut at 300 chars, full text kept; PII masked).")
+    topic: Topic = Field(description="Category.")
+    type: FragmentType = Field(description="Kind.")
+    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Search keywords (default: extracted).")
+    importance: Unit | None = Field(default=None, description="0-1 (default: by type).")
+    source: ShortText | None = Field(default=None, description="Provenance.")
+    linkedTo: list[FragmentId] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Ids to link.")
+    scope: Scope = Field(default=Scope.PERMANENT, description="session: dropped at session end.")
+    isAnchor: StrictBool = Field(default=False, description="Never decays or expires.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    sessionId: ShortText | None = Field(default=None, description="Session for scope=session.")
+    createdAt: datetime | None = Field(default=None, strict=False, description="Creation time (imports).")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Tags, e.g. project:x.")
+    record: RecordInput | None = Field(default=None, description=RECORD, json_schema_extra={"collapse": True})
 
     _content_not_blank = field_validator("content")(non_blank)
-    _json_small = field_validator("metadata", "originTrace")(small_json)
-    _times_aware = field_validator("createdAt", "expiresAt")(aware)
+    _times_aware = field_validator("createdAt")(aware)
 
-    def record(self) -> RecordFields:
+    def record_fields(self) -> RecordFields:
         """The shared-record fields of this input."""
+        r = self.record or RecordInput()
         return RecordFields(
             tags=tuple(dict.fromkeys(self.tags or ())),
-            confidence=1.0 if self.confidence is None else self.confidence,
-            context=self.context,
-            metadata=dict(self.metadata or {}),
-            expires_at=self.expiresAt,
-            pinned=self.pinned,
-            memory_system=self.memorySystem,
-            privacy_scope=self.privacyScope,
-            origin_trace=self.originTrace,
+            confidence=1.0 if r.confidence is None else r.confidence,
+            context=r.context,
+            metadata=dict(r.metadata or {}),
+            expires_at=r.expiresAt,
+            pinned=bool(r.pinned),
+            memory_system=r.memorySystem,
+            privacy_scope=r.privacyScope or PrivacyScope.PRIVATE,
+            origin_trace=r.originTrace,
         )
 
 
 class RecallInput(OperationInput):
     """Find fragments by keywords, natural-language text, topic and type."""
 
-    keywords: list[Keyword] | None = Field(
-        default=None, max_length=MAX_LIST_ITEMS, description="Keywords; fragments sharing any are found, more shared ranks higher."
-    )
-    topic: Topic | None = Field(default=None, description="Only fragments with this topic.")
-    type: FragmentType | None = Field(default=None, description="Only fragments of this type.")
-    text: Content | None = Field(
-        default=None, description="A natural-language query (a question is fine); runs full-text and semantic search."
-    )
-    tokenBudget: Budget = Field(default=1000, description="Maximum total estimated tokens returned.")
-    limit: Annotated[int, Strict(), Field(ge=1, le=200)] = Field(
-        default=20, description="Maximum fragments returned before linked neighbours."
-    )
-    includeLinks: StrictBool = Field(default=True, description="Append 1-hop linked neighbours.")
-    linkRelationType: RelationType | None = Field(
-        default=None, description="Only follow this edge type; default caused_by, resolved_by, related."
-    )
-    threshold: Unit | None = Field(
-        default=None, description="Minimum cosine similarity for semantic-only results; keyword results are unaffected."
-    )
-    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Only memories carrying ALL of these tags.")
-    tagsAny: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Only memories carrying ANY of these tags.")
-    memorySystem: MemorySystem | None = Field(default=None, description="Only memories of this memory system.")
-    agentId: AgentId | None = None
-    sessionId: ShortText | None = Field(default=None, description="Also search this session's working memory.")
+    text: Content | None = Field(default=None, description="Natural-language query.")
+    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Match any.")
+    topic: Topic | None = Field(default=None, description="Only this topic.")
+    type: FragmentType | None = Field(default=None, description="Only this type.")
+    tokenBudget: Budget = Field(default=1000, description="Token cap, whole result.")
+    limit: Annotated[int, Strict(), Field(ge=1, le=200)] = Field(default=20, description="Most memories, before links.")
+    includeLinks: StrictBool = Field(default=True, description="Add linked memories.")
+    linkRelationType: RelationType | None = Field(default=None, description="Only this link type.")
+    threshold: Unit | None = Field(default=None, description="Minimum semantic similarity, 0-1.")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Has every tag.")
+    tagsAny: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Has any tag.")
+    memorySystem: MemorySystem | None = Field(default=None, description="Only this system.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    sessionId: ShortText | None = Field(default=None, description="Also search its working memory.")
+    verbose: StrictBool = Field(default=False, description=VERBOSE)
 
 
 class ForgetInput(OperationInput):
     """Delete a fragment by id, or every fragment of a topic."""
 
-    id: FragmentId | None = Field(default=None, description="Fragment to delete.")
-    topic: Topic | None = Field(default=None, description="Delete every fragment with this topic.")
-    force: StrictBool = Field(default=False, description="Allow deleting permanent-tier fragments.")
-    agentId: AgentId | None = None
+    id: FragmentId | None = Field(default=None, description="Memory id.")
+    topic: Topic | None = Field(default=None, description="Delete this whole topic.")
+    force: StrictBool = Field(default=False, description="Allow permanent ones.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
 class LinkInput(OperationInput):
     """Create a typed directed edge between two fragments."""
 
-    fromId: FragmentId
-    toId: FragmentId
-    relationType: RelationType = Field(default=RelationType.RELATED)
-    agentId: AgentId | None = None
+    fromId: FragmentId = Field(description="Source id.")
+    toId: FragmentId = Field(description="Target id.")
+    relationType: RelationType = Field(default=RelationType.RELATED, description="fromId <relation> toId.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
 class AmendInput(OperationInput):
     """Change a fragment in place; the previous state is archived as a version."""
 
-    id: FragmentId
-    content: Content | None = None
-    topic: Topic | None = None
-    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
-    type: FragmentType | None = None
-    importance: Unit | None = None
-    isAnchor: StrictBool | None = None
-    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Replace the tags ([] clears them).")
-    confidence: Unit | None = None
-    context: ShortText | None = None
-    metadata: dict[str, Any] | None = Field(default=None, description="Replace the metadata object.")
-    expiresAt: datetime | None = Field(default=None, strict=False)
-    pinned: StrictBool | None = None
-    memorySystem: MemorySystem | None = None
-    privacyScope: PrivacyScope | None = None
-    supersedes: StrictBool = Field(
-        default=False,
-        description="Store the change as a new fragment that supersedes this one (superseded_by edge, original importance lowered).",
-    )
-    agentId: AgentId | None = None
+    id: FragmentId = Field(description="Memory id.")
+    content: Content | None = Field(default=None, description="New content.")
+    topic: Topic | None = Field(default=None, description="New topic.")
+    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="New keywords.")
+    type: FragmentType | None = Field(default=None, description="New type.")
+    importance: Unit | None = Field(default=None, description="New importance.")
+    isAnchor: StrictBool | None = Field(default=None, description="New anchor flag.")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="New tags ([] clears).")
+    record: RecordInput | None = Field(default=None, description=RECORD, json_schema_extra={"collapse": True})
+    supersedes: StrictBool = Field(default=False, description="Replace with a new memory.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
     _content_not_blank = field_validator("content")(non_blank)
-    _json_small = field_validator("metadata")(small_json)
-    _times_aware = field_validator("expiresAt")(aware)
 
 
 class TaskEffectiveness(OperationInput):
-    overall_success: StrictBool
-    tool_highlights: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
-    tool_pain_points: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    overallSuccess: StrictBool = Field(description="Did the task succeed?")
+    toolHighlights: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS, description="Tools that helped.")
+    toolPainPoints: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS, description="Tools that hindered.")
 
 
 class ReflectInput(OperationInput):
     """Turn a session summary into typed fragments."""
 
-    summary: Content
-    sessionId: ShortText | None = None
-    decisions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
-    errors_resolved: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
-    new_procedures: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
-    open_questions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
-    task_effectiveness: TaskEffectiveness | None = None
-    topic: Topic = Field(default="session", description="Topic given to the created fragments.")
-    agentId: AgentId | None = None
+    summary: Content = Field(description="What the session did.")
+    decisions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Decisions made.")
+    errorsResolved: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Errors fixed, with fixes.")
+    newProcedures: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="New procedures.")
+    openQuestions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Open questions.")
+    taskEffectiveness: TaskEffectiveness | None = Field(
+        default=None,
+        description="{overallSuccess: bool, toolHighlights: [str], toolPainPoints: [str]}",
+        json_schema_extra={"collapse": True},
+    )
+    topic: Topic = Field(default="session", description="Topic to store under.")
+    sessionId: ShortText | None = Field(default=None, description="Session id.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
     _summary_not_blank = field_validator("summary")(non_blank)
 
@@ -393,44 +385,48 @@ class ReflectInput(OperationInput):
 class ContextInput(OperationInput):
     """Load core memory (and a session's working memory) at session start."""
 
-    tokenBudget: Budget = Field(default=2000)
+    tokenBudget: Budget = Field(default=2000, description="Token cap, whole result.")
     types: list[FragmentType] = Field(
-        default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE], max_length=len(FragmentType)
+        default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE],
+        max_length=len(FragmentType),
+        description="Core memory types.",
     )
-    sessionId: ShortText | None = None
-    agentId: AgentId | None = None
+    sessionId: ShortText | None = Field(default=None, description="Add its working memory.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    verbose: StrictBool = Field(default=False, description=VERBOSE)
 
 
 class ToolFeedbackInput(OperationInput):
     """Record whether a tool's results were relevant and sufficient."""
 
-    tool_name: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
-    relevant: StrictBool
-    sufficient: StrictBool
-    suggestion: ShortText | None = None
-    context: ShortText | None = None
-    session_id: ShortText | None = None
-    trigger_type: Annotated[str, Strict(), Field(pattern="^(sampled|voluntary)$")] = "voluntary"
+    toolName: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)] = Field(description="Tool judged.")
+    relevant: StrictBool = Field(description="Results relevant?")
+    sufficient: StrictBool = Field(description="Results enough?")
+    suggestion: ShortText | None = Field(default=None, description="Improvement idea.")
+    context: ShortText | None = Field(default=None, description="The task.")
+    sessionId: ShortText | None = Field(default=None, description="Session id.")
+    triggerType: Literal["sampled", "voluntary"] = Field(default="voluntary", description="Why given.")
 
 
 class MemoryStatsInput(OperationInput):
     """Aggregate statistics of the store."""
 
-    agentId: AgentId | None = None
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
 class ConsolidateInput(OperationInput):
     """Run the maintenance pipeline and return per-stage counts."""
 
-    agentId: AgentId | None = None
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
 class GraphExploreInput(OperationInput):
     """Follow caused_by / resolved_by edges from a fragment (root-cause analysis)."""
 
-    startId: FragmentId
-    depth: Annotated[int, Strict(), Field(ge=1, le=3)] = Field(default=1, description="Hops to follow (1 = the seed's one-hop traversal).")
-    agentId: AgentId | None = None
+    startId: FragmentId = Field(description="Start memory id.")
+    depth: Annotated[int, Strict(), Field(ge=1, le=3)] = Field(default=1, description="Hops to follow.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    verbose: StrictBool = Field(default=False, description=VERBOSE)
 
 
 @dataclass(frozen=True)
@@ -440,6 +436,7 @@ class CallContext:
     session_id: str | None = None
     agent_id: str | None = None  # bound by a credential; an agentId argument may only narrow it
     read_only: bool = False  # a read-only credential: search, recall and context only (002 §7)
+    payload_copies: int = 1  # how often the face sends a result's JSON (2: MCP text + structuredContent); budgets count each
 
 
 @dataclass(frozen=True)

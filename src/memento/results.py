@@ -13,6 +13,7 @@ null included.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,11 @@ class Result(BaseModel):
     def json_schema(cls) -> dict[str, Any]:
         """The JSON schema of `dump()`'s output (serialization mode, by alias)."""
         return cls.model_json_schema(by_alias=True, mode="serialization")
+
+
+def wire_text(payload: Any) -> str:
+    """A result's JSON as a face sends it (a tool result's text block): compact, UTF-8 kept."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 # ---------------------------------------------------------------- fragments
@@ -78,10 +84,19 @@ class FragmentView(Result):
     metadata: dict[str, Any]
     expires_at: str | None
     origin_trace: dict[str, Any] | None
+    detail: str | None  # the full (masked) text when content was cut at 300 characters
 
     @classmethod
     def of(cls, f: Fragment) -> FragmentView:
         return cls(**_fragment_fields(f))
+
+    def brief(self) -> dict[str, Any]:
+        """The compact wire view every face returns by default: what a model needs to use the
+        memory (docs/mcp.md, "Compact results"); `verbose` asks for every field."""
+        out: dict[str, Any] = {"id": self.id, "type": self.type.value, "topic": self.topic, "content": self.content}
+        if self.detail is not None:
+            out["truncated"] = True  # the full text is in `detail` (verbose, or memory://fragments/{id})
+        return out
 
 
 def _fragment_fields(f: Fragment) -> dict[str, Any]:
@@ -113,6 +128,7 @@ def _fragment_fields(f: Fragment) -> dict[str, Any]:
         "metadata": dict(f.metadata),
         "expires_at": f.expires_at.isoformat() if f.expires_at else None,
         "origin_trace": f.origin_trace,
+        "detail": f.detail,
     }
 
 
@@ -137,11 +153,16 @@ class FragmentPair(Result):
 
 
 class RememberResult(Result):
+    """The seed's `{success, id, created}`, whether it was embedded, and what was cut; the stored
+    fragment is for the caller in-process (the CLI), not sent."""
+
     success: bool = True
     id: str
     created: bool = Field(description="false: identical content already existed; nothing new stored")
-    fragment: FragmentView
+    fragment: FragmentView = Field(exclude=True)
     embedded: bool
+    truncated: bool | None = Omitted(description="true: content was cut at 300 characters (the full text is kept as detail)")
+    original_length: int | None = Omitted(description="characters of the content as given, when it was cut")
     message: str | None = Omitted()
 
 
@@ -172,10 +193,10 @@ class AmendResult(Result):
 
     success: bool = True
     id: str
-    fragment: FragmentView
+    fragment: FragmentView = Field(exclude=True)  # in-process callers only, like original
     version_archived: bool | None = Omitted()
     superseded_id: str | None = Omitted()
-    original: FragmentView | None = Omitted()
+    original: FragmentView | None = Field(default=None, exclude=True)
     message: str | None = Omitted()
 
 
@@ -207,29 +228,72 @@ class RecallItem(FragmentView):
     def of_recalled(cls, f: Fragment, **extra: Any) -> RecallItem:
         return cls(**_fragment_fields(f), **extra)
 
+    def compact(self) -> dict[str, Any]:
+        """id, type, topic, content, score and why (and supersededBy when replaced)."""
+        out = self.brief()
+        if self.score is not None:
+            out["score"] = self.score
+        out["why"] = self.recall_reason
+        if self.superseded_by is not None:
+            out["supersededBy"] = self.superseded_by
+        return out
+
+    def wire(self, verbose: bool) -> dict[str, Any]:
+        return self.dump() if verbose else self.compact()
+
 
 class RecallResult(Result):
+    """Recalled memories, compact unless `verbose` (which adds every field, tiers and searchMode);
+    `totalTokens` is the whole result's size as sent, which `tokenBudget` bounds."""
+
     fragments: list[RecallItem]
     count: int
     total_tokens: int
     token_budget: int
     truncated: bool
-    tiers: RecallTiers
-    search_mode: str
+    tiers: RecallTiers | None = Omitted()
+    search_mode: str | None = Omitted()
+    verbose: bool = Field(default=False, exclude=True)
+
+    def dump(self) -> dict[str, Any]:
+        out = super().dump()
+        out["fragments"] = [f.wire(self.verbose) for f in self.fragments]
+        return out
 
 
 class ContextResult(Result):
+    """Core and working memory, compact unless `verbose` (every field, and `rendered` markdown);
+    `totalTokens` is the whole result's size as sent, which `tokenBudget` bounds."""
+
     core_memory: list[FragmentView]
     working_memory: list[FragmentView]
     total_tokens: int
     token_budget: int
-    rendered: str
+    rendered: str | None = Omitted()
+    verbose: bool = Field(default=False, exclude=True)
+
+    def dump(self) -> dict[str, Any]:
+        out = super().dump()
+        if not self.verbose:
+            out["coreMemory"] = [f.brief() for f in self.core_memory]
+            out["workingMemory"] = [f.brief() for f in self.working_memory]
+        return out
 
 
 class GraphResult(Result):
+    """The walk's start, nodes and edges; nodes compact unless `verbose`."""
+
     start: FragmentView
     nodes: list[FragmentView]
     edges: list[Edge]
+    verbose: bool = Field(default=False, exclude=True)
+
+    def dump(self) -> dict[str, Any]:
+        out = super().dump()
+        if not self.verbose:
+            out["start"] = self.start.brief()
+            out["nodes"] = [f.brief() for f in self.nodes]
+        return out
 
 
 class TopicCount(Result):

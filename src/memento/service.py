@@ -37,6 +37,7 @@ from .models import (
     MemoryStatsInput,
     RecallInput,
     RecordFields,
+    RecordInput,
     ReflectInput,
     RememberInput,
     Scope,
@@ -101,7 +102,7 @@ class MemoryService:
         self.vectors = Vectorizer(embedder, store, self.observers)
         self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers)
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
-        self.recaller = Recall(store, settings.memory, self.vectors.query, self.search_mode, keyword_index)
+        self.recaller = Recall(store, settings.memory, self.vectors.query, self.search_mode, self.factory.tokens, keyword_index)
         self._listeners: list[Callable[[ChangeEvent], None]] = []
 
     @property
@@ -163,8 +164,9 @@ class MemoryService:
         """Store a fragment; a duplicate returns the existing id with created=false."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         self._own_session(scope, inp.sessionId, ctx)
-        if inp.expiresAt is not None and inp.expiresAt <= utc_now():  # stores hide rows by the wall clock
-            raise InvalidArgument(f"expiresAt {inp.expiresAt.isoformat()} is not in the future; nothing stored")
+        expires = inp.record.expiresAt if inp.record else None
+        if expires is not None and expires <= utc_now():  # stores hide rows by the wall clock
+            raise InvalidArgument(f"expiresAt {expires.isoformat()} is not in the future; nothing stored")
         fragment, created = self.store.insert(
             scope,
             self._prepare(
@@ -181,7 +183,7 @@ class MemoryService:
                 is_anchor=inp.isAnchor,
                 session_id=inp.sessionId,
                 created_at=inp.createdAt,
-                record=inp.record(),
+                record=inp.record_fields(),
             ),
         )
         if created:
@@ -191,8 +193,15 @@ class MemoryService:
             message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
         elif self.embedder is not None and not fragment.has_embedding:
             message = "stored; embedding pending (provider unavailable), keyword search works now"
+        cut = fragment.detail is not None
         return RememberResult(
-            id=fragment.id, created=created, fragment=FragmentView.of(fragment), embedded=fragment.has_embedding, message=message
+            id=fragment.id,
+            created=created,
+            fragment=FragmentView.of(fragment),
+            embedded=fragment.has_embedding,
+            truncated=True if cut else None,
+            original_length=len(inp.content) if cut else None,
+            message=message,
         )
 
     def _prepare(
@@ -295,7 +304,8 @@ class MemoryService:
         refuse_unchangeable(scope, [old])  # superseding lowers the original's importance: a change too
         if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
             raise Forbidden(scope.pool_refusal([old.id]))
-        fields = {k: getattr(inp, k) for k in AMENDABLE}
+        record = inp.record or RecordInput()
+        fields = {k: getattr(inp, k) for k in AMENDABLE if k != "record"} | record.model_dump()
         if all(v is None for v in fields.values()):
             raise InvalidArgument(f"nothing to amend: give at least one of {', '.join(AMENDABLE)}")
         if inp.supersedes:  # the successor joins the original's namespace (a pool fact stays shared)
@@ -305,12 +315,14 @@ class MemoryService:
         content = self.factory.clean_content(inp.content) if inp.content is not None else None
         if content is not None and not content:
             raise InvalidArgument("content is empty after redaction")
-        content_changed = content is not None and content != old.content
-        keywords = self.factory.keywords_for(content or old.content, inp.keywords) if inp.keywords is not None or content_changed else None
+        detail = self.factory.clean_detail(inp.content) if inp.content is not None else None
+        content_changed = content is not None and (content != old.content or detail != old.detail)
+        full = detail or content or old.detail or old.content
+        keywords = self.factory.keywords_for(full, inp.keywords) if inp.keywords is not None or content_changed else None
         vector = self.vectors.passage(content) if content_changed and content else None
         changes = FragmentChanges(
             content=content if content_changed else None,
-            content_hash=content_hash(content) if content_changed and content else None,
+            content_hash=content_hash(detail or content) if content_changed and content else None,
             estimated_tokens=self.factory.tokens.count(content) if content_changed and content else None,
             topic=inp.topic,
             keywords=keywords,
@@ -321,13 +333,15 @@ class MemoryService:
             embedding=vector,
             clear_embedding=content_changed and vector is None,
             tags=self.factory.clean_tags(inp.tags) if inp.tags is not None else None,
-            confidence=inp.confidence,
-            context=self.factory.clean_text(inp.context) if inp.context is not None else None,
-            metadata=inp.metadata,
-            expires_at=inp.expiresAt,
-            pinned=inp.pinned,
-            memory_system=inp.memorySystem,
-            privacy_scope=inp.privacyScope,
+            confidence=record.confidence,
+            context=self.factory.clean_text(record.context) if record.context is not None else None,
+            metadata=record.metadata,
+            expires_at=record.expiresAt,
+            pinned=record.pinned,
+            memory_system=record.memorySystem,
+            privacy_scope=record.privacyScope,
+            origin_trace=record.originTrace,
+            detail=detail,
         )
         fragment = self.store.update(scope, old.id, changes, scope.agent_id, self.clock())
         self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
@@ -385,13 +399,13 @@ class MemoryService:
             tags_any=tuple(inp.tagsAny or ()),
             memory_system=inp.memorySystem,
         )
-        return self.recaller.run(scope, inp, filt, vector, self.clock())
+        return self.recaller.run(scope, inp, filt, vector, self.clock(), ctx.payload_copies)
 
     def context(self, inp: ContextInput, ctx: CallContext) -> ContextResult:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        return load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, self.clock())
+        return load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, self.clock(), self.factory.tokens, ctx.payload_copies)
 
     def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> GraphResult:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
@@ -408,17 +422,22 @@ class MemoryService:
         plan: list[tuple[str, FragmentType]] = [(inp.summary, FragmentType.FACT)]
         for items, type_ in (
             (inp.decisions, FragmentType.DECISION),
-            (inp.errors_resolved, FragmentType.ERROR),
-            (inp.new_procedures, FragmentType.PROCEDURE),
-            (inp.open_questions, FragmentType.FACT),
+            (inp.errorsResolved, FragmentType.ERROR),
+            (inp.newProcedures, FragmentType.PROCEDURE),
+            (inp.openQuestions, FragmentType.FACT),
         ):
             plan += [(text, type_) for text in items or [] if text.strip()]
         news = [self._prepare(scope, ctx, content=text, topic=inp.topic, type_=type_, source="reflect") for text, type_ in plan]
         feedback_id: int | None = None
         with self.store.atomic():  # all the fragments and the feedback row, or nothing
             stored = [self.store.insert(scope, new) for new in news]
-            if inp.task_effectiveness is not None:
-                row = {"session_id": session or "unspecified", **inp.task_effectiveness.model_dump()}
+            if (effect := inp.taskEffectiveness) is not None:
+                row = {
+                    "session_id": session or "unspecified",
+                    "overall_success": effect.overallSuccess,
+                    "tool_highlights": effect.toolHighlights,
+                    "tool_pain_points": effect.toolPainPoints,
+                }
                 feedback_id = self.store.add_task_feedback(scope.agent_id, row, self.clock())
         for fragment, is_new in stored:
             if is_new:
@@ -429,9 +448,16 @@ class MemoryService:
     def tool_feedback(self, inp: ToolFeedbackInput, ctx: CallContext) -> ToolFeedbackResult:
         """Record a utility assessment of a tool call."""
         scope = self._writable(None, ctx)
-        self._own_session(scope, inp.session_id, ctx)
-        row = inp.model_dump()
-        row["session_id"] = inp.session_id or ctx.session_id
+        self._own_session(scope, inp.sessionId, ctx)
+        row = {
+            "tool_name": inp.toolName,
+            "relevant": inp.relevant,
+            "sufficient": inp.sufficient,
+            "suggestion": inp.suggestion,
+            "context": inp.context,
+            "session_id": inp.sessionId or ctx.session_id,
+            "trigger_type": inp.triggerType,
+        }
         feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())
         return ToolFeedbackResult(id=feedback_id)
 

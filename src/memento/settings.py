@@ -298,6 +298,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_TOOLSETS"),
         description="Comma list of the toolsets tools/list shows (docs/toolsets.md): memento (seed 000's eleven tools, the default) or all.",
     )
+    structured_output: bool = Field(
+        False,
+        validation_alias=AliasChoices("MEMENTO_STRUCTURED_OUTPUT"),
+        description="Declare outputSchema and send each tool result also as structuredContent (2025-06-18 and later). Off: the JSON is sent once, as text.",
+    )
     conformance_fixtures: bool = Field(
         False,
         validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"),

@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -339,7 +340,7 @@ class McpServer:
 
     async def _tools_list(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         version = ctx.version
-        definitions = tool_definitions(self.tools, version)
+        definitions = tool_definitions(self.tools, version, structured=self.app.settings.structured_output)
         definitions += [tool.definition(version) for tool in self.fixture_tools]
         start = 0
         if params.get("cursor") is not None:
@@ -396,7 +397,10 @@ class McpServer:
                 if refused is not None:
                     return refused
             service_ctx = service_context(ctx.session)  # the session's principal (namespace.py)
-            return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx)
+            structured = self.app.settings.structured_output
+            if structured:  # the result's JSON goes twice (text and structuredContent): budgets count both
+                service_ctx = replace(service_ctx, payload_copies=2)
+            return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx, structured=structured)
 
         if self.tasks is not None:
             created = await self.tasks.maybe_run_as_task(rctx, name, params, run)

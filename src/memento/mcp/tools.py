@@ -139,6 +139,43 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
     return compact
 
 
+SCHEMA_LIMITS = ("maxLength", "minLength", "maxItems", "minItems", "pattern", "minimum", "maximum")
+
+
+def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
+    """An input schema for tools/list in few tokens (it is sent every session): references inlined,
+    titles gone, `anyOf [X, null]` of an optional parameter is just X (omitting it is the way to
+    leave it unset; null is still accepted), null defaults and the length and pattern limits go
+    (the server enforces them and names a broken one in its error), and an enum's own description
+    gives way to the property's. Every property keeps its description."""
+
+    def shrink(node: Any, *, top: bool = False) -> Any:
+        if isinstance(node, list):
+            return [shrink(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        branches = node.get("anyOf")
+        if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+            other = next(b for b in branches if b != {"type": "null"})
+            inner = {k: v for k, v in other.items() if k != "description" or "description" not in node}
+            node = {**inner, **{k: v for k, v in node.items() if k != "anyOf"}}
+        if node.get("collapse") is True:  # a bag of optional fields its description lists (RecordInput)
+            return {"type": "object", "description": node["description"]}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "title" and isinstance(value, str):
+                continue
+            if key in SCHEMA_LIMITS or (key == "default" and value in (None, False)) or (key == "description" and top):
+                continue
+            if key == "additionalProperties" and (value is True or top):  # unknown arguments are refused all the same
+                continue
+            out[key] = {name: shrink(sub) for name, sub in value.items()} if key == "properties" else shrink(value)
+        return out
+
+    compact: dict[str, Any] = shrink(inline_refs(schema), top=True)
+    return compact
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One MCP tool: its wire description, the service operation it calls and what that returns."""
@@ -153,24 +190,23 @@ class ToolSpec:
     reports_progress: bool = False  # the operation takes progress=callable(done, total, stage)
 
     def input_schema(self) -> dict[str, Any]:
-        schema = inline_refs(self.input_model.model_json_schema())
-        schema.pop("title", None)
-        return schema
+        return compact_input(self.input_model.model_json_schema())
 
     def output_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's structuredContent: its result model's, compacted (see
         `compact_output`): it is sent in every tools/list, and clients pay for it in tokens."""
         return compact_output(self.result_model.json_schema())
 
-    def definition(self, version: str) -> dict[str, Any]:
-        """The `tools/list` entry for the negotiated version."""
+    def definition(self, version: str, *, structured: bool = False) -> dict[str, Any]:
+        """The `tools/list` entry for the negotiated version; the outputSchema only with
+        structured output on (MEMENTO_STRUCTURED_OUTPUT)."""
         return versions.tool_definition(
             version,
             name=self.name,
             title=self.title,
             description=self.description,
             input_schema=self.input_schema(),
-            output_schema=self.output_schema(),
+            output_schema=self.output_schema() if structured else None,
             hints=self.hints,
         )
 
@@ -181,9 +217,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "remember",
         "Remember",
-        "Store one typed knowledge fragment (fact, decision, error, preference, procedure, "
-        "relation, episode). Content over 300 characters is truncated and PII is masked. Returns "
-        "the fragment id; created=false means identical content already existed.",
+        "Store a typed memory; created=false when it was already known.",
         RememberInput,
         MemoryService.remember,
         RememberResult,
@@ -192,8 +226,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "recall",
         "Recall",
-        "Find fragments by keywords, natural-language text, topic and type, ranked by relevance, "
-        "importance and recency within a token budget; linked neighbours are appended.",
+        "Search memories by text, keywords, topic, type or tags, within a token budget.",
         RecallInput,
         MemoryService.recall,
         RecallResult,
@@ -202,7 +235,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "forget",
         "Forget",
-        "Delete a fragment by id, or every fragment of a topic. Permanent-tier fragments need force=true.",
+        "Delete a memory by id, or a whole topic.",
         ForgetInput,
         MemoryService.forget,
         ForgetResult,
@@ -210,8 +243,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "link",
-        "Link fragments",
-        "Create a typed directed edge between two fragments (related, caused_by, resolved_by, part_of, contradicts, superseded_by).",
+        "Link",
+        "Link two memories: fromId <relationType> toId, e.g. an error resolved_by its fix.",
         LinkInput,
         MemoryService.link,
         LinkResult,
@@ -219,10 +252,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "amend",
-        "Amend a fragment",
-        "Change a fragment in place, keeping its id and links; the previous state is archived as a "
-        "version. supersedes=true stores the change as a new fragment that supersedes the "
-        "original.",
+        "Amend",
+        "Change a memory in place (old version archived) or supersede it with a new one.",
         AmendInput,
         MemoryService.amend,
         AmendResult,
@@ -230,9 +261,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "reflect",
-        "Reflect on a session",
-        "At session end, turn a summary (plus decisions, resolved errors, new procedures, open "
-        "questions) into typed fragments for future sessions.",
+        "Reflect",
+        "At session end, store a summary, decisions, fixed errors, procedures and open questions.",
         ReflectInput,
         MemoryService.reflect,
         ReflectResult,
@@ -240,8 +270,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "context",
         "Load context",
-        "At session start, load core memory (high-importance preferences, errors, procedures) and "
-        "the session's working memory within a token budget.",
+        "At session start: core memory and this session's working memory.",
         ContextInput,
         MemoryService.context,
         ContextResult,
@@ -250,15 +279,15 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "tool_feedback",
         "Tool feedback",
-        "Record whether a tool's results were relevant and sufficient for the task.",
+        "Rate a tool's results: relevant, sufficient.",
         ToolFeedbackInput,
         MemoryService.tool_feedback,
         ToolFeedbackResult,
     ),
     ToolSpec(
         "memory_stats",
-        "Memory statistics",
-        "Aggregate statistics: fragment counts by tier and type, embedding coverage, mean utility.",
+        "Statistics",
+        "Memory counts by tier and type, embedding coverage, utility.",
         MemoryStatsInput,
         MemoryService.memory_stats,
         StatsResult,
@@ -266,8 +295,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "memory_consolidate",
-        "Consolidate memory",
-        "Run the maintenance pipeline now (tier moves, decay, expiry, duplicate merging) and return per-stage counts.",
+        "Consolidate",
+        "Run maintenance now (tier moves, decay, expiry, merging); per-stage counts.",
         ConsolidateInput,
         MemoryService.memory_consolidate,
         ConsolidateResult,
@@ -276,8 +305,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "graph_explore",
-        "Explore causal graph",
-        "Follow caused_by and resolved_by edges from a fragment (typically an error) for root- cause analysis.",
+        "Explore graph",
+        "Follow caused_by/resolved_by links from a memory (root-cause analysis).",
         GraphExploreInput,
         MemoryService.graph_explore,
         GraphResult,
@@ -310,7 +339,14 @@ def _progress_bridge(rctx: RequestContext) -> Any:
 
 
 async def call_tool(
-    spec: ToolSpec, arguments: Mapping[str, Any], service: MemoryService, ctx: CallContext, version: str, rctx: RequestContext | None = None
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    service: MemoryService,
+    ctx: CallContext,
+    version: str,
+    rctx: RequestContext | None = None,
+    *,
+    structured: bool = False,
 ) -> dict[str, Any]:
     """Validate, run the service method in a worker thread, and shape the result for `version`.
 
@@ -324,7 +360,7 @@ async def call_tool(
         # and ISO timestamps from strings, exactly as a client sends them.
         inp = spec.input_model.model_validate_json(json.dumps(dict(arguments)))
     except ValidationError as exc:
-        return versions.tool_error(version, "invalid_argument", describe_validation_error(spec.name, exc))
+        return versions.tool_error(version, "invalid_argument", describe_validation_error(spec.name, exc), structured=structured)
     call = partial(spec.operation, service, inp, ctx)
     if spec.reports_progress and rctx is not None and "progressToken" in rctx.meta:
         call = partial(spec.operation, service, inp, ctx, progress=_progress_bridge(rctx))
@@ -332,11 +368,11 @@ async def call_tool(
         result = await anyio.to_thread.run_sync(call)
     except MementoError as exc:
         log.info("tool %s failed: %s", spec.name, exc.code)  # the message may quote input: not logged
-        return versions.tool_error(version, exc.code, exc.message)
+        return versions.tool_error(version, exc.code, exc.message, structured=structured)
     except Exception:  # boundary: one broken call must not take the server down
         log.exception("tool %s raised unexpectedly", spec.name)
-        return versions.tool_error(version, "internal", "internal error")
+        return versions.tool_error(version, "internal", "internal error", structured=structured)
     if not isinstance(result, spec.result_model):
         log.error("tool %s returned %s, not %s", spec.name, type(result).__name__, spec.result_model.__name__)
-        return versions.tool_error(version, "internal", "internal error")
-    return versions.tool_result(version, result.dump())  # the one serialisation of every tool result
+        return versions.tool_error(version, "internal", "internal error", structured=structured)
+    return versions.tool_result(version, result.dump(), structured=structured)  # the one serialisation of every tool result

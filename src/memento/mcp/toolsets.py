@@ -81,11 +81,11 @@ def selected_tools(spec: str) -> tuple[ToolSpec, ...]:
     return REGISTRY.select(spec)
 
 
-def tool_definitions(tools: Sequence[ToolSpec], version: str) -> list[dict[str, Any]]:
+def tool_definitions(tools: Sequence[ToolSpec], version: str, *, structured: bool = False) -> list[dict[str, Any]]:
     """The `tools/list` entries of `tools` for the negotiated version (task support included)."""
     definitions: list[dict[str, Any]] = []
     for spec in tools:
-        definition = spec.definition(version)
+        definition = spec.definition(version, structured=structured)
         execution = tool_execution(version, spec.name)
         if execution:
             definition["execution"] = execution
@@ -93,8 +93,8 @@ def tool_definitions(tools: Sequence[ToolSpec], version: str) -> list[dict[str, 
     return definitions
 
 
-def list_tokens(tools: Sequence[ToolSpec], version: str, counter: TokenCounter | None = None) -> int:
+def list_tokens(tools: Sequence[ToolSpec], version: str, counter: TokenCounter | None = None, *, structured: bool = False) -> int:
     """cl100k tokens of the `tools/list` result for `tools` as sent (compact JSON): what a client
     pays in context for the toolset each session."""
-    payload = json.dumps({"tools": tool_definitions(tools, version)}, ensure_ascii=False, separators=(",", ":"))
+    payload = json.dumps({"tools": tool_definitions(tools, version, structured=structured)}, ensure_ascii=False, separators=(",", ":"))
     return (counter or TokenCounter()).count(payload)

@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from memento.results import wire_text
+
 SUPPORTED: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 """Newest first; the order is the order of releases, not of string comparison."""
 LATEST = SUPPORTED[0]
@@ -101,33 +103,46 @@ def tool_definition(
     """One entry of a `tools/list` result as the negotiated revision defines it."""
     feats = features(version)
     tool: dict[str, Any] = {"name": name, "description": description, "inputSchema": input_schema}
-    if feats.titles:
+    if feats.titles and title.lower() != name.lower():  # a title that only capitalises the name adds nothing
         tool["title"] = title
     if feats.structured_output and output_schema is not None:
         tool["outputSchema"] = output_schema
     if feats.tool_annotations:
-        tool["annotations"] = {
-            "title": title,
-            "readOnlyHint": hints.read_only,
-            "destructiveHint": hints.destructive,
-            "idempotentHint": hints.idempotent,
-            "openWorldHint": hints.open_world,
-        }
+        tool["annotations"] = hint_annotations(title, hints, titled=feats.titles)
     return tool
 
 
-def tool_result(version: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """A successful `tools/call` result: JSON text always, structured content where defined."""
-    text = json.dumps(payload, ensure_ascii=False, default=str)
+def hint_annotations(title: str, hints: ToolHints, *, titled: bool) -> dict[str, Any]:
+    """Tool annotations, only where a hint differs from the spec's default (readOnly false,
+    destructive true, idempotent false, openWorld true); the title only where the revision has no
+    top-level tool title."""
+    out: dict[str, Any] = {} if titled else {"title": title}
+    if hints.read_only:
+        out["readOnlyHint"] = True
+    elif not hints.destructive:
+        out["destructiveHint"] = False
+    if hints.idempotent:
+        out["idempotentHint"] = True
+    if not hints.open_world:
+        out["openWorldHint"] = False
+    return out
+
+
+def tool_result(version: str, payload: dict[str, Any], *, structured: bool = False) -> dict[str, Any]:
+    """A successful `tools/call` result: the JSON once, as text (what every host shows the
+    model). With structured output on (MEMENTO_STRUCTURED_OUTPUT, 2025-06-18 and later) the same
+    values also go as structuredContent, as the spec asks of a tool with an outputSchema."""
+    text = wire_text(payload)
     result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
-    if features(version).structured_output:
+    if structured and features(version).structured_output:
         result["structuredContent"] = json.loads(text)  # the same values the text shows
     return result
 
 
-def tool_error(version: str, code: str, message: str) -> dict[str, Any]:
-    """A failed `tools/call` result (isError): text for the model, plus code and message."""
+def tool_error(version: str, code: str, message: str, *, structured: bool = False) -> dict[str, Any]:
+    """A failed `tools/call` result (isError): text for the model, `Error (code): message`; with
+    structured output on, the code and message also as structuredContent."""
     result: dict[str, Any] = {"content": [{"type": "text", "text": f"Error ({code}): {message}"}], "isError": True}
-    if features(version).structured_output:
+    if structured and features(version).structured_output:
         result["structuredContent"] = {"error": {"code": code, "message": message}}
     return result

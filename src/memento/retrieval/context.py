@@ -9,39 +9,67 @@ from ..errors import NotFound
 from ..models import AgentScope, ContextInput, Fragment, GraphExploreInput, RelationType
 from ..results import ContextResult, Edge, FragmentView, GraphResult, views
 from ..storage.protocol import SearchFilter, Store
+from .budget import Counter, WireBudget
 
 CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
 
 
-def load_context(store: Store, scope: AgentScope, inp: ContextInput, session: str | None, now: datetime) -> ContextResult:
-    """Core memory (important fragments of the given types) plus the session's working memory;
-    working memory gets up to half the budget when there is any."""
+def load_context(
+    store: Store, scope: AgentScope, inp: ContextInput, session: str | None, now: datetime, tokens: Counter, copies: int = 1
+) -> ContextResult:
+    """Core memory (important fragments of the given types) plus the session's working memory,
+    while the whole result as sent (compact, or verbose with the rendered markdown) fits the
+    budget; working memory gets up to half of it when there is any."""
+    verbose = inp.verbose
+    envelope = ContextResult(
+        core_memory=[],
+        working_memory=[],
+        total_tokens=inp.tokenBudget,
+        token_budget=inp.tokenBudget,
+        rendered="" if verbose else None,
+        verbose=verbose,
+    )
+    budget = WireBudget(tokens, inp.tokenBudget, copies, envelope.dump())
+    if verbose:  # the rendered markdown repeats each memory: its lines are paid for with the items
+        budget.used += tokens.count("## Core memory\n\n## Working memory (this session)") * budget.copies
     working = store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
-    working_budget = inp.tokenBudget // 2 if working else 0
-    work_items, work_used = take(working, working_budget)
-    core_items, core_used = take(store.list_fragments(scope, SearchFilter(types=tuple(inp.types)), 500), inp.tokenBudget - work_used)
+    work_ceiling = budget.used + (inp.tokenBudget - budget.used) // 2 if working else budget.used
+    work_items = _fill(budget, working, verbose, work_ceiling, tokens)
+    core_items = _fill(budget, store.list_fragments(scope, SearchFilter(types=tuple(inp.types)), 500), verbose, None, tokens)
     store.record_access([f.id for f in core_items + work_items], now)
-    lines = ["## Core memory"] + [f"- [{f.type.value}] {f.content} (id {f.id})" for f in core_items]
-    if session:
-        lines += ["", "## Working memory (this session)"] + [f"- [{f.type.value}] {f.content}" for f in work_items]
+    rendered = None
+    if verbose:
+        lines = ["## Core memory"] + [_line(f) for f in core_items]
+        if session:
+            lines += ["", "## Working memory (this session)"] + [_line(f) for f in work_items]
+        rendered = "\n".join(lines)
     return ContextResult(
         core_memory=views(core_items),
         working_memory=views(work_items),
-        total_tokens=core_used + work_used,
+        total_tokens=budget.used,
         token_budget=inp.tokenBudget,
-        rendered="\n".join(lines),
+        rendered=rendered,
+        verbose=verbose,
     )
 
 
-def take(fragments: list[Fragment], budget: int) -> tuple[list[Fragment], int]:
-    """The leading fragments whose estimated tokens fit in `budget`, and the tokens they use."""
-    taken, used = [], 0
+def _line(f: Fragment) -> str:
+    return f"- [{f.type.value}] {f.content} (id {f.id})"
+
+
+def _fill(budget: WireBudget, fragments: list[Fragment], verbose: bool, ceiling: int | None, tokens: Counter) -> list[Fragment]:
+    """The leading fragments that fit; in verbose form each also pays for its rendered line."""
+    taken = []
     for fragment in fragments:
-        if used + fragment.estimated_tokens > budget:
+        view = FragmentView.of(fragment)
+        item = view.dump() if verbose else view.brief()
+        extra = (tokens.count(_line(fragment)) + 1) * budget.copies if verbose else 0
+        budget.used += extra
+        if not budget.take(item, ceiling):
+            budget.used -= extra
             break
         taken.append(fragment)
-        used += fragment.estimated_tokens
-    return taken, used
+    return taken
 
 
 def explore(store: Store, scope: AgentScope, inp: GraphExploreInput) -> GraphResult:
@@ -66,4 +94,5 @@ def explore(store: Store, scope: AgentScope, inp: GraphExploreInput) -> GraphRes
         start=FragmentView.of(start[0]),
         nodes=views([f for fid, f in nodes.items() if fid != start[0].id]),
         edges=[Edge(from_=a, to=b, relation=r) for (a, b), r in edges.items()],
+        verbose=inp.verbose,
     )

@@ -16,6 +16,7 @@ from ..models import AgentScope, Fragment, RecallInput, RelationType
 from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, SearchFilter, Store
+from .budget import Counter, WireBudget
 from .rank import Candidate, composite, fuse, prior, reason
 
 CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
@@ -35,16 +36,21 @@ class Recall:
         config: MemoryConfig,
         embed_query: Callable[[str], np.ndarray | None],
         search_mode: Callable[[], str],
+        tokens: Counter,
         keyword_index: KeywordIndex | None = None,
     ) -> None:
         self.store = store
+        self.tokens = tokens
         self.config = config
         self.embed_query = embed_query
         self.search_mode = search_mode
         self.keyword_index = keyword_index
 
-    def run(self, scope: AgentScope, inp: RecallInput, filt: SearchFilter, vector: np.ndarray | None, now: datetime) -> RecallResult:
-        """Answer `inp` within `scope` and `filt`; `vector` is the query's embedding when there is one."""
+    def run(
+        self, scope: AgentScope, inp: RecallInput, filt: SearchFilter, vector: np.ndarray | None, now: datetime, copies: int = 1
+    ) -> RecallResult:
+        """Answer `inp` within `scope` and `filt`; `vector` is the query's embedding when there is one;
+        `copies`: how often the face sends the result (the budget counts each)."""
         pool = max(CANDIDATE_POOL, inp.limit * 3)
         keywords = [normalise_keyword(k) for k in inp.keywords or []]
         tiers: dict[str, list[Hit]] = {}
@@ -78,7 +84,7 @@ class Recall:
             semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic,
             l1=l1,
         )
-        return self._assemble(scope, inp, ranked[: inp.limit], now, report)
+        return self._assemble(scope, inp, ranked[: inp.limit], now, report, copies)
 
     def _l1_keywords(
         self, scope: AgentScope, keywords: list[str], filt: SearchFilter, pool: int
@@ -156,24 +162,39 @@ class Recall:
         scored.sort(key=lambda t: -t[2])
         return scored
 
-    def _assemble(self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: RecallTiers) -> RecallResult:
+    def _assemble(
+        self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: RecallTiers, copies: int
+    ) -> RecallResult:
+        """The ranked fragments, then linked neighbours, while the whole result as sent (in the
+        view asked for) fits the token budget."""
+        verbose = inp.verbose
+        mode = self.search_mode()
+        envelope = RecallResult(
+            fragments=[],
+            count=inp.limit,
+            total_tokens=inp.tokenBudget,
+            token_budget=inp.tokenBudget,
+            truncated=False,
+            tiers=tiers if verbose else None,
+            search_mode=mode if verbose else None,
+            verbose=verbose,
+        )
+        budget = WireBudget(self.tokens, inp.tokenBudget, copies, envelope.dump())
         out: list[RecallItem] = []
-        used, truncated = 0, False
+        truncated = False
         for fragment, cand, score in ranked:
-            if used + fragment.estimated_tokens > inp.tokenBudget:
+            item = RecallItem.of_recalled(
+                fragment,
+                score=round(score, 4),
+                recall_reason=reason(cand),
+                matched=sorted(cand.matched),
+                similarity=round(cand.similarity, 4) if cand.similarity is not None else None,
+                superseded_by=cand.superseded_by,
+            )
+            if not budget.take(item.wire(verbose)):
                 truncated = True
                 break
-            used += fragment.estimated_tokens
-            out.append(
-                RecallItem.of_recalled(
-                    fragment,
-                    score=round(score, 4),
-                    recall_reason=reason(cand),
-                    matched=sorted(cand.matched),
-                    similarity=round(cand.similarity, 4) if cand.similarity is not None else None,
-                    superseded_by=cand.superseded_by,
-                )
-            )
+            out.append(item)
         if inp.includeLinks and out and not truncated:
             relations = (inp.linkRelationType,) if inp.linkRelationType else DEFAULT_LINK_RELATIONS
             present = {i.id for i in out}
@@ -181,27 +202,26 @@ class Recall:
             for link, neighbour in self.store.neighbours(scope, list(present), relations, limit * 3):
                 if neighbour.id in present or limit <= 0:
                     continue
-                if used + neighbour.estimated_tokens > inp.tokenBudget:
+                item = RecallItem.of_recalled(
+                    neighbour,
+                    linked=True,
+                    via=Edge(from_=link.from_id, to=link.to_id, relation=link.relation_type),
+                    recall_reason=f"linked ({link.relation_type.value}) to {link.to_id if neighbour.id == link.from_id else link.from_id}",
+                )
+                if not budget.take(item.wire(verbose)):
                     truncated = True
                     break
-                used += neighbour.estimated_tokens
                 present.add(neighbour.id)
                 limit -= 1
-                out.append(
-                    RecallItem.of_recalled(
-                        neighbour,
-                        linked=True,
-                        via=Edge(from_=link.from_id, to=link.to_id, relation=link.relation_type),
-                        recall_reason=f"linked ({link.relation_type.value}) to a recalled fragment",
-                    )
-                )
+                out.append(item)
         self.store.record_access([i.id for i in out], now)
         return RecallResult(
             fragments=out,
             count=len(out),
-            total_tokens=used,
+            total_tokens=budget.used,
             token_budget=inp.tokenBudget,
             truncated=truncated,
-            tiers=tiers,
-            search_mode=self.search_mode(),
+            tiers=tiers if verbose else None,
+            search_mode=mode if verbose else None,
+            verbose=verbose,
         )

@@ -88,6 +88,8 @@ class FragmentChanges:
     pinned: bool | None = None
     memory_system: MemorySystem | None = None
     privacy_scope: PrivacyScope | None = None
+    origin_trace: dict[str, object] | None = None
+    detail: str | None = None  # the full text of the new content when it was cut (with content only)
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "origin_trace",
         "deleted_at",
         "tier_since",
+        "detail",
     ),
     "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
     "fragment_versions": ("id", "fragment_id", "content", "topic", "keywords", "type", "importance", "amended_at", "amended_by"),
@@ -273,6 +276,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "privacy_scope",
     "origin_trace",
     "tier_since",
+    "detail",
 )
 
 
@@ -290,6 +294,7 @@ def new_record(new: NewFragment) -> dict[str, object]:
         "privacy_scope": r.privacy_scope.value,
         "origin_trace": r.origin_trace,
         "tier_since": new.draft.entered_at or new.draft.created_at,
+        "detail": r.detail,
     }
 
 
@@ -304,6 +309,8 @@ def changed_record(old: Fragment, c: FragmentChanges) -> dict[str, object]:
         "pinned": c.pinned if c.pinned is not None else old.pinned,
         "memory_system": (c.memory_system or old.memory_system).value,
         "privacy_scope": (c.privacy_scope or old.privacy_scope).value,
+        "origin_trace": c.origin_trace if c.origin_trace is not None else old.origin_trace,
+        "detail": c.detail if c.content is not None else old.detail,  # new content brings its own (or none)
     }
 
 

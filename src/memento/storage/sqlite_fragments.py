@@ -146,7 +146,7 @@ class SQLiteFragments:
             conn.execute(
                 "UPDATE fragments SET content = ?, content_hash = ?, estimated_tokens = ?, topic = ?, keywords = ?,"
                 " type = ?, importance = ?, ttl_tier = ?, is_anchor = ?, confidence = ?, tags = ?, context = ?,"
-                " metadata = ?, expires_at = ?, pinned = ?, memory_system = ?, privacy_scope = ? WHERE id = ?",  # changed_record's order
+                " metadata = ?, expires_at = ?, pinned = ?, memory_system = ?, privacy_scope = ?, origin_trace = ?, detail = ? WHERE id = ?",  # changed_record's order
                 (
                     content,
                     content_hash,

@@ -61,6 +61,7 @@ def _row_to_fragment(row: sqlite3.Row) -> Fragment:
         privacy_scope=PrivacyScope(row["privacy_scope"]),
         origin_trace=json.loads(row["origin_trace"]) if row["origin_trace"] else None,
         deleted_at=parse_ts(row["deleted_at"]),
+        detail=row["detail"],
     )
 
 
