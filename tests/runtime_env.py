@@ -33,9 +33,20 @@ def _python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
+def _scripts_point_inside(venv: Path) -> bool:
+    """The console scripts' shebangs name this venv's python (an environment built elsewhere and
+    moved here has `memento` scripts pointing at the old place, which no longer exists)."""
+    script = venv / "bin" / "memento"
+    if not script.exists():
+        return False
+    with script.open("rb") as handle:
+        head = handle.readline() + handle.readline()  # a long path gets pip's `#!/bin/sh` + `exec` form
+    return str(_python(venv)).encode() in head
+
+
 def _current(venv: Path, key: str) -> bool:
     stamp = venv / STAMP
-    return _python(venv).exists() and stamp.exists() and stamp.read_text().strip() == key
+    return _python(venv).exists() and stamp.exists() and stamp.read_text().strip() == key and _scripts_point_inside(venv)
 
 
 def _build(target: Path) -> None:
@@ -62,14 +73,17 @@ def runtime_python() -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building it right now
         if not _current(VENV, key):
             print(f"building the runtime-only environment in {VENV}", file=sys.stderr)
-            staging = VENV.with_name(VENV.name + ".new")
-            _build(staging)
-            (staging / STAMP).write_text(key)
+            # Built in place, not elsewhere and moved: pip writes each console script (bin/memento,
+            # which tests/test_hosts.py runs as a host would) with the absolute path of the
+            # venv's python. The stamp is written last, so an interrupted build is redone.
+            _build(VENV)
             # scripts/_venv.sh's own stamp: scripts/conformance, pointed here with MEMENTO_VENV,
             # then serves from this environment without installing anything into it.
-            (staging / ".memento-installed").touch()
-            shutil.rmtree(VENV, ignore_errors=True)
-            # bin/python is a symlink to the base interpreter and the editable install points at
-            # src/, so the finished venv can move into place.
-            staging.rename(VENV)
+            (VENV / ".memento-installed").touch()
+            (VENV / STAMP).write_text(key)
     return str(_python(VENV))
+
+
+def runtime_memento() -> str:
+    """The runtime-only environment's `memento` console script: the command an agent host runs."""
+    return str(Path(runtime_python()).with_name("memento"))

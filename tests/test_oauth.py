@@ -221,6 +221,15 @@ async def test_oauth_off_without_an_operator_key(tmp_path: Path) -> None:
         assert token_verifiers(app) == []  # loopback stays open: OAuth does not switch auth on
         transport = httpx.ASGITransport(app=create_http_app(app))
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+            # No metadata is advertised, so no client starts a login nobody can approve (Codex's
+            # `mcp add --url` would wait for one forever; docs/hosts.md).
+            for path in (
+                "/.well-known/oauth-authorization-server",
+                "/.well-known/oauth-authorization-server/mcp",
+                "/.well-known/oauth-protected-resource",
+                "/.well-known/oauth-protected-resource/mcp",
+            ):
+                assert (await http.get(path)).status_code == 404, path
             client = await register(http)
             page = await http.get("/authorize", params=auth_params(client["client_id"], pkce()[1]))
             assert page.status_code == 503

@@ -164,17 +164,25 @@ class OAuthEndpoints:
 
     # ---------------------------------------------------------------- metadata
 
+    def _no_metadata(self) -> Response | None:
+        """404 while OAuth is off (no operator key): the MCP endpoint asks for no credential, so
+        advertising an authorization server would send clients (Codex's `mcp add --url`) into a
+        login nobody can approve. RFC 8414 §3 and RFC 9728 §3: no metadata is a 404."""
+        if self.server.active:
+            return None
+        return _json({"error": "not_found", "error_description": "OAuth is off: this server has no operator key"}, 404)
+
     async def authorization_server(self, request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204, headers=CORS)
-        if (refused := self._guard(request)) is not None:
+        if (refused := self._guard(request) or self._no_metadata()) is not None:
             return refused
         return _json(self.server.authorization_server_metadata(endpoints(self.app, request)))
 
     async def protected_resource(self, request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204, headers=CORS)
-        if (refused := self._guard(request)) is not None:
+        if (refused := self._guard(request) or self._no_metadata()) is not None:
             return refused
         return _json(self.server.protected_resource_metadata(endpoints(self.app, request)))
 
