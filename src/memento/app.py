@@ -66,7 +66,7 @@ class App:
 def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", clock: Callable[[], datetime] = utc_now) -> App:
     """Build the app; pass `embedder` to override the configured provider (tests, benchmarks)."""
     chosen: Embedder | None = build_embedder(settings) if embedder == "auto" else embedder  # type: ignore[assignment]
-    if chosen is None:
+    if chosen is None and embedder == "auto":  # configured so; a caller passing None needs no vectors
         log.warning("no embedding provider: recall runs keyword-only (semantic search disabled)")
     if settings.backend == "postgres":
         require("postgres", "A PostgreSQL DATABASE_URL (or POSTGRES_HOST)")
@@ -101,6 +101,45 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         bus=bus,
         redis=redis,
         observers=observers,
+    )
+
+
+def database_location(settings: Settings) -> str:
+    """Where the store lives, fit for a log line: the SQLite file, or the PostgreSQL server and
+    database with its user (never a password)."""
+    if settings.backend == "sqlite":
+        return str(settings.sqlite_path.resolve())
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(settings.postgres_dsn)
+    host, port, name, user = (parts.get(k) for k in ("host", "port", "dbname", "user"))
+    return f"{user or ''}{'@' if user else ''}{host or 'localhost'}:{port or 5432}/{name or ''}"
+
+
+def log_startup(app: App, transport: str) -> None:
+    """The server's first log line: version, database, embedding model and transport."""
+    from . import __version__
+
+    settings = app.settings
+    model = f"{app.embedder.name} ({app.embedder.dimensions} dimensions)" if app.embedder else "none (keyword-only recall)"
+    where = database_location(settings)
+    redis = f"; redis {settings.redis_host}:{settings.redis_port}" if settings.redis_enabled and not settings.redis_sentinel_enabled else ""
+    if settings.redis_enabled and settings.redis_sentinel_enabled:
+        redis = f"; redis via sentinel master {settings.redis_master_name}"
+    log.info(
+        "memento %s starting: %s database %s; embedding model %s; transport %s%s",
+        __version__,
+        settings.backend,
+        where,
+        model,
+        transport,
+        redis,
+        extra={
+            "backend": settings.backend,
+            "database": where,
+            "embedding_model": app.embedder.name if app.embedder else None,
+            "transport": transport,
+        },
     )
 
 

@@ -184,10 +184,10 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("LOG_DIR"), description="Directory for log files; stderr only when unset."
     )
     log_level: str = Field("INFO", validation_alias=AliasChoices("LOG_LEVEL"))
-    log_format: Literal["json", "text"] = Field(
-        "json",
-        validation_alias=AliasChoices("LOG_FORMAT"),
-        description="stderr log format: JSON lines or classic text (files are always JSON lines).",
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        validation_alias=AliasChoices("MEMENTO_LOG_FORMAT", "LOG_FORMAT"),
+        description="stderr log format: auto (text lines on a terminal, JSON lines otherwise), json or text; files are always JSON lines.",
     )
     log_max_bytes: int = Field(
         10 * 1024 * 1024,

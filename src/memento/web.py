@@ -12,7 +12,9 @@ SIGTERM/SIGINT and then closes every session and the app.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import socket
 from collections.abc import AsyncIterator, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -30,6 +32,7 @@ from memento import ops
 from memento.auth import oauth_http
 from memento.auth.registry import token_verifiers
 from memento.endpoint import require_gate
+from memento.errors import Unavailable
 from memento.mcp.cluster import SessionDirectory
 from memento.mcp.events import EventStore
 from memento.mcp.features import Feature
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from memento.app import App
 
 log = logging.getLogger(__name__)
+LISTEN_BACKLOG = 2048  # uvicorn's default
 
 
 async def _health(request: Request) -> Response:
@@ -136,11 +140,31 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything announces the server: a port in use is
+    reported as such (Unavailable), and nothing has claimed to serve on it first."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart during TIME_WAIT, as uvicorn does
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise Unavailable(
+                f"cannot serve on {host}:{port}: address already in use (is another server running there? choose --port or PORT)"
+            ) from exc
+        raise Unavailable(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
 def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = False) -> None:
     """Serve MCP over Streamable HTTP until SIGTERM/SIGINT, then close every session and `app`."""
     try:
         authenticated = check_exposure(app, host, allow_unauthenticated=allow_unauthenticated)
         asgi = create_http_app(app)
+        sock = listen(host, port)
         config = uvicorn.Config(
             asgi,
             host=host,
@@ -150,8 +174,18 @@ def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = 
             timeout_graceful_shutdown=5,
             http=header_timeout_protocol(app.settings.header_timeout_s),
             limit_concurrency=app.settings.max_connections,
+            backlog=LISTEN_BACKLOG,
         )
-        log.info("serving MCP on http://%s:%d/mcp (authentication %s)", host, port, "required" if authenticated else "off")
-        _Server(config, asgi.state.mcp).run()
+        bound = sock.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        log.info(
+            "serving MCP on http://%s:%d/mcp (authentication %s)",
+            shown,
+            bound,
+            "required" if authenticated else "off",
+            extra={"transport": "http", "port": bound},
+        )
+        with sock:
+            _Server(config, asgi.state.mcp).run(sockets=[sock])
     finally:
         app.close()  # idempotent; covers a start-up failure before the lifespan ran

@@ -15,9 +15,9 @@ from .. import __version__
 from ..errors import MementoError
 from ..ops.logs import configure_logging
 from ..settings import Settings
-from . import core
+from . import admin, core
 
-MODULES: tuple[ModuleType, ...] = (core,)
+MODULES: tuple[ModuleType, ...] = (core, admin)
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace, Settings], int]]]:

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from typing import Any
 
-from ..app import App, build_app
+from ..app import App, build_app, log_startup
 from ..models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
 from ..results import RecallResult, Result
 from ..settings import Settings
@@ -124,6 +124,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
+        log_startup(app, args.transport)
         from ..mcp.stdio import serve_stdio
         from ..web import serve_http
 

@@ -156,7 +156,7 @@ class TextFormatter(logging.Formatter):
     """The classic one-line format, redacted as a whole."""
 
     def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))
@@ -180,13 +180,22 @@ def _mark(handler: logging.Handler) -> logging.Handler:
     return handler
 
 
+def text_wanted(log_format: str, stream: IO[str]) -> bool:
+    """Whether stderr gets text lines: MEMENTO_LOG_FORMAT=text, or auto on a terminal."""
+    if log_format == "auto":
+        return stream.isatty()
+    return log_format == "text"
+
+
 def configure_logging(settings: Settings, *, stream: IO[str] | None = None) -> list[logging.Handler]:
     """Install Memento's handlers on the root logger (again: replaces the previous ones).
 
-    stderr gets JSON lines (LOG_FORMAT=text for the classic format); with LOG_DIR, JSON lines
-    also go to LOG_DIR/memento.log, rotated by size (LOG_MAX_BYTES × LOG_BACKUP_COUNT).
-    uvicorn's own access log is silenced: the request-metrics middleware logs each request
-    with its route template instead of the raw path (a query string may carry `accessKey`).
+    stderr (or `stream`) gets text lines when it is a terminal and JSON lines otherwise
+    (MEMENTO_LOG_FORMAT=text or json chooses); with LOG_DIR, JSON lines also go to
+    LOG_DIR/memento.log, rotated by size (LOG_MAX_BYTES × LOG_BACKUP_COUNT). uvicorn's own
+    access log is silenced: the request-metrics middleware logs each request with its route
+    template instead of the raw path (a query string may carry `accessKey`); so are its start-up
+    and shutdown notes (Memento logs its own, after the port is bound), not its warnings.
     """
     for secret in _configured_secrets(settings):
         add_secret(secret)
@@ -194,8 +203,9 @@ def configure_logging(settings: Settings, *, stream: IO[str] | None = None) -> l
     for old in [h for h in root.handlers if getattr(h, "_memento_ops", False)]:
         root.removeHandler(old)
         old.close()
-    console = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    console.setFormatter(TextFormatter() if settings.log_format == "text" else JsonFormatter())
+    target = stream if stream is not None else sys.stderr
+    console = logging.StreamHandler(target)
+    console.setFormatter(TextFormatter() if text_wanted(settings.log_format, target) else JsonFormatter())
     handlers: list[logging.Handler] = [_mark(console)]
     log_dir = settings.log_dir
     if log_dir:
@@ -212,4 +222,5 @@ def configure_logging(settings: Settings, *, stream: IO[str] | None = None) -> l
     access = logging.getLogger("uvicorn.access")
     access.handlers = []
     access.propagate = False
+    logging.getLogger("uvicorn.error").setLevel(logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING)
     return handlers

@@ -69,8 +69,8 @@ def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = N
         current = conn.execute("SELECT current_user").fetchone()
         if app_role and current is not None and app_role != current[0]:
             _grant(conn, app_role)
-    for name in ran:
-        log.info("applied migration %s", name)
+    if ran:  # one line, not one per migration
+        log.info("applied PostgreSQL migrations: %s", ", ".join(ran))
     return ran
 
 

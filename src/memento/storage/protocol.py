@@ -22,6 +22,7 @@ class SearchFilter:
     types: tuple[FragmentType, ...] | None = None
     session_id: str | None = None  # working memory of this session is visible too
     only_session: bool = False  # only the session's working memory
+    all_sessions: bool = False  # the working memory of every session the scope sees, too (exports)
     tags_all: tuple[str, ...] = ()  # carries every one of these tags
     tags_any: tuple[str, ...] = ()  # carries at least one of these tags
     memory_system: MemorySystem | None = None
@@ -31,7 +32,7 @@ class SearchFilter:
         if self.only_session:
             if fragment.session_id != self.session_id:
                 return False
-        elif fragment.session_id is not None and fragment.session_id != self.session_id:
+        elif fragment.session_id is not None and fragment.session_id != self.session_id and not self.all_sessions:
             return False
         if self.topic is not None and fragment.topic != self.topic:
             return False

@@ -14,6 +14,8 @@ def filter_sql(filt: SearchFilter, alias: str, mark: str, any_of: bool) -> tuple
     if filt.only_session:
         clauses.append(f"{alias}.session_id = {mark}")
         params.append(filt.session_id)
+    elif filt.all_sessions:  # every session's rows the scope sees (another namespace's working memory never is)
+        clauses.append("1 = 1")
     elif filt.session_id:
         clauses.append(f"({alias}.session_id IS NULL OR {alias}.session_id = {mark})")
         params.append(filt.session_id)

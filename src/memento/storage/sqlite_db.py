@@ -109,6 +109,7 @@ class SQLiteDatabase:
         """Apply the named migrations not yet recorded, each in one transaction. The record is
         read inside that transaction, so processes starting together on one file apply each once."""
         folder = resources.files("memento.storage.migrations").joinpath("sqlite")
+        applied: list[str] = []
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
             if not entry.name.endswith(".sql"):
                 continue
@@ -123,7 +124,15 @@ class SQLiteDatabase:
                     version = conn.execute("PRAGMA schema_version").fetchone()[0]
                     conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (entry.name, ts(datetime.now(UTC))))
-            log.info("applied migration %s", entry.name)
+            applied.append(entry.name)
+        if applied:  # one line, not one per migration: a first run creates the whole schema
+            created = applied[0].startswith("0001_")
+            log.info(
+                "%s %s: applied %s",
+                "created database" if created else "upgraded database",
+                self.path,
+                ", ".join(n.removesuffix(".sql") for n in applied),
+            )
 
     def ping(self, timeout_s: float = PING_TIMEOUT_S) -> None:
         """A real query on a fresh connection to the configured file (`/health`); raises when the
