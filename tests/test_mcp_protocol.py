@@ -432,3 +432,40 @@ async def test_stdio_answers_line_by_line_and_closes_the_app_at_eof(app: App) ->
     assert len(by_id[2]["result"]["tools"]) == 11
     assert by_id[None]["error"]["code"] == jsonrpc.PARSE_ERROR
     assert app._closed
+
+
+@both_backends
+async def test_parameters_are_camel_case_and_the_seeds_snake_case_spellings_are_accepted(server: McpServer) -> None:
+    peer = Peer(server)
+    await peer.initialize()
+    camel = payload(
+        await peer.call(
+            "reflect",
+            {
+                "summary": "Moved the queue",
+                "errorsResolved": ["Queue stalled: raised the prefetch"],
+                "taskEffectiveness": {"overallSuccess": True},
+            },
+        )
+    )
+    snake = payload(
+        await peer.call(
+            "reflect",
+            {
+                "summary": "Moved the cache",
+                "errors_resolved": ["Cache stampede: added jitter"],
+                "new_procedures": ["Warm the cache before a deploy"],
+                "task_effectiveness": {"overall_success": False, "tool_pain_points": ["recall missed the runbook"]},
+            },
+        )
+    )
+    assert [f["type"] for f in camel["fragments"]] == ["fact", "error"] and camel["taskFeedbackId"] > 0
+    assert [f["type"] for f in snake["fragments"]] == ["fact", "error", "procedure"] and snake["taskFeedbackId"] > 0
+    assert payload(await peer.call("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}))["success"] is True
+    assert payload(await peer.call("recall", {"text": "cache jitter", "token_budget": 300}))["tokenBudget"] == 300
+    before = payload(await peer.call("memory_stats", {}))["total"]
+    both = await peer.call("recall", {"text": "cache", "tokenBudget": 300, "token_budget": 400})
+    assert both["isError"] is True and "tokenBudget and token_budget" in both["content"][0]["text"]
+    twice = await peer.call("reflect", {"summary": "x", "errorsResolved": ["a"], "errors_resolved": ["b"]})
+    assert twice["isError"] is True and "errorsResolved and errors_resolved" in twice["content"][0]["text"]
+    assert payload(await peer.call("memory_stats", {}))["total"] == before  # refused calls stored nothing
