@@ -72,4 +72,16 @@ def runtime_python() -> str:
             # bin/python is a symlink to the base interpreter and the editable install points at
             # src/, so the finished venv can move into place.
             staging.rename(VENV)
+            _relocate_scripts(VENV, staging)
     return str(_python(VENV))
+
+
+def _relocate_scripts(venv: Path, staging: Path) -> None:
+    """Console scripts (bin/memento, ...) name the interpreter they were installed with: point
+    their #! line at the venv's final place, so `memento` on PATH runs as a user's would."""
+    old = f"#!{staging}/".encode()
+    for script in (venv / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            content = script.read_bytes()
+            if content.startswith(old):
+                script.write_bytes(f"#!{venv}/".encode() + content[len(old) :])

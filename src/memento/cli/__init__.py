@@ -15,9 +15,9 @@ from .. import __version__
 from ..errors import MementoError
 from ..ops.logs import configure_logging
 from ..settings import Settings
-from . import core
+from . import core, transfer
 
-MODULES: tuple[ModuleType, ...] = (core,)
+MODULES: tuple[ModuleType, ...] = (core, transfer)
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace, Settings], int]]]:
