@@ -18,6 +18,7 @@ import pytest
 import sqlite_vec
 from runtime_env import runtime_python
 
+from memento.errors import InvalidArgument
 from memento.importers import FORMATS, ImportFormatError, detect_format, import_path
 from memento.models import AgentScope, CallContext, GraphExploreInput, RecallInput, RelationType
 from memento.results import RecallItem
@@ -262,6 +263,12 @@ def test_an_input_of_unknown_shape_is_refused(service: MemoryService, tmp_path: 
         import_path(service, odd)
     with pytest.raises(ImportFormatError, match="notes.json:1: .type. must be .entity. or .relation."):
         import_path(service, odd, fmt="server-memory")
+    assert recall_all(service) == {}
+
+
+def test_an_invalid_agent_is_refused_before_reading(service: MemoryService) -> None:
+    with pytest.raises(InvalidArgument, match="agent 'two words' is not a valid agent id"):
+        import_path(service, DATA / "mem0.json", agent="two words")
     assert recall_all(service) == {}
 
 

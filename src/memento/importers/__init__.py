@@ -12,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
 from ..errors import InvalidArgument
+from ..fields import AgentId
 from ..models import CallContext
 from ..service import MemoryService
 from . import basic_memory, mcp_memory_service, mem0, memento_export, server_memory
@@ -27,6 +30,7 @@ READERS: dict[str, Callable[[Path], Parsed]] = {
     mcp_memory_service.FORMAT: mcp_memory_service.read,
 }
 FORMATS = tuple(READERS)
+_AGENT_ID: TypeAdapter[str] = TypeAdapter(AgentId)
 
 __all__ = ["FORMATS", "ImportFormatError", "ImportReport", "detect_format", "import_path", "read"]
 
@@ -94,6 +98,11 @@ def import_path(
     (a bad record stores nothing), then remember and link. `agent` puts every memory in that
     namespace; without it Memento's export keeps each memory's agent and other formats use
     `default`."""
+    if agent is not None:
+        try:
+            _AGENT_ID.validate_python(agent)
+        except ValidationError:
+            raise InvalidArgument(f"agent {agent!r} is not a valid agent id (1-128 of A-Z a-z 0-9 _ . : @ -); nothing imported") from None
     planned = plan(read(path, fmt), agent)
     report = dry_run(planned) if dry else write(service, planned, ctx or CallContext(), progress)
     return replace(report, source=str(path))
