@@ -36,6 +36,7 @@ LAYERS = {
     "memento.migrate": 3,
     "memento.endpoint": 3,
     "memento.mcp": 4,
+    "memento.importers": 4,
     "memento.web": 5,
     "memento.cli": 5,
     "memento.__main__": 5,

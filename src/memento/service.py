@@ -18,7 +18,7 @@ import numpy as np
 
 from .access import call_scope, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .embeddings.protocol import Embedder
-from .errors import Forbidden, InvalidArgument, NotFound
+from .errors import Conflict, Forbidden, InvalidArgument, NotFound
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
 from .models import (
@@ -160,14 +160,15 @@ class MemoryService:
 
     # ------------------------------------------------------------ storage cluster
 
-    def remember(self, inp: RememberInput, ctx: CallContext) -> RememberResult:
-        """Store a fragment; a duplicate returns the existing id with created=false."""
+    def remember(self, inp: RememberInput, ctx: CallContext, *, fragment_id: str | None = None) -> RememberResult:
+        """Store a fragment; a duplicate returns the existing id with created=false. `fragment_id`
+        (imports of Memento's own export) is the id to use when no fragment holds it yet."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         self._own_session(scope, inp.sessionId, ctx)
         expires = inp.record.expiresAt if inp.record else None
         if expires is not None and expires <= utc_now():  # stores hide rows by the wall clock
             raise InvalidArgument(f"expiresAt {expires.isoformat()} is not in the future; nothing stored")
-        fragment, created = self.store.insert(
+        fragment, created = self._insert(
             scope,
             self._prepare(
                 scope,
@@ -185,6 +186,7 @@ class MemoryService:
                 created_at=inp.createdAt,
                 record=inp.record_fields(),
             ),
+            fragment_id,
         )
         if created:
             self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
@@ -203,6 +205,15 @@ class MemoryService:
             original_length=len(inp.content) if cut else None,
             message=message,
         )
+
+    def _insert(self, scope: AgentScope, new: NewFragment, fragment_id: str | None) -> tuple[Fragment, bool]:
+        """Insert under the draft's own id, or under `fragment_id` while no fragment holds it."""
+        if fragment_id is None:
+            return self.store.insert(scope, new)
+        try:
+            return self.store.insert(scope, replace(new, draft=replace(new.draft, id=fragment_id)))
+        except Conflict:  # taken, maybe by a fragment this scope cannot see: the draft's fresh id
+            return self.store.insert(scope, new)
 
     def _prepare(
         self,

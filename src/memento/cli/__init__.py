@@ -15,9 +15,9 @@ from .. import __version__
 from ..errors import MementoError
 from ..ops.logs import configure_logging
 from ..settings import Settings
-from . import admin, core
+from . import admin, core, hooks, transfer
 
-MODULES: tuple[ModuleType, ...] = (core, admin)
+MODULES: tuple[ModuleType, ...] = (core, admin, transfer, hooks)
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace, Settings], int]]]:
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings()
     except ValidationError as exc:
         print(f"memento: invalid configuration:\n{exc}", file=sys.stderr)
-        return 2
+        return 0 if args.command in hooks.NEVER_BLOCK else 2  # exit 2 would block the agent host
     configure_logging(settings)
     try:
         return runners[args.command](args, settings)

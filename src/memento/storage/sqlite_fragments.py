@@ -62,6 +62,8 @@ class SQLiteFragments:
             if missing:
                 raise NotFound(f"linkedTo fragment(s) not found: {', '.join(sorted(missing))}")
             created = ts(d.created_at)
+            if conn.execute("SELECT 1 FROM fragments WHERE id = ?", (d.id,)).fetchone() is not None:
+                raise Conflict(f"fragment id {d.id} is already taken")  # as PostgreSQL reports it
             seq = conn.execute(
                 "INSERT INTO fragments (id, content, topic, keywords, type, importance, content_hash, source,"
                 " linked_to, agent_id, created_at, ttl_tier, estimated_tokens, verified_at, is_anchor, session_id,"
