@@ -90,11 +90,10 @@ async def exercise(client: Client, label: str) -> dict[str, Any]:
     assert {t.name for t in listed.tools} == TOOL_NAMES
     content = f"the {label} configuration from docs/hosts.md reaches Memento"
     stored = data(await client.call_tool("remember", {"content": content, "topic": "hosts", "type": "fact"}))
-    found = data(await client.call_tool("recall", {"text": f"{label} configuration", "topic": "hosts"}))
-    assert stored["id"] in [f["id"] for f in found["fragments"]], found
-    fragment: dict[str, Any] = stored["fragment"]
+    found = data(await client.call_tool("recall", {"text": f"{label} configuration", "topic": "hosts", "verbose": True}))
+    (fragment,) = [f for f in found["fragments"] if f["id"] == stored["id"]]
     assert fragment["content"] == content
-    return fragment
+    return dict(fragment)
 
 
 def launch(spec: Stdio, home: Path, tools: HostTools | None) -> StdioServerParameters:

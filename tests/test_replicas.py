@@ -246,9 +246,14 @@ def test_a_session_ended_on_one_replica_is_gone_on_both(replicas: tuple[HttpServ
         context = client.tool(a, "context", {})
         assert [f["content"] for f in context["workingMemory"]] == ["Scratch note for this session only."]
         assert client.http.delete(b.mcp, headers=client.headers()).status_code == 204
-        for server in (a, b):
-            reply = client.request(server, "tools/list", {})
-            assert reply.status_code == 404, (server.url, reply.text)
+        reply = client.request(b, "tools/list", {})
+        assert reply.status_code == 404, (b.url, reply.text)
+        # the other replica hears of the end over Redis pub/sub: at once on an idle machine, a
+        # moment later on a loaded one (the window is noted in docs/mcp.md, "Several replicas")
+        deadline = time.monotonic() + WAIT_S
+        while (reply := client.request(a, "tools/list", {})).status_code != 404:
+            assert time.monotonic() < deadline, (a.url, reply.text)
+            time.sleep(0.05)
 
 
 def test_one_credential_cannot_use_another_credentials_session_through_another_replica(
