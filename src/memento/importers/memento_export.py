@@ -9,13 +9,23 @@ version's additions do not stop this reader. Ids are reused when the target stor
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..models import FragmentType, RelationType
-from .records import ImportFormatError, ImportLink, ImportRecord, Parsed, Skipped, optional_text, parse_time, string_list, text_field
+from .records import (
+    ImportFormatError,
+    ImportLink,
+    ImportRecord,
+    Parsed,
+    Skipped,
+    json_lines,
+    optional_text,
+    parse_time,
+    string_list,
+    text_field,
+)
 
 FORMAT = "memento"
 HEADER_FORMAT = "memento-export"
@@ -42,18 +52,8 @@ def read(path: Path, now: datetime | None = None) -> Parsed:
     parsed = Parsed(FORMAT)
     moment = now or datetime.now(UTC)
     ids: dict[str, bool] = {}  # every fragment id of the file -> whether it is imported
-    lines = path.read_text(encoding="utf-8").splitlines()
     header_seen = False
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"{where}: not JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise ImportFormatError(f"{where}: expected a JSON object")
+    for where, item in json_lines(path):
         if not header_seen:
             _header(parsed, item, where)
             header_seen = True

@@ -7,10 +7,13 @@ reason. Nothing here touches a store; the writer (memento.importers.writer) does
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
@@ -22,6 +25,22 @@ CHUNK_CHARS = MAX_INPUT_CHARS  # one memory holds this much: over 300 characters
 
 class ImportFormatError(InvalidArgument):
     """The input is not valid in its format; names the file and the line or record."""
+
+
+def json_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(file:line, object) for each non-blank line of a JSON Lines file; a line that is not a JSON
+    object is a format error naming it."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ImportFormatError(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise ImportFormatError(f"{where}: expected a JSON object")
+        yield where, item
 
 
 @dataclass(frozen=True)

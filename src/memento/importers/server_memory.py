@@ -9,12 +9,22 @@ two entities. Forks that add `createdAt` to a line have it kept.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..models import FragmentType, RelationType
-from .records import ImportFormatError, ImportLink, ImportRecord, Parsed, Skipped, parse_time, relation_link, string_list, text_field
+from .records import (
+    ImportFormatError,
+    ImportLink,
+    ImportRecord,
+    Parsed,
+    Skipped,
+    json_lines,
+    parse_time,
+    relation_link,
+    string_list,
+    text_field,
+)
 
 FORMAT = "server-memory"
 SOURCE = "import:server-memory"
@@ -26,16 +36,7 @@ def read(path: Path) -> Parsed:
     entities: dict[str, str] = {}  # name -> key of its head record
     relations: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()  # relation keys
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"{where}: not JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise ImportFormatError(f"{where}: expected a JSON object")
+    for where, item in json_lines(path):
         kind = item.get("type")
         if kind == "entity":
             _entity(parsed, entities, item, where)
