@@ -443,8 +443,10 @@ class CallContext:
 class ChangeEvent:
     """What a write changed; faces turn it into notifications (e.g. MCP resources/updated)."""
 
-    kind: str  # created | amended | deleted | linked | consolidated | session_ended
+    kind: str  # created | amended | deleted | linked | consolidated | session_ended | entity_created | entity_deleted
     agent_id: str
     fragment_ids: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
     session_id: str | None = None
+    entity_ids: tuple[str, ...] = ()
+    details: dict[str, Any] | None = None  # e.g. a consolidation's counts; the changed fields of an amend

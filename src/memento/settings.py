@@ -303,6 +303,60 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_STRUCTURED_OUTPUT"),
         description="Declare outputSchema and send each tool result also as structuredContent (2025-06-18 and later). Off: the JSON is sent once, as text.",
     )
+    # ---- seed 001 (entity face, search control, confidence); the seed's names are accepted too
+    confidence_half_life_days: float = Field(
+        30.0,
+        gt=0,
+        validation_alias=AliasChoices("MEMENTO_CONFIDENCE_HALF_LIFE_DAYS", "CONFIDENCE_HALF_LIFE_DAYS"),
+        description="Days after which a memory's effective confidence halves without access (001 §4.2).",
+    )
+    confidence_prune_threshold: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_CONFIDENCE_PRUNE_THRESHOLD", "CONFIDENCE_PRUNE_THRESHOLD"),
+        description="Consolidation prunes memories whose effective confidence is below this (0: never; pinned, anchored and permanent ones are kept).",
+    )
+    confidence_prune_action: Literal["archive", "delete"] = Field(
+        "archive",
+        validation_alias=AliasChoices("MEMENTO_CONFIDENCE_PRUNE_ACTION"),
+        description="archive: soft-delete (restorable); delete: remove for good.",
+    )
+    search_min_similarity: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SEARCH_MIN_SIMILARITY", "SEARCH_MIN_SIMILARITY"),
+        description="Floor of semantic results in the keyword/semantic/hybrid/graph search modes, on the calibrated 0-1 scale (docs/search.md).",
+    )
+    similarity_baseline: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        validation_alias=AliasChoices("MEMENTO_SIMILARITY_BASELINE"),
+        description="Raw cosine of unrelated texts for the embedding model (calibrated = (cos - baseline) / (1 - baseline)); default: known per model.",
+    )
+    hybrid_keyword_weight: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_HYBRID_KEYWORD_WEIGHT", "HYBRID_KEYWORD_WEIGHT"),
+        description="Keyword weight of hybrid search (semantic = 1 - this), 001 §5.4.",
+    )
+    near_duplicate_similarity: float = Field(
+        0.97,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_NEAR_DUPLICATE_SIMILARITY"),
+        description="Raw cosine above which store_memory merges a new memory into an existing one (entity face only; docs/search.md).",
+    )
+    consolidation_similarity: float = Field(
+        0.85,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_CONSOLIDATION_THRESHOLD", "CONSOLIDATION_THRESHOLD"),
+        description="Default similarity of consolidate_memories clusters, calibrated scale (001 §6.2).",
+    )
     conformance_fixtures: bool = Field(
         False,
         validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"),

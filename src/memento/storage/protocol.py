@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
 
+from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, effective_confidence
 from ..models import AgentScope, Draft, Fragment, FragmentType, Link, MemorySystem, PrivacyScope, RelationType, TTLTier, memory_system_for
 
 
@@ -26,6 +27,14 @@ class SearchFilter:
     tags_all: tuple[str, ...] = ()  # carries every one of these tags
     tags_any: tuple[str, ...] = ()  # carries at least one of these tags
     memory_system: MemorySystem | None = None
+    # 001 §5.6
+    created_after: datetime | None = None  # created strictly after
+    created_before: datetime | None = None  # created strictly before
+    source: str | None = None  # exactly this source
+    entity_id: str | None = None  # associated with this entity (entity_memories)
+    min_confidence: float | None = None  # effective confidence (graph.effective_confidence) at least this
+    half_life_days: float = 30.0  # of the effective confidence min_confidence is measured on
+    now: datetime | None = None  # the time effective confidence is measured at (None: the wall clock)
 
     def matches(self, fragment: Fragment) -> bool:
         """This filter in Python, exactly as the stores apply it in SQL (for candidates found elsewhere)."""
@@ -45,7 +54,20 @@ class SearchFilter:
         tags = set(fragment.tags)
         if self.tags_all and not tags.issuperset(self.tags_all):
             return False
-        return not self.tags_any or not tags.isdisjoint(self.tags_any)
+        if self.tags_any and tags.isdisjoint(self.tags_any):
+            return False
+        if self.created_after is not None and not fragment.created_at > self.created_after:
+            return False
+        if self.created_before is not None and not fragment.created_at < self.created_before:
+            return False
+        if self.source is not None and fragment.source != self.source:
+            return False
+        if self.min_confidence is not None:
+            now = self.now or datetime.now(UTC)
+            eff = effective_confidence(fragment.confidence, fragment.created_at, fragment.accessed_at, now, self.half_life_days)
+            if eff < self.min_confidence:
+                return False
+        return True  # entity_id is checked by the stores only (it needs the association table)
 
 
 @dataclass(frozen=True)
@@ -91,6 +113,27 @@ class FragmentChanges:
     privacy_scope: PrivacyScope | None = None
     origin_trace: dict[str, object] | None = None
     detail: str | None = None  # the full text of the new content when it was cut (with content only)
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """A state archived in a fragment's version trail (fragment_versions): its own earlier state
+    (amend) or the text of a memory merged into it (`note`: e.g. `merged:frag-…`)."""
+
+    content: str
+    topic: str
+    keywords: tuple[str, ...]
+    type: FragmentType
+    importance: float
+    amended_by: str
+    confidence: float | None = None
+    metadata: dict[str, object] | None = None
+    tags: tuple[str, ...] | None = None
+    note: str | None = None
+
+
+# 001 §4.3: every access adds this much to a memory's stored confidence (capped at 1.0).
+REINFORCEMENT = 0.1
 
 
 @dataclass(frozen=True)
@@ -154,6 +197,10 @@ class Store(Protocol):
         self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int
     ) -> list[tuple[Link, Fragment]]: ...
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]: ...
+    def add_version(self, scope: AgentScope, fragment_id: str, version: VersionRecord, now: datetime) -> int:
+        """Archive `version` in the trail of a fragment the scope may change (001 §2.5: what a merge
+        absorbed); the new version row's id."""
+        ...
 
     # retrieval tiers
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]: ...
@@ -169,6 +216,75 @@ class Store(Protocol):
     def add_tool_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int: ...
     def add_task_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int: ...
     def stats(self, scope: AgentScope) -> dict[str, object]: ...
+
+
+class EntityStore(Protocol):
+    """The entity graph of 001 §2.2-§2.4. Entities, relations and associations belong to one
+    agent: every method sees and changes only rows of `scope.agent_id` (all agents for the
+    maintenance scope), and an association needs a fragment the scope can see."""
+
+    def upsert_entities(self, scope: AgentScope, entities: Sequence[NewEntity], now: datetime) -> list[tuple[Entity, bool]]:
+        """Create each entity, or return the agent's entity of that name (True: created). An
+        existing entity of type `unknown` takes the given type; a given description, metadata (merged
+        shallowly) and embedding replace the stored ones."""
+        ...
+
+    def get_entities(self, scope: AgentScope, ids: Sequence[str]) -> list[Entity]: ...
+    def entities_named(self, scope: AgentScope, names: Sequence[str]) -> list[Entity]:
+        """The agent's entities with these names (compared case-insensitively)."""
+        ...
+
+    def list_entities(
+        self, scope: AgentScope, *, entity_type: str | None, name_contains: str | None, limit: int, offset: int
+    ) -> tuple[list[Entity], int]:
+        """A page of entities by name, and how many match in all."""
+        ...
+
+    def update_entity(self, scope: AgentScope, entity_id: str, changes: EntityChanges, now: datetime) -> Entity:
+        """NotFound when the scope has no such entity; Conflict when the new name is taken."""
+        ...
+
+    def delete_entities(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        """Delete entities, their relations and associations (never the memories); the ids deleted."""
+        ...
+
+    def entity_vectors(self, scope: AgentScope) -> list[tuple[str, np.ndarray]]:
+        """Every entity of the scope that has an embedding, with it (entity lookup by meaning)."""
+        ...
+
+    def upsert_relations(self, scope: AgentScope, relations: Sequence[NewRelation], now: datetime) -> list[tuple[Relation, bool]]:
+        """Create relations between the scope's entities, or update the stored one with the same
+        (source, target, type) (True: created). NotFound for an entity the scope does not have."""
+        ...
+
+    def get_relations(self, scope: AgentScope, ids: Sequence[str]) -> list[Relation]: ...
+    def list_relations(
+        self, scope: AgentScope, *, entity_id: str | None, relation_type: str | None, limit: int, offset: int
+    ) -> tuple[list[Relation], int]:
+        """A page of relations (touching `entity_id` at either end when given), and the total."""
+        ...
+
+    def relations_of(self, scope: AgentScope, entity_ids: Sequence[str], min_strength: float) -> list[Relation]:
+        """Outgoing and incoming relations of these entities with strength >= min_strength."""
+        ...
+
+    def delete_relations(self, scope: AgentScope, ids: Sequence[str]) -> list[str]: ...
+    def link_entities(self, scope: AgentScope, links: Sequence[tuple[str, str, float]], now: datetime) -> int:
+        """Associate (entity_id, fragment_id, relevance) triples; a repeated pair keeps the higher
+        relevance. NotFound for an entity or fragment the scope cannot see. How many were new."""
+        ...
+
+    def entity_links(self, scope: AgentScope, *, entity_ids: Sequence[str] = (), fragment_ids: Sequence[str] = ()) -> list[EntityLink]:
+        """The associations of these entities or of these fragments (live fragments only)."""
+        ...
+
+    def move_entity_links(self, scope: AgentScope, from_fragment: str, to_fragment: str, now: datetime) -> int:
+        """Reassign the associations of one fragment to another (a merge, 001 §6.2 e)."""
+        ...
+
+    def graph_counts(self, scope: AgentScope) -> dict[str, int]:
+        """{"entities": n, "relations": n, "links": n} of the scope."""
+        ...
 
 
 class MaintenanceStore(Protocol):
@@ -198,13 +314,25 @@ class MaintenanceStore(Protocol):
 
 # The tables a whole-store copy (`memento migrate`) moves, parents first, and the column each is
 # paged by: fragments by their insertion counter, the others by their own id (which is kept).
-BULK_TABLES: tuple[str, ...] = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback")
+BULK_TABLES: tuple[str, ...] = (
+    "fragments",
+    "fragment_links",
+    "fragment_versions",
+    "tool_feedback",
+    "task_feedback",
+    "entities",
+    "relations",
+    "entity_memories",
+)
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
     "fragment_links": "id",
     "fragment_versions": "id",
     "tool_feedback": "id",
     "task_feedback": "id",
+    "entities": "seq",
+    "relations": "seq",
+    "entity_memories": "seq",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -242,7 +370,21 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "detail",
     ),
     "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
-    "fragment_versions": ("id", "fragment_id", "content", "topic", "keywords", "type", "importance", "amended_at", "amended_by"),
+    "fragment_versions": (
+        "id",
+        "fragment_id",
+        "content",
+        "topic",
+        "keywords",
+        "type",
+        "importance",
+        "amended_at",
+        "amended_by",
+        "confidence",
+        "metadata",
+        "tags",
+        "note",
+    ),
     "tool_feedback": (
         "id",
         "agent_id",
@@ -256,6 +398,22 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "created_at",
     ),
     "task_feedback": ("id", "agent_id", "session_id", "overall_success", "tool_highlights", "tool_pain_points", "created_at"),
+    # entity embeddings are not copied: the target re-embeds (embedding_model may differ)
+    "entities": ("id", "agent_id", "name", "entity_type", "description", "metadata", "created_at", "updated_at"),
+    "relations": (
+        "id",
+        "agent_id",
+        "source_id",
+        "target_id",
+        "relation_type",
+        "strength",
+        "confidence",
+        "context",
+        "metadata",
+        "created_at",
+        "updated_at",
+    ),
+    "entity_memories": ("agent_id", "entity_id", "fragment_id", "relevance", "created_at"),
 }
 
 
@@ -375,5 +533,5 @@ class MigrationLog(Protocol):
         ...
 
 
-class AppStore(Store, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, Protocol):
+class AppStore(Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, Protocol):
     """What the composition root holds and hands to the faces: every backend provides all of it."""
