@@ -18,6 +18,7 @@ import numpy as np
 
 from .access import call_scope, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .embeddings.protocol import Embedder
+from .entity_service import EntityService
 from .errors import Conflict, Forbidden, InvalidArgument, NotFound
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import Consolidator
@@ -104,6 +105,7 @@ class MemoryService:
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         self.recaller = Recall(store, settings.memory, self.vectors.query, self.search_mode, self.factory.tokens, keyword_index)
         self._listeners: list[Callable[[ChangeEvent], None]] = []
+        self.entities = EntityService(self)  # seed 001's face over this engine
 
     @property
     def embedder(self) -> Embedder | None:
@@ -305,8 +307,9 @@ class MemoryService:
         self._emit(ChangeEvent("linked", scope.agent_id, (inp.fromId, inp.toId)))
         return LinkResult(from_id=inp.fromId, to_id=inp.toId, relation_type=inp.relationType)
 
-    def amend(self, inp: AmendInput, ctx: CallContext) -> AmendResult:
-        """Change a fragment in place (version archived, id and links kept), or supersede it."""
+    def amend(self, inp: AmendInput, ctx: CallContext, *, emit: bool = True) -> AmendResult:
+        """Change a fragment in place (version archived, id and links kept), or supersede it.
+        `emit` false: the caller announces the change (a face that changes more in one step)."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         found = self.store.get_many(scope, [inp.id])
         if not found:
@@ -355,7 +358,8 @@ class MemoryService:
             detail=detail,
         )
         fragment = self.store.update(scope, old.id, changes, scope.agent_id, self.clock())
-        self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
+        if emit:
+            self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
         return AmendResult(id=fragment.id, fragment=FragmentView.of(fragment), version_archived=True)
 
     def _supersede(self, scope: AgentScope, old: Fragment, inp: AmendInput) -> AmendResult:

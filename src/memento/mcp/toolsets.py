@@ -15,6 +15,7 @@ from typing import Any
 
 from memento.errors import InvalidArgument
 from memento.factory import TokenCounter
+from memento.mcp.entity_tools import ENTITY_TOOLS
 from memento.mcp.tasks import tool_execution
 from memento.mcp.tools import TOOLS, ToolSpec
 
@@ -73,7 +74,12 @@ class ToolsetRegistry:
         return tuple(spec for ts in self._toolsets.values() if ts.name in chosen for spec in ts.tools)
 
 
-REGISTRY = ToolsetRegistry([Toolset("memento", "Seed 000: typed fragments, the recall cascade, links, reflection and maintenance.", TOOLS)])
+REGISTRY = ToolsetRegistry(
+    [
+        Toolset("memento", "Seed 000: typed fragments, the recall cascade, links, reflection and maintenance.", TOOLS),
+        Toolset("entity", "Seed 001: entities, relations, search modes, confidence and consolidation.", ENTITY_TOOLS),
+    ]
+)
 
 
 def selected_tools(spec: str) -> tuple[ToolSpec, ...]:

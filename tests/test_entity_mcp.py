@@ -1,0 +1,221 @@
+"""Seed 001's ten tools through the official MCP Python client, on a real server with the local
+embedding model, on SQLite and on PostgreSQL: the tools/list of the `entity` toolset (§7.2 names,
+parameters and defaults), the §10 behaviours that need meaning (near duplicates, semantic search,
+clusters of variations), the entity graph, decay of a memory stored long ago (imported through
+000's `remember` with its createdAt: the server's clock cannot be moved), and bad input refused
+with nothing changed. Each test works in its own agent namespace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from conftest import StoreEnv
+from mcp import Client
+from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres")]
+
+TEN = [
+    "store_memory",
+    "recall_memories",
+    "create_entities",
+    "create_relations",
+    "delete_memories",
+    "delete_entities",
+    "delete_relations",
+    "get_entity_graph",
+    "consolidate_memories",
+    "get_memory_stats",
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str) -> Iterator[HttpServer]:
+    folder = tmp_path_factory.mktemp("entity-mcp")
+    env = {**server_env(module_store_env(folder)), "EMBEDDING_PROVIDER": "local", "MEMENTO_TOOLSETS": "memento,entity"}
+    running = start_http_server(env, folder / "server.log")
+    try:
+        assert_backend(running, backend)
+        yield running
+    finally:
+        running.stop()
+
+
+class Agent:
+    """A client bound (by argument) to one agent namespace."""
+
+    def __init__(self, client: Client, agent: str) -> None:
+        self.client = client
+        self.agent = agent
+
+    async def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        return data(await self.client.call_tool(tool, {**args, "agent_id" if tool in TEN else "agentId": self.agent}))
+
+    async def error(self, tool: str, **args: Any) -> tuple[str, str]:
+        code, message, _ = error_of(await self.client.call_tool(tool, {**args, "agent_id": self.agent}))
+        return code, message
+
+
+@asynccontextmanager
+async def agent(server: HttpServer, name: str) -> AsyncIterator[Agent]:
+    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
+        yield Agent(client, name)
+
+
+async def test_the_entity_toolset_lists_the_ten_tools_as_the_seed_writes_them(server: HttpServer) -> None:
+    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(TEN) <= set(tools) and "remember" in tools  # memento,entity: both faces, no name clash
+    props = {name: set(tools[name].input_schema["properties"]) for name in TEN}
+    assert {"content", "memory_type", "tags", "confidence", "source", "context", "metadata", "entity_names"} <= props["store_memory"]
+    assert {"query", "search_mode", "memory_types", "tags", "min_confidence", "limit", "entity_name"} <= props["recall_memories"]
+    assert {"memory_ids", "before_date", "min_confidence_below", "memory_types"} <= props["delete_memories"]
+    assert {"entity_names", "cascade_memories"} <= props["delete_entities"]
+    assert {"entity_name", "depth", "min_strength", "include_memories"} <= props["get_entity_graph"]
+    assert {"similarity_threshold", "dry_run"} <= props["consolidate_memories"]
+    schema = tools["recall_memories"].input_schema["properties"]
+    assert schema["search_mode"]["default"] == "hybrid" and schema["limit"]["default"] == 20 and schema["min_confidence"]["default"] == 0.1
+    assert tools["store_memory"].input_schema["properties"]["memory_type"]["default"] == "observation"
+
+
+async def test_store_and_duplicates_exact_and_near(server: HttpServer) -> None:
+    async with agent(server, "mcp-dup") as a:
+        first = await a.call("store_memory", content="User prefers dark mode", tags=["ui"], confidence=0.8)
+        assert first["created"] is True and first["memory"]["confidence"] == 0.8 and first["memory"]["has_embedding"] is True
+        exact = await a.call("store_memory", content="User prefers dark mode")
+        assert exact["created"] is False and exact["duplicate"] == "exact" and exact["memory"]["id"] == first["memory"]["id"]
+        near = await a.call("store_memory", content="The user likes dark mode", tags=["preferences"])
+        assert near["created"] is False and near["duplicate"] == "near" and near["memory"]["id"] == first["memory"]["id"]
+        assert set(near["memory"]["tags"]) == {"ui", "preferences"} and near["memory"]["confidence"] > 0.8  # combined, boosted
+        other = await a.call("store_memory", content="User prefers light mode")  # a different fact, not a duplicate
+        assert other["created"] is True
+        other = await a.call("store_memory", content="The standup is at 9:30 every day")
+        numbered = await a.call("store_memory", content="The standup is at 10:30 every day")
+        assert numbered["created"] is True and numbered["memory"]["id"] != other["memory"]["id"]
+        stats = await a.call("get_memory_stats")
+        assert stats["total_memories"] == 4
+
+
+async def test_keyword_semantic_and_hybrid_search(server: HttpServer) -> None:
+    async with agent(server, "mcp-search") as a:
+        ml = await a.call("store_memory", content="Trained a machine learning model to classify support tickets", memory_type="learning")
+        web = await a.call("store_memory", content="The web development team ships the new CSS layout on Friday")
+        dogs = await a.call("store_memory", content="canine behavior training tips")
+        hits = await a.call("recall_memories", query="machine learning", search_mode="keyword")
+        ids = [h["memory"]["id"] for h in hits["results"]]
+        assert ml["memory"]["id"] in ids and web["memory"]["id"] not in ids
+        hits = await a.call("recall_memories", query="how to train dogs", search_mode="semantic")
+        assert hits["results"][0]["memory"]["id"] == dogs["memory"]["id"]
+        hits = await a.call("recall_memories", query="machine learning")  # hybrid, the default
+        assert hits["search_mode"] == "hybrid" and hits["results"][0]["memory"]["id"] == ml["memory"]["id"]
+        assert web["memory"]["id"] not in [h["memory"]["id"] for h in hits["results"]]  # the similarity floor
+        hits = await a.call("recall_memories", query="machine learning", memory_types=["observation"])
+        assert ml["memory"]["id"] not in [h["memory"]["id"] for h in hits["results"]]
+
+
+async def test_confidence_decays_from_when_a_memory_was_stored(server: HttpServer) -> None:
+    async with agent(server, "mcp-decay") as a:
+        now = datetime.now(UTC)
+        for days, text in ((30, "ibis month-old note"), (60, "ibis two-month-old note")):
+            await a.call("remember", content=text, topic="notes", type="observation", createdAt=(now - timedelta(days=days)).isoformat())
+        hits = await a.call("recall_memories", query="ibis note", search_mode="keyword", min_confidence=0.0)
+        got = {h["memory"]["content"]: h["memory"]["effective_confidence"] for h in hits["results"]}
+        assert got["ibis month-old note"] == pytest.approx(0.5, abs=0.02)
+        assert got["ibis two-month-old note"] == pytest.approx(0.25, abs=0.02)
+        hits = await a.call("recall_memories", query="ibis note", search_mode="keyword", min_confidence=0.4)
+        assert [h["memory"]["content"] for h in hits["results"]] == ["ibis month-old note"]
+
+
+async def test_entities_relations_graph_and_deletion(server: HttpServer) -> None:
+    async with agent(server, "mcp-graph") as a:
+        made = await a.call("create_entities", entities=[{"name": "Alice", "entity_type": "person", "description": "Software engineer"}])
+        assert made["created"] == 1 and made["entities"][0]["has_embedding"] is True
+        rels = [
+            {"source": "A", "target": "B", "relation_type": "related_to", "strength": 0.8},
+            {"source": "A", "target": "C", "relation_type": "related_to"},
+            {"source": "B", "target": "D", "relation_type": "related_to"},
+        ]
+        out = await a.call("create_relations", relations=rels)
+        assert out["created"] == 3 and {e["name"] for e in out["entities_created"]} == {"A", "B", "C", "D"}
+        assert all(e["entity_type"] == "unknown" for e in out["entities_created"])
+        again = await a.call("create_relations", relations=rels[:1])
+        assert again["created"] == 0  # upsert
+        g1 = await a.call("get_entity_graph", entity_name="A", depth=1)
+        assert {n["entity"]["name"] for n in g1["nodes"]} == {"A", "B", "C"}
+        g2 = await a.call("get_entity_graph", entity_name="A", depth=2)
+        assert {n["entity"]["name"] for n in g2["nodes"]} == {"A", "B", "C", "D"}
+        mem = await a.call("store_memory", content="B owns the deploy scripts", entity_names=["B", "NewPerson"])
+        assert {e["name"]: e["created"] for e in mem["entities"]} == {"B": False, "NewPerson": True}
+        gone = await a.call("delete_entities", entity_names=["B"])
+        assert len(gone["deleted"]) == 1 and gone["deleted_memories"] == []
+        g1 = await a.call("get_entity_graph", entity_name="A", depth=2)
+        assert {n["entity"]["name"] for n in g1["nodes"]} == {"A", "C"}
+        found = await a.call("recall_memories", query="deploy scripts", search_mode="keyword")
+        assert [h["memory"]["id"] for h in found["results"]] == [mem["memory"]["id"]]  # the memory is kept
+        deleted = await a.call("delete_relations", relations=[{"source": "A", "target": "C", "relation_type": "related_to"}])
+        assert len(deleted["deleted"]) == 1
+
+
+async def test_graph_search_mode(server: HttpServer) -> None:
+    async with agent(server, "mcp-graphsearch") as a:
+        await a.call("create_relations", relations=[{"source": "Nadia", "target": "Atlas", "relation_type": "manages", "strength": 0.9}])
+        m1 = await a.call("store_memory", content="Atlas release train leaves every second Tuesday", entity_names=["Atlas"])
+        await a.call("store_memory", content="Unrelated grocery list: eggs and flour")
+        hits = await a.call("recall_memories", query="What does Nadia work on?", search_mode="graph")
+        assert [h["memory"]["id"] for h in hits["results"]] == [m1["memory"]["id"]]
+        assert hits["results"][0]["graph_score"] > 0
+
+
+async def test_consolidation_of_slight_variations(server: HttpServer) -> None:
+    variations = [
+        "React hooks let function components use state and effects.",
+        "React hooks let function components use state and side effects.",
+        "React hooks allow function components to use state and effects.",
+        "With React hooks, function components can use state and effects.",
+        "React hooks let functional components use state and effects.",
+    ]
+    async with agent(server, "mcp-consolidate") as a:
+        ids = []
+        for i, text in enumerate(variations):  # through 000's face, which never merges on write
+            out = await a.call("remember", content=text, topic="react", type="observation", tags=[f"v{i}"])
+            ids.append(out["id"])
+        assert len(set(ids)) == 5
+        await a.call("store_memory", content="Kubernetes pods restart when their liveness probe fails")
+        dry = await a.call("consolidate_memories", similarity_threshold=0.85, dry_run=True)
+        assert dry["clusters_found"] == 1 and dry["memories_deleted"] == 0
+        cluster = dry["clusters"][0]
+        assert sorted([cluster["primary_id"], *cluster["absorbed_ids"]]) == sorted(ids)
+        assert (await a.call("get_memory_stats"))["total_memories"] == 6
+        done = await a.call("consolidate_memories", similarity_threshold=0.85)
+        assert done["memories_merged"] == 4 and done["memories_deleted"] == 4
+        stats = await a.call("get_memory_stats")
+        assert stats["total_memories"] == 2
+        hits = await a.call("recall_memories", query="React hooks", search_mode="keyword")
+        assert len(hits["results"]) == 1 and set(hits["results"][0]["memory"]["tags"]) == {f"v{i}" for i in range(5)}
+
+
+async def test_bad_input_is_refused_and_changes_nothing(server: HttpServer) -> None:
+    async with agent(server, "mcp-bad") as a:
+        code, message = await a.error("store_memory", content="   ")
+        assert code == "invalid_argument"
+        code, message = await a.error("store_memory", content="x", confidence=1.5)
+        assert code == "invalid_argument" and "confidence" in message
+        code, message = await a.error("delete_memories")
+        assert code == "invalid_argument" and "at least one" in message
+        code, message = await a.error("recall_memories", query="x", limit=101)
+        assert code == "invalid_argument" and "limit" in message
+        code, message = await a.error("recall_memories", query="x", search_mode="fuzzy")
+        assert code == "invalid_argument"
+        code, _ = await a.error("get_entity_graph", entity_name="Nobody")
+        assert code == "not_found"
+        stats = await a.call("get_memory_stats")
+        assert (stats["total_memories"], stats["total_entities"]) == (0, 0)
