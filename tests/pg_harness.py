@@ -45,7 +45,7 @@ import pytest
 DATABASE = "memento_test"
 OWNER = "memento_owner"
 APP_ROLE = "memento_app"
-TABLES = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback")
+TABLES = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback", "entities", "relations", "entity_memories")
 
 
 REQUIRE_ENV = "MEMENTO_REQUIRE_POSTGRES"

@@ -17,11 +17,13 @@ from memento.app import App, build_app
 from memento.cli import main
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import InvalidArgument, Unavailable
+from memento.graph import NewEntity, NewRelation
 from memento.migrate import TextProgress, migrate
 from memento.models import (
     AgentScope,
     AmendInput,
     CallContext,
+    FragmentType,
     LinkInput,
     MemorySystem,
     PrivacyScope,
@@ -32,7 +34,7 @@ from memento.models import (
     ToolFeedbackInput,
 )
 from memento.settings import Settings
-from memento.storage.protocol import BULK_TABLES, BulkStore, SearchFilter
+from memento.storage.protocol import BULK_KEYS, BULK_TABLES, REINFORCEMENT, BulkStore, SearchFilter, VersionRecord
 from memento.storage.sqlite import SQLiteStore
 
 QUERIES = ["database connection pool", "deploy rollback", "pgbouncer prepared statements", "coffee preference"]
@@ -128,12 +130,32 @@ def build_source(path: Path, clock: Clock) -> Path:
             ),
             ctx,
         )
+        add_graph(app, ids["agent-a-0"], shared, clock.now)
         clock.now = datetime(2026, 1, 3, 9, 0, tzinfo=UTC)
         for agent in ("default", "agent-a", "agent-b"):
             s.recall(RecallInput(text="database connection pool", agentId=agent), CallContext(session_id=f"s-{agent}"))
     finally:
         app.close()
     return path
+
+
+def add_graph(app: App, fragment: str, shared: str, now: datetime) -> None:
+    """Agent-a's entity graph (an embedded entity, a relation, two associations) and a merge's version row."""
+    scope = AgentScope("agent-a")
+    (alice, _), (acme, _) = app.store.upsert_entities(
+        scope,
+        [
+            NewEntity("Alice", "person", "an engineer", {"team": "core"}, embedding=HashEmbedder(256).embed_query("Alice")),
+            NewEntity("Acme", "organization"),
+        ],
+        now,
+    )
+    app.store.upsert_relations(scope, [NewRelation(alice.id, acme.id, "works_at", 0.8, 0.9, "since 2020", {"k": 1})], now)
+    app.store.link_entities(scope, [(alice.id, fragment, 0.9), (acme.id, shared, 0.5)], now)
+    merged = VersionRecord(
+        "an absorbed duplicate", "record", ("copy",), FragmentType.LEARNING, 0.4, "merge", 0.3, {"m": 1}, ("x",), "merged:frag-x"
+    )
+    app.store.add_version(scope, shared, merged, now)
 
 
 def dump(url: str) -> dict[str, list[dict[str, Any]]]:
@@ -147,7 +169,7 @@ def dump(url: str) -> dict[str, list[dict[str, Any]]]:
     try:
         out: dict[str, list[dict[str, Any]]] = {}
         for table in BULK_TABLES:
-            key = "seq" if table == "fragments" else "id"
+            key = BULK_KEYS[table]
             rows, after = [], 0
             while batch := store.export_rows(table, after, 1000):
                 after = int(batch[-1][key])
@@ -213,14 +235,24 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
     assert len(before["fragment_versions"]) >= 3 and all(r["embedding"] is not None for r in before["fragments"])
     assert {r["relation_type"] for r in before["fragment_links"]} >= {"caused_by", "resolved_by", "superseded_by"}
     shared = next(r for r in before["fragments"] if r["content"] == "the shared record survives a copy")
-    assert (shared["tags"], shared["confidence"], shared["pinned"], shared["memory_system"]) == (
-        ["copy", "record"],
-        0.6,
-        True,
-        "procedural",
-    )
+    assert (shared["tags"], shared["pinned"], shared["memory_system"]) == (["copy", "record"], True, "procedural")
+    assert shared["access_count"] and shared["confidence"] == pytest.approx(0.6 + REINFORCEMENT * shared["access_count"])  # recalled
     assert shared["metadata"] == {"n": 1, "nested": {"k": [1, 2]}} and shared["origin_trace"] == {"from": "test"}
     assert sum(r["deleted_at"] is not None for r in before["fragments"]) == 1
+    # the entity graph: entities without their vectors (the target re-embeds), relations, associations
+    assert [(r["name"], r["entity_type"], r["metadata"]) for r in before["entities"]] == [
+        ("Alice", "person", {"team": "core"}),
+        ("Acme", "organization", {}),
+    ]
+    assert "embedding" not in before["entities"][0] and "seq" not in before["entities"][0]
+    assert [(r["relation_type"], r["strength"], r["confidence"], r["context"], r["metadata"]) for r in before["relations"]] == [
+        ("works_at", 0.8, 0.9, "since 2020", {"k": 1})
+    ]
+    assert sorted(r["relevance"] for r in before["entity_memories"]) == [0.5, 0.9]
+    merged = [r for r in before["fragment_versions"] if r["note"] is not None]
+    assert [(r["note"], r["confidence"], r["metadata"], r["tags"]) for r in merged] == [("merged:frag-x", 0.3, {"m": 1}, ["x"])]
+    amended = next(r for r in before["fragment_versions"] if r["content"] == "the database connection pool is capped at 20 (agent-a)")
+    assert (amended["confidence"], amended["tags"], amended["metadata"]) == (1.0, [], {})
 
     stream = io.StringIO()
     first = migrate(src, pg.owner_dsn, batch_size=4, progress=TextProgress(stream))
@@ -252,6 +284,11 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
         assert fid == max(r["id"] for r in before["tool_feedback"]) + 1
         hits = app.service.recall(RecallInput(text="pgbouncer prepared statements", agentId="agent-a"), CallContext())
         assert hits.fragments
+        agent_a = AgentScope("agent-a")
+        assert app.store.graph_counts(agent_a) == {"entities": 2, "relations": 1, "links": 2}
+        assert app.store.entity_vectors(agent_a) == []  # not copied: re-embedded by the target
+        ((carol, created),) = app.store.upsert_entities(agent_a, [NewEntity("Carol")], clock.now)  # fresh seq past the copied rows
+        assert created and app.store.list_entities(agent_a, entity_type=None, name_contains=None, limit=9, offset=0)[1] == 3
     finally:
         app.close()
 

@@ -12,7 +12,8 @@ full-text and keyword tiers read trigger-maintained lookup tables with the same 
 
 PostgresStore composes the parts: connections and transactions (postgres_db.py), fragment writes
 (postgres_fragments.py), reads (postgres_queries.py), the retrieval tiers (postgres_search.py, their
-statements in postgres_sql.py), bulk copy (postgres_bulk.py); migrations: postgres_schema.py.
+statements in postgres_sql.py), the entity graph (postgres_entities.py), bulk copy (postgres_bulk.py);
+migrations: postgres_schema.py.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import Unavailable
+from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation
 from ..models import AgentScope, Fragment, Link, RelationType
 from .access import AccessBuffer, Pending
 from .postgres_bulk import PostgresBulk
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
+from .postgres_entities import PostgresEntities
 from .postgres_fragments import PostgresFragments
 from .postgres_queries import PostgresQueries
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
-from .protocol import FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+from .protocol import REINFORCEMENT, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter, VersionRecord
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
 
@@ -72,6 +75,7 @@ class PostgresStore:
         self.queries = PostgresQueries(self.db, self.embedding_model)
         self.search = PostgresSearch(self.db, self.embedding_model, self.ef_search)
         self.bulk = PostgresBulk(self.db)
+        self.entities = PostgresEntities(self.db, self.embedding_model)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -118,9 +122,9 @@ class PostgresStore:
                 " free AS (SELECT f.id FROM agent_memory.fragments f JOIN v ON f.id = v.id"
                 " ORDER BY f.id FOR UPDATE OF f SKIP LOCKED)"
                 " UPDATE agent_memory.fragments f SET access_count = f.access_count + v.n,"
-                " accessed_at = GREATEST(f.accessed_at, v.at)"
+                " accessed_at = GREATEST(f.accessed_at, v.at), confidence = LEAST(1.0, f.confidence + %s * v.n)"  # 001 §4.3
                 " FROM v WHERE f.id = v.id AND f.id IN (SELECT id FROM free) RETURNING f.id",
-                (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids]),
+                (ids, [pending[i][0] for i in ids], [pending[i][1] for i in ids], REINFORCEMENT),
             )
             done = {r["id"] for r in cur.fetchall()}
             skipped = [i for i in ids if i not in done]
@@ -140,6 +144,9 @@ class PostgresStore:
 
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
         return self.fragments.supersede(scope, old_id, new, importance_factor, now)
+
+    def add_version(self, scope: AgentScope, fragment_id: str, version: VersionRecord, now: datetime) -> int:
+        return self.fragments.add_version(scope, fragment_id, version, now)
 
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
         return self.fragments.delete(scope, ids)
@@ -262,3 +269,57 @@ class PostgresStore:
 
     def finish_import(self) -> None:
         self.bulk.finish_import()
+
+    # ------------------------------------------------------------ entity graph (postgres_entities.py)
+
+    def upsert_entities(self, scope: AgentScope, entities: Sequence[NewEntity], now: datetime) -> list[tuple[Entity, bool]]:
+        return self.entities.upsert_entities(scope, entities, now)
+
+    def get_entities(self, scope: AgentScope, ids: Sequence[str]) -> list[Entity]:
+        return self.entities.get_entities(scope, ids)
+
+    def entities_named(self, scope: AgentScope, names: Sequence[str]) -> list[Entity]:
+        return self.entities.entities_named(scope, names)
+
+    def list_entities(
+        self, scope: AgentScope, *, entity_type: str | None, name_contains: str | None, limit: int, offset: int
+    ) -> tuple[list[Entity], int]:
+        return self.entities.list_entities(scope, entity_type=entity_type, name_contains=name_contains, limit=limit, offset=offset)
+
+    def update_entity(self, scope: AgentScope, entity_id: str, changes: EntityChanges, now: datetime) -> Entity:
+        return self.entities.update_entity(scope, entity_id, changes, now)
+
+    def delete_entities(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        return self.entities.delete_entities(scope, ids)
+
+    def entity_vectors(self, scope: AgentScope) -> list[tuple[str, np.ndarray]]:
+        return self.entities.entity_vectors(scope)
+
+    def upsert_relations(self, scope: AgentScope, relations: Sequence[NewRelation], now: datetime) -> list[tuple[Relation, bool]]:
+        return self.entities.upsert_relations(scope, relations, now)
+
+    def get_relations(self, scope: AgentScope, ids: Sequence[str]) -> list[Relation]:
+        return self.entities.get_relations(scope, ids)
+
+    def list_relations(
+        self, scope: AgentScope, *, entity_id: str | None, relation_type: str | None, limit: int, offset: int
+    ) -> tuple[list[Relation], int]:
+        return self.entities.list_relations(scope, entity_id=entity_id, relation_type=relation_type, limit=limit, offset=offset)
+
+    def relations_of(self, scope: AgentScope, entity_ids: Sequence[str], min_strength: float) -> list[Relation]:
+        return self.entities.relations_of(scope, entity_ids, min_strength)
+
+    def delete_relations(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        return self.entities.delete_relations(scope, ids)
+
+    def link_entities(self, scope: AgentScope, links: Sequence[tuple[str, str, float]], now: datetime) -> int:
+        return self.entities.link_entities(scope, links, now)
+
+    def entity_links(self, scope: AgentScope, *, entity_ids: Sequence[str] = (), fragment_ids: Sequence[str] = ()) -> list[EntityLink]:
+        return self.entities.entity_links(scope, entity_ids=entity_ids, fragment_ids=fragment_ids)
+
+    def move_entity_links(self, scope: AgentScope, from_fragment: str, to_fragment: str, now: datetime) -> int:
+        return self.entities.move_entity_links(scope, from_fragment, to_fragment, now)
+
+    def graph_counts(self, scope: AgentScope) -> dict[str, int]:
+        return self.entities.graph_counts(scope)

@@ -48,6 +48,8 @@ class PostgresBulk:
         names = list(BULK_COLUMNS[table])
         if table == "fragments":
             names = ["seq", *names, "embedding", "embedding_model"]
+        elif key == "seq":  # a table paged by its own seq carries it (the paging key), which import ignores
+            names = ["seq", *names]
         query = sql.SQL("SELECT {cols} FROM agent_memory.{table} WHERE {key} > %s ORDER BY {key} LIMIT %s").format(
             cols=sql.SQL(", ").join(sql.Identifier(n) for n in names), table=sql.Identifier(table), key=sql.Identifier(key)
         )
@@ -58,7 +60,7 @@ class PostgresBulk:
         for r in rows:
             row = dict(r)
             for name in ("keywords", "linked_to", "tool_highlights", "tool_pain_points", "tags"):
-                if name in row:
+                if row.get(name) is not None:  # a version's tags may be NULL (archived before 0007)
                     row[name] = list(row[name])
             if "embedding" in row and row["embedding"] is not None:
                 value = row["embedding"]
@@ -85,7 +87,7 @@ class PostgresBulk:
         inserted = 0
         with self.db.tx(SYSTEM) as cur:
             for row in rows:
-                params: list[Any] = [_pg_value(n, _imported(table, n, row)) for n in names]
+                params: list[Any] = [_pg_value(n, _imported(table, n, row), nullable=table == "fragment_versions") for n in names]
                 if extra:
                     vector = row.get("embedding")
                     params += [
@@ -131,15 +133,25 @@ def _bulk_table(table: str) -> str:
     return BULK_KEYS[table]
 
 
-def _pg_value(name: str, value: object) -> object:
+def _pg_value(name: str, value: object, *, nullable: bool = False) -> object:
+    """A plain Python column value as PostgreSQL takes it (`nullable`: a missing array stays NULL)."""
     if name in ("keywords", "linked_to", "tool_highlights", "tool_pain_points", "tags"):
-        return [str(v) for v in value] if value is not None else []  # type: ignore[attr-defined]
+        if value is None:
+            return None if nullable else []
+        return [str(v) for v in value]  # type: ignore[attr-defined]
     if name in ("is_anchor", "relevant", "sufficient", "overall_success", "pinned"):
         return bool(value)
     if name in ("metadata", "origin_trace"):
         return None if value is None else Jsonb(value)
-    if name in ("accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at", "tier_since") and isinstance(
-        value, str
-    ):
+    if name in (
+        "accessed_at",
+        "created_at",
+        "updated_at",
+        "verified_at",
+        "amended_at",
+        "expires_at",
+        "deleted_at",
+        "tier_since",
+    ) and isinstance(value, str):
         return datetime.fromisoformat(value)
     return value

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg.types.json import Jsonb
 
 from ..errors import Conflict, Forbidden, InvalidArgument, NotFound
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, RelationType, session_refusal
@@ -17,7 +18,7 @@ from .postgres_bulk import _pg_value
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, _as, retried
 from .postgres_rows import _COLUMNS, _SEARCH, _require, _row_to_fragment, _visible, _written
 from .postgres_sql import refuse_unwritable, scope_sql, search_vector
-from .protocol import RECORD_COLUMNS, FragmentChanges, NewFragment, changed_record, new_record
+from .protocol import RECORD_COLUMNS, FragmentChanges, NewFragment, VersionRecord, archived, changed_record, new_record
 
 
 class PostgresFragments:
@@ -128,11 +129,7 @@ class PostgresFragments:
         refuse_unwritable(scope, [old])
         if changes.is_anchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
             raise Forbidden(scope.pool_refusal([old.id]))
-        cur.execute(
-            "INSERT INTO agent_memory.fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (old.id, old.content, old.topic, old.keywords, old.type.value, old.importance, now, amended_by),
-        )
+        _archive(cur, old.id, archived(old, amended_by), now)
         content = changes.content if changes.content is not None else old.content
         content_hash = changes.content_hash or old.content_hash
         if content_hash != old.content_hash:
@@ -175,6 +172,12 @@ class PostgresFragments:
     def update(self, scope: AgentScope, fragment_id: str, changes: FragmentChanges, amended_by: str, now: datetime) -> Fragment:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             return self._update(cur, scope, fragment_id, changes, amended_by, now)
+
+    @retried
+    def add_version(self, scope: AgentScope, fragment_id: str, version: VersionRecord, now: datetime) -> int:
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            refuse_unwritable(scope, [_require(cur, scope, fragment_id)])
+            return _archive(cur, fragment_id, version, now)
 
     @retried
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
@@ -277,3 +280,28 @@ class PostgresFragments:
         with self.db.tx(SYSTEM) as cur:
             cur.execute("UPDATE agent_memory.fragments SET embedding = NULL, embedding_model = NULL WHERE embedding IS NOT NULL")
             return int(cur.rowcount)
+
+
+def _archive(cur: Cursor, fragment_id: str, v: VersionRecord, now: datetime) -> int:
+    """One row of a fragment's version trail; its id."""
+    cur.execute(
+        "INSERT INTO agent_memory.fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by,"
+        " confidence, metadata, tags, note) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (
+            fragment_id,
+            v.content,
+            v.topic,
+            list(v.keywords),
+            v.type.value,
+            v.importance,
+            now,
+            v.amended_by,
+            v.confidence,
+            None if v.metadata is None else Jsonb(v.metadata),
+            None if v.tags is None else list(v.tags),
+            v.note,
+        ),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    return int(row["id"])

@@ -46,7 +46,7 @@ class PostgresQueries:
         self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()
     ) -> list[Fragment]:
         where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt)
+        fwhere, fparams = filter_sql(filt, scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
@@ -94,7 +94,7 @@ class PostgresQueries:
 
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt)
+        fwhere, fparams = filter_sql(filt, scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND {fwhere}", [*params, *fparams])
             row = cur.fetchone()
@@ -121,12 +121,21 @@ class PostgresQueries:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             _require(cur, scope, fragment_id)
             cur.execute(
-                "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM agent_memory.fragment_versions"
-                " WHERE fragment_id = %s ORDER BY id",
+                "SELECT content, topic, keywords, type, importance, amended_at, amended_by, confidence, metadata, tags, note"
+                " FROM agent_memory.fragment_versions WHERE fragment_id = %s ORDER BY id",
                 (fragment_id,),
             )
             rows = cur.fetchall()
-        return [{**r, "keywords": list(r["keywords"]), "amended_at": r["amended_at"].isoformat()} for r in rows]
+        return [
+            {
+                **r,
+                "keywords": list(r["keywords"]),
+                "amended_at": r["amended_at"].isoformat(),
+                "metadata": None if r["metadata"] is None else dict(r["metadata"]),
+                "tags": None if r["tags"] is None else list(r["tags"]),
+            }
+            for r in rows
+        ]
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = scope_sql(scope)

@@ -13,6 +13,7 @@ from . import terms as terms_policy
 from .postgres_db import Cursor, PostgresDatabase
 from .postgres_sql import df_sql, filter_sql, keyword_sql, scope_sql, text_sql
 from .protocol import Hit, SearchFilter
+from .sqlfilter import narrowing
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 
@@ -77,7 +78,7 @@ class PostgresSearch:
         if self.embedding_model is None:
             return []
         where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt)
+        fwhere, fparams = filter_sql(filt, scope)
         query = np.ascontiguousarray(vector, dtype=np.float32)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             # Iterative scans (pgvector 0.8) keep walking the HNSW graph until enough rows pass
@@ -88,7 +89,7 @@ class PostgresSearch:
             # ordered HNSW scan wins (ef_search >= the store size keeps small stores exact).
             # With a topic/type/session filter the planner keeps its choice: an exact scan of
             # the few matching rows beats walking the graph for them.
-            broad = not (filt.topic or filt.type or filt.types or filt.only_session)
+            broad = not narrowing(filt)
             cur.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
                 " set_config('enable_sort', %s, true)",

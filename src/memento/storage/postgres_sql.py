@@ -16,8 +16,8 @@ from ..analysis import index_terms
 from ..errors import Forbidden
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, PoolWrites
 from .protocol import SearchFilter
+from .sqlfilter import Dialect, live_sql
 from .sqlfilter import filter_sql as shared_filter_sql
-from .sqlfilter import live_sql
 
 
 def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
@@ -52,8 +52,11 @@ def refuse_unwritable(scope: AgentScope, found: Sequence[Fragment]) -> None:
         raise Forbidden(scope.pool_refusal(refused))
 
 
-def filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
-    return shared_filter_sql(filt, alias, "%s", any_of=True)
+POSTGRES = Dialect(mark="%s", any_of=True, tables="agent_memory.", timestamp=lambda v: v)
+
+
+def filter_sql(filt: SearchFilter, scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
+    return shared_filter_sql(filt, alias, POSTGRES, None if scope.is_maintenance else scope.agent_id)
 
 
 def quote_lexeme(term: str) -> str:
@@ -91,7 +94,7 @@ def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit:
     the topic 0.3 (as bm25 on SQLite)."""
     where, params = scope_sql(scope)
     twhere, tparams = scope_sql(scope, "t")
-    fwhere, fparams = filter_sql(filt)
+    fwhere, fparams = filter_sql(filt, scope)
     order = "m.rank DESC, m.seq DESC"
     return (
         "WITH m AS MATERIALIZED (SELECT t.seq, CAST(SUM(CAST(t.rank AS float8)) / %s AS real) AS rank"
@@ -108,7 +111,7 @@ def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, 
     then by importance, newest first (fragment_keywords carries both)."""
     where, params = scope_sql(scope)
     kwhere, kparams = scope_sql(scope, "k")
-    fwhere, fparams = filter_sql(filt)
+    fwhere, fparams = filter_sql(filt, scope)
     order = "m.matched DESC, m.importance DESC, m.created_at DESC, m.seq DESC"
     return (
         "WITH m AS MATERIALIZED (SELECT k.seq, COUNT(*) AS matched, MAX(k.importance) AS importance,"

@@ -473,6 +473,21 @@ def changed_record(old: Fragment, c: FragmentChanges) -> dict[str, object]:
     }
 
 
+def archived(old: Fragment, amended_by: str) -> VersionRecord:
+    """The version row an amend archives: the fragment's state before it."""
+    return VersionRecord(
+        content=old.content,
+        topic=old.topic,
+        keywords=tuple(old.keywords),
+        type=old.type,
+        importance=old.importance,
+        amended_by=amended_by,
+        confidence=old.confidence,
+        metadata=dict(old.metadata),
+        tags=tuple(old.tags),
+    )
+
+
 class BulkStore(Protocol):
     """Backend-neutral export and import of whole tables, for all agents (`memento migrate`).
 

@@ -1,14 +1,72 @@
-"""The SearchFilter as a SQL predicate, shared by the SQL backends (they differ in placeholders)."""
+"""The SearchFilter as a SQL predicate, shared by the SQL backends (they differ in placeholders,
+array support, table names and how they compute effective confidence)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from ..graph import effective_confidence
 from .protocol import SearchFilter
 
+# The SQLite function every connection registers (sqlite_db.py): graph.effective_confidence itself,
+# so SQL and SearchFilter.matches agree to the bit.
+SQLITE_CONFIDENCE_FUNCTION = "memento_effective_confidence"
 
-def filter_sql(filt: SearchFilter, alias: str, mark: str, any_of: bool) -> tuple[str, list[Any]]:
-    """`mark` is the driver's placeholder (`?` or `%s`); `any_of` uses `= ANY(array)` for lists."""
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the SQL backends in a filter."""
+
+    mark: str  # the driver's placeholder
+    any_of: bool  # arrays: `= ANY(array)` and TEXT[] tags (PostgreSQL); else IN lists and JSON tags
+    tables: str  # the schema prefix of table names
+    timestamp: Callable[[datetime], object]  # a datetime as bound for comparison with a stored timestamp
+
+    def effective_confidence(self, alias: str, now: datetime, half_life_days: float) -> tuple[str, list[Any]]:
+        """graph.effective_confidence of row `alias` at `now`, as an SQL expression."""
+        m = self.mark
+        if not self.any_of:
+            sql = f"{SQLITE_CONFIDENCE_FUNCTION}({alias}.confidence, {alias}.created_at, {alias}.accessed_at, {m}, {m})"
+            return sql, [self.timestamp(now), half_life_days]
+        if half_life_days <= 0:
+            return f"{alias}.confidence", []
+        # float8 throughout, in the order Python computes it: seconds (exact, then rounded once),
+        # days, the exponent, C pow(); GREATEST ignores a NULL accessed_at as Python does.
+        seconds = f"CAST(EXTRACT(EPOCH FROM (CAST({m} AS timestamptz) - GREATEST({alias}.created_at, {alias}.accessed_at))) AS float8)"
+        days = f"GREATEST(CAST(0.0 AS float8), {seconds} / CAST(86400.0 AS float8))"
+        return f"({alias}.confidence * power(CAST(0.5 AS float8), {days} / CAST({m} AS float8)))", [now, half_life_days]
+
+
+def sqlite_effective_confidence(confidence: float, created_at: str, accessed_at: str | None, now: str, half_life_days: float) -> float:
+    """The SQLite function SQLITE_CONFIDENCE_FUNCTION (timestamps in the stored ISO form)."""
+    created = datetime.fromisoformat(created_at)
+    accessed = datetime.fromisoformat(accessed_at) if accessed_at else None
+    return effective_confidence(confidence, created, accessed, datetime.fromisoformat(now), half_life_days)
+
+
+def narrowing(filt: SearchFilter) -> bool:
+    """Whether the filter may keep only a small part of the scope's rows (the vector tiers then
+    search wider, or exactly among the matching rows)."""
+    return bool(
+        filt.topic is not None
+        or filt.type is not None
+        or filt.types
+        or filt.only_session
+        or filt.created_after is not None
+        or filt.created_before is not None
+        or filt.source is not None
+        or filt.entity_id is not None
+        or filt.min_confidence is not None
+    )
+
+
+def filter_sql(filt: SearchFilter, alias: str, dialect: Dialect, agent: str | None) -> tuple[str, list[Any]]:
+    """The filter over fragments row `alias`. `agent`: the owner of the entity of `entity_id`
+    (the caller's agent; None for the maintenance scope, which sees every agent's entities)."""
+    mark, any_of = dialect.mark, dialect.any_of
     clauses: list[str] = []
     params: list[Any] = []
     if filt.only_session:
@@ -53,7 +111,32 @@ def filter_sql(filt: SearchFilter, alias: str, mark: str, any_of: bool) -> tuple
             marks = ",".join([mark] * len(filt.tags_any))
             clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({marks}))")
             params.extend(filt.tags_any)
+    _record_clauses(filt, alias, dialect, agent, clauses, params)
     return " AND ".join(clauses), params
+
+
+def _record_clauses(filt: SearchFilter, alias: str, dialect: Dialect, agent: str | None, clauses: list[str], params: list[Any]) -> None:
+    """001 §5.6: creation window, source, entity, effective confidence."""
+    mark = dialect.mark
+    if filt.created_after is not None:
+        clauses.append(f"{alias}.created_at > {mark}")
+        params.append(dialect.timestamp(filt.created_after))
+    if filt.created_before is not None:
+        clauses.append(f"{alias}.created_at < {mark}")
+        params.append(dialect.timestamp(filt.created_before))
+    if filt.source is not None:
+        clauses.append(f"{alias}.source = {mark}")
+        params.append(filt.source)
+    if filt.entity_id is not None:
+        owner = f" AND em.agent_id = {mark}" if agent is not None else ""
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM {dialect.tables}entity_memories em WHERE em.fragment_id = {alias}.id AND em.entity_id = {mark}{owner})"
+        )
+        params.extend([filt.entity_id, *([agent] if agent is not None else [])])
+    if filt.min_confidence is not None:
+        expr, eparams = dialect.effective_confidence(alias, filt.now or datetime.now(UTC), filt.half_life_days)
+        clauses.append(f"{expr} >= {mark}")
+        params.extend([*eparams, filt.min_confidence])
 
 
 def live_sql(alias: str, now: str) -> str:

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
+from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation
 from ..models import AgentScope, Fragment, Link, RelationType
 from . import terms as terms_policy
 from .access import AccessBuffer, Pending
-from .protocol import FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter
+from .protocol import REINFORCEMENT, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter, VersionRecord
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
+from .sqlite_entities import SQLiteEntities
 from .sqlite_fragments import SQLiteFragments
 from .sqlite_queries import SQLiteQueries
 from .sqlite_search import SQLiteSearch
@@ -34,8 +36,9 @@ __all__ = ["SQLiteStore", "parse_ts", "ts"]
 
 class SQLiteStore:
     """The Store protocol on one SQLite file: the database (sqlite_db.py), the fragment writes
-    (sqlite_fragments.py), the reads (sqlite_queries.py), the retrieval tiers (sqlite_search.py)
-    and bulk copy (sqlite_bulk.py), with the access statistics batched here."""
+    (sqlite_fragments.py), the reads (sqlite_queries.py), the retrieval tiers (sqlite_search.py),
+    the entity graph (sqlite_entities.py) and bulk copy (sqlite_bulk.py), with the access
+    statistics batched here."""
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class SQLiteStore:
         self.queries = SQLiteQueries(self.db, self.vectors, embedding_model)
         self.search = SQLiteSearch(self.db, self.vectors, embedding_model, agents)
         self.bulk = SQLiteBulk(self.db, agents)
+        self.entities = SQLiteEntities(self.db, embedding_model)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -113,9 +117,11 @@ class SQLiteStore:
 
     def _write_access(self, pending: Pending) -> Pending:
         with self.db.tx() as conn:
+            # 001 §4.3: every access reinforces the stored confidence, up to 1.0
             conn.executemany(
-                "UPDATE fragments SET access_count = access_count + ?, accessed_at = MAX(COALESCE(accessed_at, ''), ?) WHERE id = ?",
-                [(count, ts(at), fid) for fid, (count, at) in pending.items()],
+                "UPDATE fragments SET access_count = access_count + ?, accessed_at = MAX(COALESCE(accessed_at, ''), ?),"
+                " confidence = MIN(1.0, confidence + ?) WHERE id = ?",
+                [(count, ts(at), REINFORCEMENT * count, fid) for fid, (count, at) in pending.items()],
             )
         return {}
 
@@ -129,6 +135,9 @@ class SQLiteStore:
 
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
         return self.fragments.supersede(scope, old_id, new, importance_factor, now)
+
+    def add_version(self, scope: AgentScope, fragment_id: str, version: VersionRecord, now: datetime) -> int:
+        return self.fragments.add_version(scope, fragment_id, version, now)
 
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
         return self.fragments.delete(scope, ids)
@@ -245,3 +254,57 @@ class SQLiteStore:
 
     def finish_import(self) -> None:
         self.bulk.finish_import()
+
+    # ------------------------------------------------------------ entity graph (sqlite_entities.py)
+
+    def upsert_entities(self, scope: AgentScope, entities: Sequence[NewEntity], now: datetime) -> list[tuple[Entity, bool]]:
+        return self.entities.upsert_entities(scope, entities, now)
+
+    def get_entities(self, scope: AgentScope, ids: Sequence[str]) -> list[Entity]:
+        return self.entities.get_entities(scope, ids)
+
+    def entities_named(self, scope: AgentScope, names: Sequence[str]) -> list[Entity]:
+        return self.entities.entities_named(scope, names)
+
+    def list_entities(
+        self, scope: AgentScope, *, entity_type: str | None, name_contains: str | None, limit: int, offset: int
+    ) -> tuple[list[Entity], int]:
+        return self.entities.list_entities(scope, entity_type=entity_type, name_contains=name_contains, limit=limit, offset=offset)
+
+    def update_entity(self, scope: AgentScope, entity_id: str, changes: EntityChanges, now: datetime) -> Entity:
+        return self.entities.update_entity(scope, entity_id, changes, now)
+
+    def delete_entities(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        return self.entities.delete_entities(scope, ids)
+
+    def entity_vectors(self, scope: AgentScope) -> list[tuple[str, np.ndarray]]:
+        return self.entities.entity_vectors(scope)
+
+    def upsert_relations(self, scope: AgentScope, relations: Sequence[NewRelation], now: datetime) -> list[tuple[Relation, bool]]:
+        return self.entities.upsert_relations(scope, relations, now)
+
+    def get_relations(self, scope: AgentScope, ids: Sequence[str]) -> list[Relation]:
+        return self.entities.get_relations(scope, ids)
+
+    def list_relations(
+        self, scope: AgentScope, *, entity_id: str | None, relation_type: str | None, limit: int, offset: int
+    ) -> tuple[list[Relation], int]:
+        return self.entities.list_relations(scope, entity_id=entity_id, relation_type=relation_type, limit=limit, offset=offset)
+
+    def relations_of(self, scope: AgentScope, entity_ids: Sequence[str], min_strength: float) -> list[Relation]:
+        return self.entities.relations_of(scope, entity_ids, min_strength)
+
+    def delete_relations(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
+        return self.entities.delete_relations(scope, ids)
+
+    def link_entities(self, scope: AgentScope, links: Sequence[tuple[str, str, float]], now: datetime) -> int:
+        return self.entities.link_entities(scope, links, now)
+
+    def entity_links(self, scope: AgentScope, *, entity_ids: Sequence[str] = (), fragment_ids: Sequence[str] = ()) -> list[EntityLink]:
+        return self.entities.entity_links(scope, entity_ids=entity_ids, fragment_ids=fragment_ids)
+
+    def move_entity_links(self, scope: AgentScope, from_fragment: str, to_fragment: str, now: datetime) -> int:
+        return self.entities.move_entity_links(scope, from_fragment, to_fragment, now)
+
+    def graph_counts(self, scope: AgentScope) -> dict[str, int]:
+        return self.entities.graph_counts(scope)

@@ -46,8 +46,11 @@ class SQLiteBulk:
                 " LEFT JOIN fragment_embeddings e ON e.seq = f.seq WHERE f.seq > ? ORDER BY f.seq LIMIT ?",
                 (after, limit),
             ).fetchall()
-        else:
-            rows = conn.execute(f"SELECT {columns} FROM {table} f WHERE f.{key} > ? ORDER BY f.{key} LIMIT ?", (after, limit)).fetchall()
+        else:  # a table paged by its own seq carries it (the paging key), which import ignores
+            paged = "f.seq, " if key == "seq" else ""
+            rows = conn.execute(
+                f"SELECT {paged}{columns} FROM {table} f WHERE f.{key} > ? ORDER BY f.{key} LIMIT ?", (after, limit)
+            ).fetchall()
         return [_export_row(table, dict(r)) for r in rows]
 
     def import_rows(self, table: str, rows: Sequence[dict[str, object]]) -> int:
@@ -62,6 +65,8 @@ class SQLiteBulk:
                     inserted += self._import_fragment(conn, row)
                     continue
                 values = _import_values(table, row)
+                if table == "entities":  # names are unique per agent regardless of case
+                    values["name_key"] = name_key(str(values["name"]))
                 columns = ", ".join(values)  # the fixed BULK_COLUMNS names, never the row's own keys
                 cursor = conn.execute(
                     f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING", list(values.values())
@@ -96,6 +101,11 @@ class SQLiteBulk:
         """Nothing to do: AUTOINCREMENT counters follow explicit ids, indexes are kept per batch."""
 
 
+def name_key(name: str) -> str:
+    """The stored key of an entity name (entities.name_key): unique per agent."""
+    return name.lower()
+
+
 def _bulk_table(table: str) -> str:
     if table not in BULK_KEYS:
         raise InvalidArgument(f"unknown table {table!r}")
@@ -112,7 +122,7 @@ def _ts_or_none(value: object) -> str | None:
 
 _JSON_COLUMNS = {"keywords", "linked_to", "tool_highlights", "tool_pain_points", "tags", "metadata", "origin_trace"}
 _BOOL_COLUMNS = {"is_anchor", "relevant", "sufficient", "overall_success", "pinned"}
-_TIME_COLUMNS = {"accessed_at", "created_at", "verified_at", "amended_at", "expires_at", "deleted_at", "tier_since"}
+_TIME_COLUMNS = {"accessed_at", "created_at", "updated_at", "verified_at", "amended_at", "expires_at", "deleted_at", "tier_since"}
 
 
 def _record_values(new: NewFragment) -> list[object]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pysqlite3.dbapi2 as sqlite3
 
+from .sqlfilter import SQLITE_CONFIDENCE_FUNCTION, sqlite_effective_confidence
 from .sqlite_sql import ts
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class SQLiteDatabase:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA cache_size = -65536")
+        # SearchFilter.min_confidence in SQL (sqlfilter.py): Python's own formula, on every connection
+        conn.create_function(SQLITE_CONFIDENCE_FUNCTION, 5, sqlite_effective_confidence, deterministic=True)
         return conn
 
     def reader(self) -> sqlite3.Connection:

@@ -14,7 +14,7 @@ import pysqlite3.dbapi2 as sqlite3
 from ..errors import Conflict, Forbidden, InvalidArgument, NotFound
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, RelationType, session_refusal
 from . import terms as terms_policy
-from .protocol import RECORD_COLUMNS, FragmentChanges, NewFragment
+from .protocol import RECORD_COLUMNS, FragmentChanges, NewFragment, VersionRecord, archived
 from .sqlite_bulk import _changed_record_values, _record_values
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _FRAGMENT_COLUMNS, _index_text, _require, _row_to_fragment, _scope_sql, _unindex_text, _visible, _writable, ts
@@ -121,20 +121,7 @@ class SQLiteFragments:
         with self.db.tx() as conn:
             old = _require(conn, scope, fragment_id)
             _writable(scope, [old])
-            conn.execute(
-                "INSERT INTO fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    old.id,
-                    old.content,
-                    old.topic,
-                    json.dumps(old.keywords, ensure_ascii=False),
-                    old.type.value,
-                    old.importance,
-                    ts(now),
-                    amended_by,
-                ),
-            )
+            _archive(conn, old.id, archived(old, amended_by), now)
             content = changes.content if changes.content is not None else old.content
             content_hash = changes.content_hash or old.content_hash
             if content_hash != old.content_hash:
@@ -175,6 +162,11 @@ class SQLiteFragments:
                 self._vectors_removed(old.agent_id, [old.seq], (before, vector_clock(conn)))
             row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (old.seq,)).fetchone()
         return _row_to_fragment(row)
+
+    def add_version(self, scope: AgentScope, fragment_id: str, version: VersionRecord, now: datetime) -> int:
+        with self.db.tx() as conn:
+            _writable(scope, [_require(conn, scope, fragment_id)])
+            return _archive(conn, fragment_id, version, now)
 
     def supersede(self, scope: AgentScope, old_id: str, new: NewFragment, importance_factor: float, now: datetime) -> tuple[Fragment, bool]:
         with self.db.tx():  # the three steps below join this one transaction
@@ -296,3 +288,27 @@ class SQLiteFragments:
         if self.vectors is not None:
             index = self.vectors
             self.db.on_commit(lambda: index.remove(agent, seqs, span))
+
+
+def _archive(conn: sqlite3.Connection, fragment_id: str, v: VersionRecord, now: datetime) -> int:
+    """One row of a fragment's version trail; its id."""
+    return int(
+        conn.execute(
+            "INSERT INTO fragment_versions (fragment_id, content, topic, keywords, type, importance, amended_at, amended_by,"
+            " confidence, metadata, tags, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                fragment_id,
+                v.content,
+                v.topic,
+                json.dumps(list(v.keywords), ensure_ascii=False),
+                v.type.value,
+                v.importance,
+                ts(now),
+                v.amended_by,
+                v.confidence,
+                None if v.metadata is None else json.dumps(v.metadata, ensure_ascii=False),
+                None if v.tags is None else json.dumps(list(v.tags), ensure_ascii=False),
+                v.note,
+            ),
+        ).fetchone()[0]
+    )

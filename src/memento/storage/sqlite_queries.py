@@ -59,7 +59,7 @@ class SQLiteQueries:
 
     def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
         where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt)
+        fwhere, fparams = _filter_sql(filt, scope)
         rows = (
             self.db.reader()
             .execute(
@@ -73,7 +73,7 @@ class SQLiteQueries:
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
         """Newest first by insertion order, strictly before `before_seq` (a stable keyset page)."""
         where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt)
+        fwhere, fparams = _filter_sql(filt, scope)
         bound = "AND f.seq < ?" if before_seq is not None else ""
         extra = [before_seq] if before_seq is not None else []
         rows = (
@@ -130,7 +130,7 @@ class SQLiteQueries:
 
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt)
+        fwhere, fparams = _filter_sql(filt, scope)
         return int(
             self.db.reader().execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND {fwhere}", [*params, *fparams]).fetchone()[0]
         )
@@ -165,11 +165,19 @@ class SQLiteQueries:
         conn = self.db.reader()
         _require(conn, scope, fragment_id)
         rows = conn.execute(
-            "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM fragment_versions"
-            " WHERE fragment_id = ? ORDER BY id",
+            "SELECT content, topic, keywords, type, importance, amended_at, amended_by, confidence, metadata, tags, note"
+            " FROM fragment_versions WHERE fragment_id = ? ORDER BY id",
             (fragment_id,),
         ).fetchall()
-        return [{**dict(r), "keywords": json.loads(r["keywords"])} for r in rows]
+        return [
+            {
+                **dict(r),
+                "keywords": json.loads(r["keywords"]),
+                "metadata": None if r["metadata"] is None else json.loads(r["metadata"]),
+                "tags": None if r["tags"] is None else json.loads(r["tags"]),
+            }
+            for r in rows
+        ]
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = _scope_sql(scope)

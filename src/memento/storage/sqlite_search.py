@@ -10,6 +10,7 @@ import numpy as np
 from ..models import AgentScope
 from . import terms as terms_policy
 from .protocol import Hit, SearchFilter
+from .sqlfilter import narrowing
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _filter_sql, _fts_query, _scope_sql
 from .vectors import VectorIndex
@@ -34,7 +35,7 @@ class SQLiteSearch:
         if not keywords:
             return []
         where, params = _scope_sql(scope)
-        fwhere, fparams = _filter_sql(filt)
+        fwhere, fparams = _filter_sql(filt, scope)
         rows = (
             self.db.reader()
             .execute(
@@ -96,7 +97,7 @@ class SQLiteSearch:
         if not terms:
             return []
         where, params = _scope_sql(scope)
-        fwhere, fparams = _filter_sql(filt)
+        fwhere, fparams = _filter_sql(filt, scope)
         rows = (
             self.db.reader()
             .execute(
@@ -118,7 +119,7 @@ class SQLiteSearch:
         agents = scope.visible_agents()
         if agents is None:
             agents = tuple(r[0] for r in self.db.reader().execute("SELECT DISTINCT agent_id FROM vector_changes"))
-        narrowed = filt.topic is not None or filt.type is not None or bool(filt.types) or filt.only_session
+        narrowed = narrowing(filt)
         candidates: list[tuple[int, float]] = []
         for agent in agents:
             candidates.extend(self.vectors.search(agent, vector, limit * (4 if narrowed else 2)))
@@ -132,7 +133,7 @@ class SQLiteSearch:
         if not candidates:
             return []
         where, params = _scope_sql(scope)
-        fwhere, fparams = _filter_sql(filt)
+        fwhere, fparams = _filter_sql(filt, scope)
         seqs = [c[0] for c in candidates]
         rows = (
             self.db.reader()
@@ -147,7 +148,7 @@ class SQLiteSearch:
 
     def _exact_filtered(self, scope: AgentScope, filt: SearchFilter, vector: np.ndarray, limit: int) -> list[Hit]:
         where, params = _scope_sql(scope)
-        fwhere, fparams = _filter_sql(filt)
+        fwhere, fparams = _filter_sql(filt, scope)
         rows = (
             self.db.reader()
             .execute(

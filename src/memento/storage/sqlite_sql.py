@@ -14,7 +14,7 @@ from ..analysis import index_terms
 from ..errors import Forbidden, NotFound
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, MemorySystem, PoolWrites, PrivacyScope, TTLTier
 from .protocol import SearchFilter
-from .sqlfilter import filter_sql, live_sql
+from .sqlfilter import Dialect, filter_sql, live_sql
 
 
 def ts(value: datetime) -> str:
@@ -102,8 +102,11 @@ def _writable(scope: AgentScope, found: Sequence[Fragment]) -> None:
         raise Forbidden(scope.pool_refusal(refused))
 
 
-def _filter_sql(filt: SearchFilter, alias: str = "f") -> tuple[str, list[Any]]:
-    return filter_sql(filt, alias, "?", any_of=False)
+SQLITE = Dialect(mark="?", any_of=False, tables="", timestamp=ts)
+
+
+def _filter_sql(filt: SearchFilter, scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
+    return filter_sql(filt, alias, SQLITE, None if scope.is_maintenance else scope.agent_id)
 
 
 def _fts_query(terms: Sequence[str]) -> str:
