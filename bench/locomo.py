@@ -5,6 +5,9 @@ memory `"{speaker}: {text}"` (+ image caption) created at its session's date; "n
 conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@10, MRR.
 
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
+                           [--mode keyword|semantic|hybrid]
+
+Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from memento.app import build_app
 from memento.embeddings.factory import build_embedder
+from memento.graph import SearchMode
 from memento.models import CallContext, FragmentType, RecallInput, RememberInput
 from memento.settings import Settings
 
@@ -61,7 +65,9 @@ def turn_text(turn: dict) -> str:
     return text
 
 
-def evaluate_conversation(sample: dict, settings: Settings, embedder_choice: str, workdir: Path) -> tuple[list[dict], dict]:
+def evaluate_conversation(
+    sample: dict, settings: Settings, embedder_choice: str, workdir: Path, mode: SearchMode | None = None
+) -> tuple[list[dict], dict]:
     sess = sessions(sample["conversation"])
     now = sess[-1][0]
     settings = settings.model_copy(update={"database_url": f"sqlite:///{workdir / (sample['sample_id'] + '.db')}"})
@@ -86,7 +92,7 @@ def evaluate_conversation(sample: dict, settings: Settings, embedder_choice: str
         gold = normalise_ids(qa.get("evidence") or [])
         if not gold:
             continue
-        found = app.service.recall(RecallInput(text=qa["question"], limit=50, tokenBudget=100_000, includeLinks=False), ctx)
+        found = app.service.recall(RecallInput(text=qa["question"], limit=50, tokenBudget=100_000, includeLinks=False, mode=mode), ctx)
         ranked: list[str] = []
         for f in found.fragments:
             for dia in id_to_dia.get(f.id, []):
@@ -123,15 +129,17 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--embedder", choices=["local", "hash", "none"], default="local")
+    parser.add_argument("--mode", choices=["keyword", "semantic", "hybrid"], default=None, help="a 001 search mode (default: the cascade)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     raw = args.data.read_bytes()
     data = json.loads(raw)[: args.limit_conversations]
     settings = Settings(MEMENTO_SQLITE_SYNCHRONOUS="NORMAL")
+    mode = SearchMode(args.mode) if args.mode else None
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for sample in data:
-            conv_rows, info = evaluate_conversation(sample, settings, args.embedder, Path(tmp))
+            conv_rows, info = evaluate_conversation(sample, settings, args.embedder, Path(tmp), mode)
             rows += conv_rows
             print(
                 f"{sample['sample_id']}: {info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
@@ -140,7 +148,7 @@ def main() -> int:
             )
     print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
     print(
-        f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false), "
+        f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}), "
         f"ranking={settings.memory.ranking.model_dump()}"
     )
     header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]

@@ -16,6 +16,7 @@ from pydantic import Field, Strict, StrictBool, StringConstraints, field_validat
 from .fields import MAX_INPUT_CHARS as MAX_INPUT_CHARS
 from .fields import MAX_LIST_ITEMS as MAX_LIST_ITEMS
 from .fields import AgentId, Budget, Content, FragmentId, Keyword, OperationInput, ShortText, Tag, Topic, Unit, aware, non_blank, small_json
+from .graph import SearchMode
 
 
 class FragmentType(StrEnum):
@@ -238,7 +239,7 @@ class Link:
 # ---------------------------------------------------------------- operation inputs
 
 
-AGENT_ID = "Agent namespace."
+AGENT_ID = "Namespace."
 RECORD = "More record fields: confidence, context, metadata, expiresAt, pinned, memorySystem, privacyScope, originTrace."
 
 
@@ -269,11 +270,11 @@ class RememberInput(OperationInput):
     content: Content = Field(description="The knowledge (cut at 300 chars, full text kept; PII masked).")
     topic: Topic = Field(description="Category.")
     type: FragmentType = Field(description="Kind.")
-    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Search keywords (default: extracted).")
+    keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Keywords (default: extracted).")
     importance: Unit | None = Field(default=None, description="0-1 (default: by type).")
     source: ShortText | None = Field(default=None, description="Provenance.")
     linkedTo: list[FragmentId] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Ids to link.")
-    scope: Scope = Field(default=Scope.PERMANENT, description="session: dropped at session end.")
+    scope: Scope = Field(default=Scope.PERMANENT, description="session: dropped at end.")
     isAnchor: StrictBool = Field(default=False, description="Never decays or expires.")
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
     sessionId: ShortText | None = Field(default=None, description="Session for scope=session.")
@@ -303,21 +304,22 @@ class RememberInput(OperationInput):
 class RecallInput(OperationInput):
     """Find fragments by keywords, natural-language text, topic and type."""
 
-    text: Content | None = Field(default=None, description="Natural-language query.")
+    text: Content | None = Field(default=None, description="Query text.")
     keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Match any.")
     topic: Topic | None = Field(default=None, description="Only this topic.")
     type: FragmentType | None = Field(default=None, description="Only this type.")
-    tokenBudget: Budget = Field(default=1000, description="Token cap, whole result.")
+    tokenBudget: Budget = Field(default=1000, description="Result token cap.")
     limit: Annotated[int, Strict(), Field(ge=1, le=200)] = Field(default=20, description="Most memories, before links.")
     includeLinks: StrictBool = Field(default=True, description="Add linked memories.")
     linkRelationType: RelationType | None = Field(default=None, description="Only this link type.")
-    threshold: Unit | None = Field(default=None, description="Minimum semantic similarity, 0-1.")
+    threshold: Unit | None = Field(default=None, description="Min similarity, 0-1.")
     tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Has every tag.")
     tagsAny: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Has any tag.")
     memorySystem: MemorySystem | None = Field(default=None, description="Only this system.")
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
-    sessionId: ShortText | None = Field(default=None, description="Also search its working memory.")
+    sessionId: ShortText | None = Field(default=None, description="Plus its working memory.")
     verbose: StrictBool = Field(default=False, description=VERBOSE)
+    mode: SearchMode | None = Field(default=None, description="Search mode.")
 
 
 class ForgetInput(OperationInput):
@@ -367,7 +369,7 @@ class ReflectInput(OperationInput):
 
     summary: Content = Field(description="What the session did.")
     decisions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Decisions made.")
-    errorsResolved: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Errors fixed, with fixes.")
+    errorsResolved: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Errors and their fixes.")
     newProcedures: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="New procedures.")
     openQuestions: list[Content] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Open questions.")
     taskEffectiveness: TaskEffectiveness | None = Field(
@@ -385,7 +387,7 @@ class ReflectInput(OperationInput):
 class ContextInput(OperationInput):
     """Load core memory (and a session's working memory) at session start."""
 
-    tokenBudget: Budget = Field(default=2000, description="Token cap, whole result.")
+    tokenBudget: Budget = Field(default=2000, description="Result token cap.")
     types: list[FragmentType] = Field(
         default_factory=lambda: [FragmentType.PREFERENCE, FragmentType.ERROR, FragmentType.PROCEDURE],
         max_length=len(FragmentType),

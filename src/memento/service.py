@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -63,8 +63,9 @@ from .results import (
 )
 from .retrieval.context import explore, load_context
 from .retrieval.recall import CANDIDATE_POOL, Recall  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
+from .retrieval.search import Search
 from .settings import Settings
-from .storage.protocol import FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
+from .storage.protocol import EntityStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
 from .vectorizer import Vectorizer
 from .views import MemoryViews
 
@@ -103,7 +104,11 @@ class MemoryService:
         self.vectors = Vectorizer(embedder, store, self.observers)
         self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers)
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
-        self.recaller = Recall(store, settings.memory, self.vectors.query, self.search_mode, self.factory.tokens, keyword_index)
+        # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
+        self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query)
+        self.recaller = Recall(
+            store, settings.memory, self.vectors.query, self.search_mode, self.factory.tokens, keyword_index, self.searcher
+        )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
         self.entities = EntityService(self)  # seed 001's face over this engine
 
@@ -401,8 +406,9 @@ class MemoryService:
 
     def recall_with_vector(self, inp: RecallInput, ctx: CallContext, vector: np.ndarray | None, *, embed: bool = True) -> RecallResult:
         """recall with the query vector already computed (lets benchmarks time the store alone);
-        without one, a text query is embedded here (unless `embed` is false)."""
-        if vector is None and embed and inp.text:
+        without one, a text query is embedded here (unless `embed` is false; with a search mode,
+        only when the mode needs it)."""
+        if vector is None and embed and inp.text and inp.mode is None:
             vector = self.vectors.query(inp.text)
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
@@ -413,6 +419,7 @@ class MemoryService:
             tags_all=tuple(inp.tags or ()),
             tags_any=tuple(inp.tagsAny or ()),
             memory_system=inp.memorySystem,
+            half_life_days=self.settings.confidence_half_life_days,
         )
         return self.recaller.run(scope, inp, filt, vector, self.clock(), ctx.payload_copies)
 

@@ -21,6 +21,7 @@ class Candidate:
     matched: dict[str, int] = field(default_factory=dict)  # tier -> 1-based rank
     similarity: float | None = None
     superseded_by: str | None = None  # a visible successor (a superseded_by edge from this one)
+    why: str | None = None  # the reason a search mode gave (retrieval/search.py)
 
 
 def fuse(tiers: dict[str, list[Hit]], weights: dict[str, float] | None = None) -> dict[str, Candidate]:
@@ -57,6 +58,8 @@ def composite(candidate: Candidate, fragment: Fragment | RankFeatures, best: flo
 
 def reason(candidate: Candidate) -> str:
     """A short human-readable account of why a fragment was recalled."""
+    if candidate.why is not None:
+        return candidate.why
     parts = []
     if "keywords" in candidate.matched:
         parts.append(f"keyword match (rank {candidate.matched['keywords']})")

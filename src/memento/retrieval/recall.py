@@ -18,6 +18,7 @@ from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, SearchFilter, Store
 from .budget import Counter, WireBudget
 from .rank import Candidate, composite, fuse, prior, reason
+from .search import MAX_LIMIT, Search, SearchPage, SearchRequest
 
 CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
 L1_VERIFY_LIMIT = 5000  # L1 candidates checked against the store; more falls back to L2
@@ -38,8 +39,10 @@ class Recall:
         search_mode: Callable[[], str],
         tokens: Counter,
         keyword_index: KeywordIndex | None = None,
+        search: Search | None = None,
     ) -> None:
         self.store = store
+        self.search = search
         self.tokens = tokens
         self.config = config
         self.embed_query = embed_query
@@ -50,7 +53,11 @@ class Recall:
         self, scope: AgentScope, inp: RecallInput, filt: SearchFilter, vector: np.ndarray | None, now: datetime, copies: int = 1
     ) -> RecallResult:
         """Answer `inp` within `scope` and `filt`; `vector` is the query's embedding when there is one;
-        `copies`: how often the face sends the result (the budget counts each)."""
+        `copies`: how often the face sends the result (the budget counts each). With `inp.mode`
+        and a query, the search mode answers (retrieval/search.py) instead of the cascade."""
+        searched = inp.text or " ".join(normalise_keyword(k) for k in inp.keywords or [])
+        if inp.mode is not None and searched and self.search is not None:
+            return self._searched(scope, inp, searched, filt, vector, now, copies)
         pool = max(CANDIDATE_POOL, inp.limit * 3)
         keywords = [normalise_keyword(k) for k in inp.keywords or []]
         tiers: dict[str, list[Hit]] = {}
@@ -85,6 +92,26 @@ class Recall:
             l1=l1,
         )
         return self._assemble(scope, inp, ranked[: inp.limit], now, report, copies)
+
+    def _searched(
+        self, scope: AgentScope, inp: RecallInput, query: str, filt: SearchFilter, vector: np.ndarray | None, now: datetime, copies: int
+    ) -> RecallResult:
+        """recall with a search mode: the mode's hits, in its order, through the same budget."""
+        assert self.search is not None and inp.mode is not None
+        request = SearchRequest(query=query, mode=inp.mode, filt=filt, limit=min(inp.limit, MAX_LIMIT))
+        page: SearchPage = self.search.run(scope, request, now, vector)
+        ranked: Ranked = []
+        for hit in page.hits:
+            parts = {"keyword": hit.keyword_score, "semantic": hit.semantic_score, "graph": hit.graph_score}
+            cand = Candidate(hit.fragment.id, matched={k: 1 for k, v in parts.items() if v is not None}, why=hit.why)
+            cand.similarity = hit.semantic_score
+            ranked.append((hit.fragment, cand, hit.score))
+        report = RecallTiers(
+            keywords=0,
+            text=sum(h.keyword_score is not None for h in page.hits),
+            semantic=sum(h.semantic_score is not None for h in page.hits),
+        )
+        return self._assemble(scope, inp, ranked, now, report, copies, mode=inp.mode.value)
 
     def _l1_keywords(
         self, scope: AgentScope, keywords: list[str], filt: SearchFilter, pool: int
@@ -163,12 +190,12 @@ class Recall:
         return scored
 
     def _assemble(
-        self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: RecallTiers, copies: int
+        self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: RecallTiers, copies: int, mode: str | None = None
     ) -> RecallResult:
         """The ranked fragments, then linked neighbours, while the whole result as sent (in the
-        view asked for) fits the token budget."""
+        view asked for) fits the token budget; `mode`: the search mode that ranked them."""
         verbose = inp.verbose
-        mode = self.search_mode()
+        mode = mode or self.search_mode()
         envelope = RecallResult(
             fragments=[],
             count=inp.limit,
