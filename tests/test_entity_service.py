@@ -29,7 +29,7 @@ from memento.graph_inputs import (
     UpdateMemoryInput,
 )
 from memento.graph_results import StoredMemory
-from memento.models import AmendInput, CallContext, RecallInput, RecordInput
+from memento.models import AmendInput, CallContext, RecallInput, RecordInput, RememberInput
 from memento.service import MemoryService
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -166,7 +166,9 @@ def test_create_entity_with_embedding_and_dedupe(service: MemoryService, ctx: Ca
     ents = [{"name": "Alice", "entity_type": "person", "description": "Software engineer"}]
     out = service.entities.create_entities(CreateEntitiesInput.model_validate({"entities": ents}), ctx)
     assert out.created == 1 and out.entities[0].has_embedding and out.entities[0].entity_type == "person"
-    again = service.entities.create_entities(CreateEntitiesInput.model_validate({"entities": [{"name": "alice", "entity_type": "person"}]}), ctx)
+    again = service.entities.create_entities(
+        CreateEntitiesInput.model_validate({"entities": [{"name": "alice", "entity_type": "person"}]}), ctx
+    )
     assert again.created == 0 and again.entities[0].id == out.entities[0].id
     with pytest.raises(InvalidArgument):
         service.entities.create_entities(
@@ -255,7 +257,12 @@ def test_entities_are_per_agent(service: MemoryService) -> None:
 def test_consolidation_dry_run_merge_version_trail_and_entity_reassignment(service: MemoryService, ctx: CallContext, clock: Clock) -> None:
     a = store(service, ctx, "React hooks let function components keep state", entity_names=["X"], tags=["react"]).memory
     clock.now += timedelta(minutes=1)
-    b = store(service, ctx, "React hooks let function components keep state!", entity_names=["Y"], tags=["hooks"], confidence=0.9).memory
+    # through 000's face, which does not merge near duplicates on write (the entity face would)
+    remembered = service.remember(
+        RememberInput(content="React hooks let function components keep state!", topic="react", type="observation", tags=["hooks"]), ctx
+    )
+    b = service.entities.get_memory(remembered.id, ctx)
+    service.entities.update_memory(b.id, UpdateMemoryInput(confidence=0.9, entity_names=["Y"]), ctx)
     store(service, ctx, "Postgres vacuum reclaims dead tuples")
     dry = service.entities.consolidate_memories(ConsolidateMemoriesInput(similarity_threshold=0.85, dry_run=True), ctx)
     assert dry.clusters_found == 1 and dry.memories_deleted == 0 and dry.dry_run
@@ -284,3 +291,21 @@ def test_stats(service: MemoryService, ctx: CallContext, clock: Clock) -> None:
     assert s.low_confidence_count == 1  # the 90-day-old one is at 0.125
     assert s.average_confidence == pytest.approx((1.0 + 0.125) / 2, abs=0.01)
     assert s.oldest_memory is not None and s.newest_memory is not None and s.oldest_memory < s.newest_memory
+
+
+def test_consolidation_prunes_memories_below_the_confidence_floor(service: MemoryService, ctx: CallContext, clock: Clock) -> None:
+    faded = store(service, ctx, "a passing remark about the weather").memory
+    kept_pinned = store(service, ctx, "the office door code changes monthly").memory
+    service.amend(AmendInput(id=kept_pinned.id, record=RecordInput(pinned=True)), ctx)
+    clock.now += timedelta(days=100)
+    used = store(service, ctx, "the release checklist lives in the wiki").memory
+    clock.now += timedelta(days=40)  # faded: 140 days (0.04); used: 40 days (0.40)
+    from memento.models import ConsolidateInput
+
+    result = service.memory_consolidate(ConsolidateInput(), ctx)
+    assert result.confidence_pruned == 1
+    with pytest.raises(NotFound):
+        service.entities.get_memory(faded.id, ctx)
+    assert service.entities.get_memory(used.id, ctx).id == used.id
+    assert service.entities.get_memory(kept_pinned.id, ctx).id == kept_pinned.id
+    assert service.store.restore(service._scope(None, ctx), [faded.id]) == [faded.id]  # archived, not destroyed

@@ -287,9 +287,8 @@ def test_agents_never_see_each_others_graph(service: MemoryService, store: AppSt
     assert store.graph_counts(A) == {"entities": 2, "relations": 1, "links": 1} == store.graph_counts(SYSTEM)
 
 
+@pytest.mark.backends("postgres")
 def test_row_level_security_alone_isolates_the_graph(service: MemoryService, store: AppStore, backend: str) -> None:
-    if backend == "sqlite":
-        pytest.skip("row-level security is PostgreSQL's")
     alice = entity(store, "Alice")
     bobs = entity(store, "Bob", B)
     note = put(service, "a pool widget note", "default")

@@ -175,9 +175,7 @@ def test_recall_with_a_mode_answers_from_that_mode(service: MemoryService, ctx: 
 def test_graph_search_follows_relations_from_the_entities_the_query_names(
     service: MemoryService, ctx: CallContext, app: App, e5: LocalE5Embedder
 ) -> None:
-    store: Any = app.store
-    if not hasattr(store, "upsert_entities"):  # the entity store lands on fix/store
-        pytest.skip("EntityStore not implemented by this backend yet")
+    store = app.store
     scope, now = call_scope(None, ctx), service.clock()
     alice_vec = e5.embed_passages(["Alice Frontend engineer who builds the design system"])[0]
     made = store.upsert_entities(

@@ -13,12 +13,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
 from .access import refuse_unchangeable
-from .errors import Forbidden, InvalidArgument, NotFound
+from .errors import InvalidArgument, NotFound
 from .graph import UNKNOWN_TYPE, Entity, EntityChanges, NewEntity, NewRelation, Relation, SearchMode, effective_confidence
 from .graph_inputs import (
     ConsolidateMemoriesInput,
@@ -59,11 +59,16 @@ from .graph_results import (
     StoredMemory,
 )
 from .models import AgentScope, AmendInput, CallContext, ChangeEvent, Fragment, RecordFields, RecordInput
-from .retrieval.search import SearchRequest
-from .storage.protocol import REINFORCEMENT, FragmentChanges, SearchFilter, VersionRecord
+from .retrieval.search import SearchRequest, calibrate
+from .storage.protocol import REINFORCEMENT, EntityStore, FragmentChanges, SearchFilter, Store, VersionRecord
 
 if TYPE_CHECKING:
     from .service import MemoryService
+
+
+class GraphCapable(Store, EntityStore, Protocol):
+    """What this face needs of the store: every backend provides both (storage.protocol.AppStore)."""
+
 
 MAX_LISTING = 10_000  # offset + limit of a listing without a query
 MAX_BULK_DELETE = 10_000  # memories one delete_memories call may remove by filter
@@ -85,8 +90,8 @@ class EntityService:
     # ------------------------------------------------------------ helpers
 
     @property
-    def _store(self):  # type: ignore[no-untyped-def]
-        return self.memory.store
+    def _store(self) -> GraphCapable:
+        return cast(GraphCapable, self.memory.store)
 
     def _now(self) -> datetime:
         return self.memory.clock()
@@ -137,7 +142,9 @@ class EntityService:
         if not wanted:
             return []
         existing = {e.name.lower(): e for e in self._store.entities_named(scope, wanted)}
-        news = [NewEntity(name=n, entity_type=UNKNOWN_TYPE, embedding=self._embed_entity(n, None)) for n in wanted if n.lower() not in existing]
+        news = [
+            NewEntity(name=n, entity_type=UNKNOWN_TYPE, embedding=self._embed_entity(n, None)) for n in wanted if n.lower() not in existing
+        ]
         made = {e.name.lower(): (e, created) for e, created in self._store.upsert_entities(scope, news, now)} if news else {}
         return [(existing[n.lower()], False) if n.lower() in existing else made[n.lower()] for n in wanted]
 
@@ -170,7 +177,8 @@ class EntityService:
             source=inp.source,
             record=record,
         )
-        near = self._near_duplicate(scope, new.draft.content, new.embedding)
+        near = self._near_duplicate(scope, new.draft.content, new.draft.content_hash, new.embedding)
+        kind: str | None = None
         with self._store.atomic():
             if near is not None:
                 fragment, created, kind = self._merge_into(scope, near, new.draft.content, record, inp.source, now), False, "near"
@@ -199,8 +207,9 @@ class EntityService:
             message=message,
         )
 
-    def _near_duplicate(self, scope: AgentScope, content: str, vector: np.ndarray | None) -> Fragment | None:
-        """The visible memory the new text nearly duplicates (001 §6.1), if any."""
+    def _near_duplicate(self, scope: AgentScope, content: str, digest: str, vector: np.ndarray | None) -> Fragment | None:
+        """The visible memory the new text nearly duplicates (001 §6.1), if any; none when the
+        same text is stored already (an exact duplicate: the store returns it)."""
         if vector is None:
             return None
         hits = self._store.vector_search(scope, vector, SearchFilter(), 3)
@@ -209,13 +218,24 @@ class EntityService:
         if not candidates:
             return None
         numbers = _numbers(content)
-        for f in self._store.get_many(scope, candidates):
+        found = self._store.get_many(scope, candidates)
+        if any(f.content_hash == digest and f.agent_id == scope.agent_id for f in found):
+            return None
+        for f in found:
             if scope.may_change(f) and _numbers(f.detail or f.content) == numbers and f.session_id is None:
                 return f  # differing numbers ("3pm" / "4pm") are different facts
         return None
 
     def _merge_into(
-        self, scope: AgentScope, old: Fragment, text: str, record: RecordFields, source: str | None, now: datetime, *, note: str = "merged:new"
+        self,
+        scope: AgentScope,
+        old: Fragment,
+        text: str,
+        record: RecordFields,
+        source: str | None,
+        now: datetime,
+        *,
+        note: str = "merged:new",
     ) -> Fragment:
         """Merge a memory's fields into `old` (001 §6.1): tags united, confidence max (and reinforced),
         metadata merged shallowly (new values win), the merged text archived in `old`'s versions."""
@@ -239,7 +259,9 @@ class EntityService:
         tags = list(dict.fromkeys([*old.tags, *record.tags]))
         confidence = min(1.0, max(old.confidence, record.confidence, old.confidence + REINFORCEMENT))
         metadata = {**old.metadata, **record.metadata}
-        return self._store.update(scope, old.id, FragmentChanges(tags=tuple(tags), confidence=confidence, metadata=metadata), scope.agent_id, now)
+        return self._store.update(
+            scope, old.id, FragmentChanges(tags=tuple(tags), confidence=confidence, metadata=metadata), scope.agent_id, now
+        )
 
     def recall_memories(self, inp: RecallMemoriesInput, ctx: CallContext) -> MemoryHits:
         """001 §7.2.2: search in the chosen mode with the filters."""
@@ -262,12 +284,22 @@ class EntityService:
         return self._search(scope, inp.query, inp.search_mode, filters, inp.limit, inp.offset, inp.depth)
 
     def search(
-        self, query: str, mode: SearchMode, filters: SearchFilters, limit: int, offset: int, ctx: CallContext, *, agent_id: str | None = None
+        self,
+        query: str,
+        mode: SearchMode,
+        filters: SearchFilters,
+        limit: int,
+        offset: int,
+        ctx: CallContext,
+        *,
+        agent_id: str | None = None,
     ) -> MemoryHits:
         """GET /api/memories/search."""
         return self._search(self.memory._scope(agent_id, ctx), query, mode, filters, limit, offset, 1)
 
-    def _search(self, scope: AgentScope, query: str, mode: SearchMode, filters: SearchFilters, limit: int, offset: int, depth: int) -> MemoryHits:
+    def _search(
+        self, scope: AgentScope, query: str, mode: SearchMode, filters: SearchFilters, limit: int, offset: int, depth: int
+    ) -> MemoryHits:
         if not query.strip():
             raise InvalidArgument("query must not be empty")
         now = self._now()
@@ -300,7 +332,9 @@ class EntityService:
         self._store.record_access([memory_id], now)
         return self._outs(scope, found, now)[0]
 
-    def list_memories(self, filters: SearchFilters, limit: int, offset: int, ctx: CallContext, *, agent_id: str | None = None) -> MemoryPage:
+    def list_memories(
+        self, filters: SearchFilters, limit: int, offset: int, ctx: CallContext, *, agent_id: str | None = None
+    ) -> MemoryPage:
         """Newest first, with the total that matches."""
         if offset + limit > MAX_LISTING:
             raise InvalidArgument(f"offset + limit may be at most {MAX_LISTING} for a listing; narrow it with filters")
@@ -435,7 +469,9 @@ class EntityService:
         embedding = None
         if inp.name is not None or inp.description is not None:
             embedding = self._embed_entity(inp.name or old.name, inp.description if inp.description is not None else old.description)
-        changes = EntityChanges(name=inp.name, entity_type=inp.entity_type, description=inp.description, metadata=inp.metadata, embedding=embedding)
+        changes = EntityChanges(
+            name=inp.name, entity_type=inp.entity_type, description=inp.description, metadata=inp.metadata, embedding=embedding
+        )
         entity = self._store.update_entity(scope, entity_id, changes, self._now())
         return EntityOut.of(entity)
 
@@ -448,7 +484,9 @@ class EntityService:
         result = self._delete_entities(scope, found, inp.cascade_memories)
         return result.model_copy(update={"not_found": missing or None})
 
-    def delete_entity_ids(self, ids: Sequence[str], cascade_memories: bool, ctx: CallContext, *, agent_id: str | None = None) -> DeletedEntities:
+    def delete_entity_ids(
+        self, ids: Sequence[str], cascade_memories: bool, ctx: CallContext, *, agent_id: str | None = None
+    ) -> DeletedEntities:
         """DELETE /api/entities/{id}."""
         scope = self.memory._writable(agent_id, ctx, pool=True)
         found = self._store.get_entities(scope, list(ids))
@@ -479,7 +517,9 @@ class EntityService:
         page = [link.fragment_id for link in links[offset : offset + limit]]
         by_id = {f.id: f for f in self._store.get_many(scope, page)}
         now = self._now()
-        return MemoryPage(items=self._outs(scope, [by_id[i] for i in page if i in by_id], now), total=len(links), limit=limit, offset=offset)
+        return MemoryPage(
+            items=self._outs(scope, [by_id[i] for i in page if i in by_id], now), total=len(links), limit=limit, offset=offset
+        )
 
     # ------------------------------------------------------------ relations
 
@@ -525,7 +565,9 @@ class EntityService:
     def delete_relations(self, inp: DeleteRelationsInput, ctx: CallContext) -> DeletedRelations:
         """001 §7.2.7: by (source, target, type) names; unknown ones are reported, not errors."""
         scope = self.memory._writable(inp.agent_id, ctx)
-        entities = {e.name.lower(): e.id for e in self._store.entities_named(scope, [n for r in inp.relations for n in (r.source, r.target)])}
+        entities = {
+            e.name.lower(): e.id for e in self._store.entities_named(scope, [n for r in inp.relations for n in (r.source, r.target)])
+        }
         by_key: dict[tuple[str, str, str], str] = {}
         for ent_id in set(entities.values()):
             for rel in self._store.relations_of(scope, [ent_id], 0.0):
@@ -622,16 +664,20 @@ class EntityService:
         threshold = inp.similarity_threshold if inp.similarity_threshold is not None else self.memory.settings.consolidation_similarity
         now = self._now()
         clusters = self._clusters(scope, threshold)
-        report = [MergeCluster(primary_id=p.id, absorbed_ids=[a.id for a, _ in members], min_similarity=round(min(s for _, s in members), 4)) for p, members in clusters]
+        report = [
+            MergeCluster(primary_id=p.id, absorbed_ids=[a.id for a, _ in members], min_similarity=round(min(s for _, s in members), 4))
+            for p, members in clusters
+        ]
         merged = deleted = 0
         if not inp.dry_run:
             for primary, members in clusters:
                 with self._store.atomic():
                     for absorbed, _ in members:
                         record = RecordFields(tags=tuple(absorbed.tags), confidence=absorbed.confidence, metadata=dict(absorbed.metadata))
-                        self._merge_into(scope, primary, absorbed.detail or absorbed.content, record, absorbed.source, now, note=f"merged:{absorbed.id}")
+                        # within the transaction the writer's own result is current (readers see the last commit)
+                        text = absorbed.detail or absorbed.content
+                        primary = self._merge_into(scope, primary, text, record, absorbed.source, now, note=f"merged:{absorbed.id}")
                         self._store.move_entity_links(scope, absorbed.id, primary.id, now)
-                        primary = self._store.get_many(scope, [primary.id])[0]
                     gone = self._store.delete(scope, [a.id for a, _ in members])
                 merged += len(members)
                 deleted += len(gone)
@@ -651,7 +697,11 @@ class EntityService:
         if len(fragments) < 2 or self.memory.embedder is None:
             return []
         vectors = self.memory.vectors.passages([f.detail or f.content for f in fragments])
-        calibrate = self.memory.searcher.calibrate
+        baseline = self.memory.searcher.baseline
+
+        def calibrated(cosine: float) -> float:
+            return calibrate(cosine, baseline)
+
         order = sorted(range(len(fragments)), key=lambda i: (-fragments[i].confidence, fragments[i].created_at, fragments[i].id))
         taken: set[int] = set()
         clusters: list[tuple[Fragment, list[tuple[Fragment, float]]]] = []
@@ -660,13 +710,13 @@ class EntityService:
                 continue
             sims = vectors @ vectors[i]
             members = [
-                (j, calibrate(float(sims[j])))
+                (j, calibrated(float(sims[j])))
                 for j in order
                 if j != i
                 and j not in taken
                 and fragments[j].type is fragments[i].type
                 and not (fragments[j].pinned or fragments[j].is_anchor)
-                and calibrate(float(sims[j])) > threshold
+                and calibrated(float(sims[j])) > threshold
                 and _numbers(fragments[j].detail or fragments[j].content) == _numbers(fragments[i].detail or fragments[i].content)
             ]
             if members:
@@ -682,18 +732,17 @@ class EntityService:
         base = self._store.stats(scope)
         graph = self._store.graph_counts(scope)
         summary = self._confidence_summary(scope, now)
-        by_type = {k: v for k, v in dict(base["by_type"]).items() if v}  # type: ignore[call-overload]
+        by_type = {str(k): int(v) for k, v in cast(dict[str, int], base["by_type"]).items() if v}
         return MemoryStats001(
-            total_memories=int(base["total"]),  # type: ignore[call-overload]
+            total_memories=cast(int, base["total"]),
             total_entities=graph["entities"],
             total_relations=graph["relations"],
             memories_by_type=by_type,
             average_confidence=summary["average"],
             oldest_memory=summary["oldest"],
             newest_memory=summary["newest"],
-            low_confidence_count=int(summary["low"] or 0),
+            low_confidence_count=cast(int, summary["low"]),
         )
-
 
     def _confidence_summary(self, scope: AgentScope, now: datetime) -> dict[str, object]:
         """Mean effective confidence, oldest and newest creation time, and how many are below

@@ -134,7 +134,9 @@ class EntityLink:
     created_at: datetime
 
 
-def effective_confidence(confidence: float, created_at: datetime, accessed_at: datetime | None, now: datetime, half_life_days: float) -> float:
+def effective_confidence(
+    confidence: float, created_at: datetime, accessed_at: datetime | None, now: datetime, half_life_days: float
+) -> float:
     """001 §4.2 / §11.4: the stored confidence halved every `half_life_days` since the last access
     (or creation); computed at read time, never stored."""
     last = accessed_at if accessed_at is not None and accessed_at > created_at else created_at

@@ -57,7 +57,9 @@ class SearchFilters(OperationInput):
 class RecallMemoriesInput(OperationInput):
     """001 §7.2.2: search for relevant memories."""
 
-    query: Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)] = Field(description="Search query.")
+    query: Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)] = Field(
+        description="Search query."
+    )
     search_mode: SearchMode = Field(default=SearchMode.HYBRID, description="keyword, semantic, hybrid, graph.")
     memory_types: list[FragmentType] | None = Field(default=None, max_length=len(FragmentType), description="Filter by types.")
     tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Filter by tags (all of them).")

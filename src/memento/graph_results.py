@@ -41,7 +41,7 @@ class MemoryOut(SeedResult):
     last_accessed_at: str | None
     created_at: str
     has_embedding: bool
-    entities: list[str] = Omitted(description="Names of the associated entities.")
+    entities: list[str] | None = Omitted(description="Names of the associated entities.")
     detail: str | None = Omitted(description="The full text when content was cut at 300 characters.")
 
     @classmethod
@@ -166,7 +166,7 @@ class MemoryPage(SeedResult):
 class DeletedMemories(SeedResult):
     deleted: list[str]
     count: int
-    kept: list[str] = Omitted(description="Matching memories kept: pinned (by filter) or not yours to change.")
+    kept: list[str] | None = Omitted(description="Matching memories kept: pinned (by filter) or not yours to change.")
     message: str | None = Omitted()
 
 
@@ -191,7 +191,7 @@ class EntityPage(SeedResult):
 class DeletedEntities(SeedResult):
     deleted: list[str]
     deleted_memories: list[str]
-    not_found: list[str] = Omitted()
+    not_found: list[str] | None = Omitted()
 
 
 class RelationsOut(SeedResult):
@@ -209,7 +209,7 @@ class RelationPage(SeedResult):
 
 class DeletedRelations(SeedResult):
     deleted: list[str]
-    not_found: list[dict[str, str]] = Omitted()
+    not_found: list[dict[str, str]] | None = Omitted()
 
 
 class GraphNode(SeedResult):

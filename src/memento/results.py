@@ -350,6 +350,7 @@ class ConsolidateResult(Result):
     hot_to_warm: int
     warm_to_cold: int
     expired: int
+    confidence_pruned: int  # below the effective-confidence floor (001 §4.5): archived or deleted
     decayed: int
     deduplicated: int
     contradictions: int

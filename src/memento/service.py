@@ -21,7 +21,7 @@ from .embeddings.protocol import Embedder
 from .entity_service import EntityService
 from .errors import Conflict, Forbidden, InvalidArgument, NotFound
 from .factory import FragmentFactory, content_hash, infer_ttl
-from .lifecycle.consolidate import Consolidator
+from .lifecycle.consolidate import ConfidencePrune, Consolidator
 from .models import (
     DEFAULT_AGENT,
     AgentScope,
@@ -102,7 +102,10 @@ class MemoryService:
         self.factory = factory or FragmentFactory()
         self.clock = clock
         self.vectors = Vectorizer(embedder, store, self.observers)
-        self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers)
+        prune = ConfidencePrune(
+            settings.confidence_prune_threshold, settings.confidence_half_life_days, settings.confidence_prune_action == "archive"
+        )
+        self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers, prune=prune)
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
         self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ STAGES = (
     "hot_to_warm",
     "warm_to_cold",
     "expired",
+    "confidence_pruned",
     "utility_recomputed",
     "decayed",
     "deduplicated",
@@ -33,8 +35,17 @@ STAGES = (
 )
 
 
+@dataclass(frozen=True)
+class ConfidencePrune:
+    """001 §4.5: memories below `threshold` effective confidence are archived (soft-deleted) or deleted."""
+
+    threshold: float = 0.05
+    half_life_days: float = 30.0
+    archive: bool = True
+
+
 class Consolidator:
-    """Runs the ten stages in order; each stage is one call on the maintenance store."""
+    """Runs the eleven stages in order; each stage is one call on the maintenance store."""
 
     def __init__(
         self,
@@ -45,8 +56,10 @@ class Consolidator:
         clock: Callable[[], datetime],
         session_ttl: timedelta = timedelta(hours=24),
         observers: Observer | None = None,
+        prune: ConfidencePrune | None = None,
     ) -> None:
         self.observers = observers or Observer()
+        self.prune = prune or ConfidencePrune()
         self.config = config
         self.store = store
         self.maintenance = maintenance
@@ -92,6 +105,10 @@ class Consolidator:
                 ),
             ),
             ("expired", expire),
+            (
+                "confidence_pruned",
+                lambda: m.prune_low_confidence(scope, self.prune.threshold, self.prune.half_life_days, now, archive=self.prune.archive),
+            ),
             # Utility first: decay reads it, and a store's first run would otherwise decay nothing.
             ("utility_recomputed", lambda: m.recompute_utility(scope, now, cfg.ranking.recencyHalfLifeDays)),
             ("decayed", lambda: m.decay_importance(scope, cfg.decayFactor, 1, 0.5, now - timedelta(days=cfg.hotDays))),

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from ..models import AgentScope, TTLTier
 from .postgres import PostgresStore
 from .postgres_db import SYSTEM, retried
-from .postgres_sql import scope_sql, write_sql
+from .postgres_sql import POSTGRES, scope_sql, write_sql
 
 _LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
 
@@ -64,6 +64,25 @@ class PostgresMaintenance:
             )
             ids = [r["id"] for r in cur.fetchall()]
             return len(self.store._delete(cur, scope, ids)) if ids else 0
+
+    @retried
+    def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
+        """Memories whose effective confidence is below `threshold` (001 §4.5), pinned, anchored and
+        permanent ones apart: soft-deleted (`archive`, restorable) or deleted."""
+        if threshold <= 0:
+            return 0
+        where, params = _changeable(scope)
+        eff, eparams = POSTGRES.effective_confidence("f", now, half_life_days)
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND NOT f.pinned AND f.ttl_tier <> 'permanent'"
+                f" AND f.deleted_at IS NULL AND {eff} < %s AND {where}",
+                [*eparams, threshold, *params],
+            )
+            ids = [r["id"] for r in cur.fetchall()]
+        if not ids:
+            return 0
+        return len(self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids))
 
     @retried
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:

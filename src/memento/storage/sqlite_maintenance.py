@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from ..models import AgentScope, TTLTier
 from .sqlite import SQLiteStore
-from .sqlite_sql import _scope_sql, _write_sql, parse_ts, ts
+from .sqlite_sql import SQLITE, _scope_sql, _write_sql, parse_ts, ts
 
 _LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL"
 
@@ -67,6 +67,25 @@ class SQLiteMaintenance:
             )
         ]
         return len(self.store.delete(scope, ids)) if ids else 0
+
+    def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
+        """Memories whose effective confidence is below `threshold` (001 §4.5), pinned, anchored and
+        permanent ones apart: soft-deleted (`archive`, restorable) or deleted."""
+        if threshold <= 0:
+            return 0
+        where, params = _changeable(scope)
+        eff, eparams = SQLITE.effective_confidence("f", now, half_life_days)
+        ids = [
+            r[0]
+            for r in self.store.db.reader().execute(
+                f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.pinned = 0 AND f.ttl_tier <> 'permanent'"
+                f" AND f.deleted_at IS NULL AND {eff} < ? AND {where}",
+                [*eparams, threshold, *params],
+            )
+        ]
+        if not ids:
+            return 0
+        return len(self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids))
 
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
         where, params = _changeable(scope)
