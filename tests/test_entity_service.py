@@ -29,7 +29,7 @@ from memento.graph_inputs import (
     UpdateMemoryInput,
 )
 from memento.graph_results import StoredMemory
-from memento.models import AmendInput, CallContext, RecallInput, RecordInput, RememberInput
+from memento.models import AmendInput, CallContext, ConsolidateInput, RecallInput, RecordInput, RememberInput
 from memento.service import MemoryService
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -297,11 +297,11 @@ def test_consolidation_prunes_memories_below_the_confidence_floor(service: Memor
     faded = store(service, ctx, "a passing remark about the weather").memory
     kept_pinned = store(service, ctx, "the office door code changes monthly").memory
     service.amend(AmendInput(id=kept_pinned.id, record=RecordInput(pinned=True)), ctx)
+    clock.now += timedelta(days=8)
+    assert service.memory_consolidate(ConsolidateInput(), ctx).confidence_pruned == 0
     clock.now += timedelta(days=100)
     used = store(service, ctx, "the release checklist lives in the wiki").memory
-    clock.now += timedelta(days=40)  # faded: 140 days (0.04); used: 40 days (0.40)
-    from memento.models import ConsolidateInput
-
+    clock.now += timedelta(days=40)  # faded: 140 days in warm, unused (0.04)
     result = service.memory_consolidate(ConsolidateInput(), ctx)
     assert result.confidence_pruned == 1
     with pytest.raises(NotFound):

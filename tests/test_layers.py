@@ -22,6 +22,8 @@ LAYERS = {
     "memento.extras": 0,
     "memento.redaction": 0,
     "memento.graph": 0,
+    "memento.graph_inputs": 0,
+    "memento.graph_results": 0,
     "memento.storage": 1,
     "memento.embeddings": 1,
     "memento.factory": 2,

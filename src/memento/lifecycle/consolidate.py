@@ -21,10 +21,10 @@ Backfill = Callable[[AgentScope, int | None], int]
 Progress = Callable[[int, int, str], None]
 
 STAGES = (
+    "confidence_pruned",
     "hot_to_warm",
     "warm_to_cold",
     "expired",
-    "confidence_pruned",
     "utility_recomputed",
     "decayed",
     "deduplicated",
@@ -92,6 +92,11 @@ class Consolidator:
             return removed + m.expire_cold(scope, None, special, now - timedelta(days=stale.default))
 
         steps: list[tuple[str, Callable[[], Any]]] = [
+            # First: it judges each memory by the tier it has been in since the last run.
+            (
+                "confidence_pruned",
+                lambda: m.prune_low_confidence(scope, self.prune.threshold, self.prune.half_life_days, now, archive=self.prune.archive),
+            ),
             ("hot_to_warm", lambda: m.demote(scope, TTLTier.HOT, TTLTier.WARM, now - timedelta(days=cfg.hotDays), None, now)),
             (
                 "warm_to_cold",
@@ -105,10 +110,6 @@ class Consolidator:
                 ),
             ),
             ("expired", expire),
-            (
-                "confidence_pruned",
-                lambda: m.prune_low_confidence(scope, self.prune.threshold, self.prune.half_life_days, now, archive=self.prune.archive),
-            ),
             # Utility first: decay reads it, and a store's first run would otherwise decay nothing.
             ("utility_recomputed", lambda: m.recompute_utility(scope, now, cfg.ranking.recencyHalfLifeDays)),
             ("decayed", lambda: m.decay_importance(scope, cfg.decayFactor, 1, 0.5, now - timedelta(days=cfg.hotDays))),

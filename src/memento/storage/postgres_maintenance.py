@@ -67,15 +67,17 @@ class PostgresMaintenance:
 
     @retried
     def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
-        """Memories whose effective confidence is below `threshold` (001 §4.5), pinned, anchored and
-        permanent ones apart: soft-deleted (`archive`, restorable) or deleted."""
+        """Memories whose effective confidence is below `threshold` (001 §4.5): soft-deleted
+        (`archive`, restorable) or deleted. Gradual like every stage: hot (new), permanent, pinned
+        and anchored memories are kept, and the decay counts from the latest of creation, last
+        access and entry into the current tier."""
         if threshold <= 0:
             return 0
         where, params = _changeable(scope)
-        eff, eparams = POSTGRES.effective_confidence("f", now, half_life_days)
+        eff, eparams = POSTGRES.effective_confidence("f", now, half_life_days, since_tier=True)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND NOT f.pinned AND f.ttl_tier <> 'permanent'"
+                f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND NOT f.pinned AND f.ttl_tier NOT IN ('hot', 'permanent')"
                 f" AND f.deleted_at IS NULL AND {eff} < %s AND {where}",
                 [*eparams, threshold, *params],
             )

@@ -25,17 +25,23 @@ class Dialect:
     tables: str  # the schema prefix of table names
     timestamp: Callable[[datetime], object]  # a datetime as bound for comparison with a stored timestamp
 
-    def effective_confidence(self, alias: str, now: datetime, half_life_days: float) -> tuple[str, list[Any]]:
-        """graph.effective_confidence of row `alias` at `now`, as an SQL expression."""
+    def effective_confidence(self, alias: str, now: datetime, half_life_days: float, *, since_tier: bool = False) -> tuple[str, list[Any]]:
+        """graph.effective_confidence of row `alias` at `now`, as an SQL expression. `since_tier`:
+        the decay starts no earlier than when the row entered its TTL tier (the lifecycle's view:
+        an import with old creation dates is not faded on arrival)."""
         m = self.mark
         if not self.any_of:
-            sql = f"{SQLITE_CONFIDENCE_FUNCTION}({alias}.confidence, {alias}.created_at, {alias}.accessed_at, {m}, {m})"
+            start = f"MAX({alias}.created_at, COALESCE({alias}.tier_since, {alias}.created_at))" if since_tier else f"{alias}.created_at"
+            sql = f"{SQLITE_CONFIDENCE_FUNCTION}({alias}.confidence, {start}, {alias}.accessed_at, {m}, {m})"
             return sql, [self.timestamp(now), half_life_days]
         if half_life_days <= 0:
             return f"{alias}.confidence", []
         # float8 throughout, in the order Python computes it: seconds (exact, then rounded once),
         # days, the exponent, C pow(); GREATEST ignores a NULL accessed_at as Python does.
-        seconds = f"CAST(EXTRACT(EPOCH FROM (CAST({m} AS timestamptz) - GREATEST({alias}.created_at, {alias}.accessed_at))) AS float8)"
+        tier = f", {alias}.tier_since" if since_tier else ""
+        seconds = (
+            f"CAST(EXTRACT(EPOCH FROM (CAST({m} AS timestamptz) - GREATEST({alias}.created_at, {alias}.accessed_at{tier}))) AS float8)"
+        )
         days = f"GREATEST(CAST(0.0 AS float8), {seconds} / CAST(86400.0 AS float8))"
         return f"({alias}.confidence * power(CAST(0.5 AS float8), {days} / CAST({m} AS float8)))", [now, half_life_days]
 
