@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route
 
 from memento import ops
 from memento.auth import oauth_http
@@ -90,7 +90,7 @@ def routes(app: App, mcp: McpHttp, legacy: LegacySse, rest: RestApi | None = Non
     rest = rest or rest_api(app, mcp)
     return [
         Route("/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]),
-        Mount("/api", app=rest.asgi),  # the REST API (memento.rest), same credentials as /mcp
+        rest.mount("/api"),  # the REST API (memento.rest), same credentials as /mcp
         Route("/sse", legacy.connect, methods=["GET"]),
         Route("/message", legacy.message, methods=["POST"]),
         *ops.routes(app, mcp),  # /health, /metrics

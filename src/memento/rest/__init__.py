@@ -8,10 +8,12 @@ document (problems.py); blocking service calls run in worker threads.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+from starlette.routing import Mount
 from starlette.types import ASGIApp
 
 from .. import __version__
@@ -33,6 +35,15 @@ DESCRIPTION = (
 )
 
 
+class ApiMount(Mount):
+    """A Mount whose prefix takes any remaining path, newlines and all (Starlette's `.*` stops at a
+    newline, and such a request would get the outer app's plain-text 404 instead of a problem)."""
+
+    def __init__(self, path: str, app: ASGIApp) -> None:
+        super().__init__(path, app=app)
+        self.path_regex = re.compile(self.path_regex.pattern, re.DOTALL)
+
+
 @dataclass
 class RestApi:
     """The mounted application and its live-event hub (the server ends its streams at shutdown)."""
@@ -40,6 +51,9 @@ class RestApi:
     asgi: ASGIApp
     fastapi: FastAPI
     hub: EventHub
+
+    def mount(self, path: str = "/api") -> Mount:
+        return ApiMount(path, self.asgi)
 
 
 def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> RestApi:

@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BeforeValidator, StringConstraints
+from fastapi.exceptions import RequestValidationError
+from pydantic import BeforeValidator, StringConstraints, ValidationError
 
 from ..errors import Forbidden, NotFound
 from ..graph import SearchMode
@@ -49,16 +50,19 @@ def filters(
     entity_id: Annotated[str | None, Query(min_length=1, max_length=64, description="Associated with this entity.")] = None,
     source: Annotated[str | None, Query(max_length=2000, description="Originating source.")] = None,
 ) -> SearchFilters:
-    """The §5.6 filters of a query string."""
-    return SearchFilters(
-        memory_types=types,
-        tags=tags,
-        min_confidence=min_confidence,
-        after_date=after_date,
-        before_date=before_date,
-        entity_id=entity_id,
-        source=source,
-    )
+    """The §5.6 filters of a query string (a value they refuse is the request's fault: 422)."""
+    try:
+        return SearchFilters(
+            memory_types=types,
+            tags=tags,
+            min_confidence=min_confidence,
+            after_date=after_date,
+            before_date=before_date,
+            entity_id=entity_id,
+            source=source,
+        )
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]) from exc
 
 
 Filters = Annotated[SearchFilters, Depends(filters)]

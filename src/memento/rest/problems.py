@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -125,7 +125,7 @@ def install(api: FastAPI) -> None:
         return problem(status, exc.message, code=exc.code if status != 500 else None)
 
     async def request_invalid(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError | ValidationError)
+        assert isinstance(exc, RequestValidationError)
         errors = _field_errors(exc.errors())
         return problem(422, _summary(errors), errors=errors)
 
@@ -134,12 +134,11 @@ def install(api: FastAPI) -> None:
         return problem(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
     async def unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("REST %s %s failed", request.method, request.url.path)
+        # Starlette re-raises the exception after this answer: the server logs it with its traceback.
         return problem(500, "internal error; see the server log")
 
     api.add_exception_handler(MementoError, memento_error)
     api.add_exception_handler(RequestValidationError, request_invalid)
-    api.add_exception_handler(ValidationError, request_invalid)
     api.add_exception_handler(HTTPException, http_error)
     api.add_exception_handler(Exception, unexpected)
 
