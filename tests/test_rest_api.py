@@ -117,7 +117,7 @@ def test_an_exact_duplicate_answers_200_with_the_existing_memory(agent: Agent) -
     first = agent.store("User prefers dark mode")
     again = agent.post("/memories", {"content": "User prefers dark mode"})
     assert again.status_code == 200, again.text
-    assert again.json()["memory"]["id"] == first["id"] and again.json()["created"] is False
+    assert again.json()["memory"]["id"] == first["id"] and again.json()["duplicate"] == "exact"
     assert agent.get("/memories").json()["total"] == 1
 
 
