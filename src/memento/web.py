@@ -43,6 +43,7 @@ from memento.mcp.http_limits import RequestLimits, header_timeout_protocol
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer
 from memento.mcp.sse_legacy import LegacySse
+from memento.rest import RestApi, create_rest_api
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -78,11 +79,18 @@ def mcp_endpoint(app: App, features: Sequence[Feature] | None = None) -> McpHttp
     )
 
 
-def routes(app: App, mcp: McpHttp, legacy: LegacySse) -> list[BaseRoute]:
+def rest_api(app: App, mcp: McpHttp) -> RestApi:
+    """The REST API (/api) behind /mcp's gate, over the entity face's service."""
+    return create_rest_api(app, require_gate(mcp.gate, "the REST API"), app.service.entities)
+
+
+def routes(app: App, mcp: McpHttp, legacy: LegacySse, rest: RestApi | None = None) -> list[BaseRoute]:
     """Every route of the web app. Routes beside /mcp get its gate (never optional)."""
     gate = require_gate(mcp.gate, "the web app")
+    rest = rest or rest_api(app, mcp)
     return [
         Route("/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]),
+        rest.mount("/api"),  # the REST API (memento.rest), same credentials as /mcp
         Route("/sse", legacy.connect, methods=["GET"]),
         Route("/message", legacy.message, methods=["POST"]),
         *ops.routes(app, mcp),  # /health, /metrics
@@ -92,7 +100,7 @@ def routes(app: App, mcp: McpHttp, legacy: LegacySse) -> list[BaseRoute]:
 
 
 def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> Starlette:
-    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, OAuth, `/health`, `/metrics`.
+    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, the REST API under `/api`, OAuth, `/health`, `/metrics`.
 
     `features` replaces the registry's list (tests plug their own in)."""
     from memento.mcp.cluster import CHANNEL
@@ -103,6 +111,7 @@ def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> S
         app.bus.on(CHANNEL, mcp.on_replica_message)
     legacy = LegacySse(mcp)
     mcp.legacy = legacy
+    rest = rest_api(app, mcp)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -111,12 +120,13 @@ def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> S
             yield
         finally:
             mcp._close_streams()
+            rest.hub.begin_shutdown()
             await mcp.close_all()
             await anyio.to_thread.run_sync(app.close)
             log.info("HTTP server stopped")
 
     asgi = Starlette(
-        routes=routes(app, mcp, legacy),
+        routes=routes(app, mcp, legacy, rest),
         middleware=[
             *ops.middleware(app),  # request metrics (outermost, sees the final status), compression
             # Around every route, once: body size and body timeout (http_limits).
@@ -125,18 +135,21 @@ def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> S
         lifespan=lifespan,
     )
     asgi.state.mcp = mcp
+    asgi.state.rest = rest
     return asgi
 
 
 class _Server(uvicorn.Server):
     """uvicorn, plus: the first exit signal also ends the idle SSE streams it would wait for."""
 
-    def __init__(self, config: uvicorn.Config, mcp: McpHttp) -> None:
+    def __init__(self, config: uvicorn.Config, mcp: McpHttp, rest: RestApi) -> None:
         super().__init__(config)
         self._mcp = mcp
+        self._rest = rest
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._mcp.begin_shutdown()
+        self._rest.hub.begin_shutdown()
         super().handle_exit(sig, frame)
 
 
@@ -186,6 +199,6 @@ def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = 
             extra={"transport": "http", "port": bound},
         )
         with sock:
-            _Server(config, asgi.state.mcp).run(sockets=[sock])
+            _Server(config, asgi.state.mcp, asgi.state.rest).run(sockets=[sock])
     finally:
         app.close()  # idempotent; covers a start-up failure before the lifespan ran

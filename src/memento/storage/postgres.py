@@ -30,13 +30,24 @@ from ..errors import Unavailable
 from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation
 from ..models import AgentScope, Fragment, Link, RelationType
 from .access import AccessBuffer, Pending
+from .postgres_analytics import PostgresAnalytics
 from .postgres_bulk import PostgresBulk
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
 from .postgres_entities import PostgresEntities
 from .postgres_fragments import PostgresFragments
 from .postgres_queries import PostgresQueries
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
-from .protocol import REINFORCEMENT, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter, VersionRecord
+from .protocol import (
+    REINFORCEMENT,
+    FragmentChanges,
+    GrowthPeriod,
+    Hit,
+    MemoryOverview,
+    NewFragment,
+    RankFeatures,
+    SearchFilter,
+    VersionRecord,
+)
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
 
@@ -323,3 +334,20 @@ class PostgresStore:
 
     def graph_counts(self, scope: AgentScope) -> dict[str, int]:
         return self.entities.graph_counts(scope)
+
+    # ------------------------------------------------------------ analytics (postgres_analytics.py)
+
+    def memory_overview(self, scope: AgentScope, now: datetime, half_life_days: float, low_below: float) -> MemoryOverview:
+        return PostgresAnalytics(self.db).memory_overview(scope, now, half_life_days, low_below)
+
+    def memory_growth(self, scope: AgentScope, period: GrowthPeriod, limit: int) -> list[tuple[str, int]]:
+        return PostgresAnalytics(self.db).memory_growth(scope, period, limit)
+
+    def type_counts(self, scope: AgentScope) -> dict[str, int]:
+        return PostgresAnalytics(self.db).type_counts(scope)
+
+    def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
+        return PostgresAnalytics(self.db).tag_counts(scope, limit, offset)
+
+    def confidence_histogram(self, scope: AgentScope, now: datetime, half_life_days: float, buckets: int) -> list[int]:
+        return PostgresAnalytics(self.db).confidence_histogram(scope, now, half_life_days, buckets)

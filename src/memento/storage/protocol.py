@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -554,5 +554,43 @@ class MigrationLog(Protocol):
         ...
 
 
-class AppStore(Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, Protocol):
+GrowthPeriod = Literal["day", "week", "month"]
+
+
+@dataclass(frozen=True)
+class MemoryOverview:
+    """001 §8.4 overview: counts and confidence of the memories a scope sees."""
+
+    total_memories: int
+    total_entities: int
+    total_relations: int
+    average_confidence: float | None  # stored confidence
+    average_effective_confidence: float | None
+    low_confidence_count: int  # effective confidence below the prune threshold
+    oldest_memory: datetime | None
+    newest_memory: datetime | None
+
+
+class AnalyticsStore(Protocol):
+    """001 §8.4: aggregates over the memories the scope sees (working memory apart) and its entity
+    graph, computed in SQL. Effective confidence is measured at `now` (graph.effective_confidence)."""
+
+    def memory_overview(self, scope: AgentScope, now: datetime, half_life_days: float, low_below: float) -> MemoryOverview: ...
+    def memory_growth(self, scope: AgentScope, period: GrowthPeriod, limit: int) -> list[tuple[str, int]]:
+        """New memories per period (`day`, `week` from Monday, `month`), as (first day ISO, count):
+        the newest `limit` periods that have any, oldest first."""
+        ...
+
+    def type_counts(self, scope: AgentScope) -> dict[str, int]: ...
+    def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
+        """Tags by how many memories carry them (most first, then by name), and how many tags in all."""
+        ...
+
+    def confidence_histogram(self, scope: AgentScope, now: datetime, half_life_days: float, buckets: int) -> list[int]:
+        """How many memories fall in each of `buckets` equal bins of effective confidence over [0, 1]
+        (the last bin includes 1.0)."""
+        ...
+
+
+class AppStore(Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, AnalyticsStore, Protocol):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

@@ -20,7 +20,18 @@ from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, R
 from ..models import AgentScope, Fragment, Link, RelationType
 from . import terms as terms_policy
 from .access import AccessBuffer, Pending
-from .protocol import REINFORCEMENT, FragmentChanges, Hit, NewFragment, RankFeatures, SearchFilter, VersionRecord
+from .protocol import (
+    REINFORCEMENT,
+    FragmentChanges,
+    GrowthPeriod,
+    Hit,
+    MemoryOverview,
+    NewFragment,
+    RankFeatures,
+    SearchFilter,
+    VersionRecord,
+)
+from .sqlite_analytics import SQLiteAnalytics
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
 from .sqlite_entities import SQLiteEntities
@@ -308,3 +319,20 @@ class SQLiteStore:
 
     def graph_counts(self, scope: AgentScope) -> dict[str, int]:
         return self.entities.graph_counts(scope)
+
+    # ------------------------------------------------------------ analytics (sqlite_analytics.py)
+
+    def memory_overview(self, scope: AgentScope, now: datetime, half_life_days: float, low_below: float) -> MemoryOverview:
+        return SQLiteAnalytics(self.db).memory_overview(scope, now, half_life_days, low_below)
+
+    def memory_growth(self, scope: AgentScope, period: GrowthPeriod, limit: int) -> list[tuple[str, int]]:
+        return SQLiteAnalytics(self.db).memory_growth(scope, period, limit)
+
+    def type_counts(self, scope: AgentScope) -> dict[str, int]:
+        return SQLiteAnalytics(self.db).type_counts(scope)
+
+    def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
+        return SQLiteAnalytics(self.db).tag_counts(scope, limit, offset)
+
+    def confidence_histogram(self, scope: AgentScope, now: datetime, half_life_days: float, buckets: int) -> list[int]:
+        return SQLiteAnalytics(self.db).confidence_histogram(scope, now, half_life_days, buckets)
