@@ -57,16 +57,17 @@ from .graph_results import (
     RelationPage,
     RelationsOut,
     StoredMemory,
+    iso,
 )
 from .models import AgentScope, AmendInput, CallContext, ChangeEvent, Fragment, RecordFields, RecordInput
 from .retrieval.search import SearchRequest, calibrate
-from .storage.protocol import REINFORCEMENT, EntityStore, FragmentChanges, SearchFilter, Store, VersionRecord
+from .storage.protocol import REINFORCEMENT, AnalyticsStore, EntityStore, FragmentChanges, SearchFilter, Store, VersionRecord
 
 if TYPE_CHECKING:
     from .service import MemoryService
 
 
-class GraphCapable(Store, EntityStore, Protocol):
+class GraphCapable(Store, EntityStore, AnalyticsStore, Protocol):
     """What this face needs of the store: every backend provides both (storage.protocol.AppStore)."""
 
 
@@ -726,50 +727,22 @@ class EntityService:
         return clusters
 
     def get_memory_stats(self, inp: GetMemoryStatsInput, ctx: CallContext) -> MemoryStats001:
-        """001 §7.2.10."""
+        """001 §7.2.10, computed in SQL (average_confidence is the mean effective confidence; the
+        low-confidence count is below LOW_CONFIDENCE)."""
         scope = self.memory._scope(inp.agent_id, ctx)
-        now = self._now()
-        base = self._store.stats(scope)
-        graph = self._store.graph_counts(scope)
-        summary = self._confidence_summary(scope, now)
-        by_type = {str(k): int(v) for k, v in cast(dict[str, int], base["by_type"]).items() if v}
+        overview = self._store.memory_overview(scope, self._now(), self._half_life(), LOW_CONFIDENCE)
+        by_type = {k: v for k, v in self._store.type_counts(scope).items() if v}
+        eff = overview.average_effective_confidence
         return MemoryStats001(
-            total_memories=cast(int, base["total"]),
-            total_entities=graph["entities"],
-            total_relations=graph["relations"],
+            total_memories=overview.total_memories,
+            total_entities=overview.total_entities,
+            total_relations=overview.total_relations,
             memories_by_type=by_type,
-            average_confidence=summary["average"],
-            oldest_memory=summary["oldest"],
-            newest_memory=summary["newest"],
-            low_confidence_count=cast(int, summary["low"]),
+            average_confidence=None if eff is None else round(eff, 4),
+            oldest_memory=iso(overview.oldest_memory),
+            newest_memory=iso(overview.newest_memory),
+            low_confidence_count=overview.low_confidence_count,
         )
-
-    def _confidence_summary(self, scope: AgentScope, now: datetime) -> dict[str, object]:
-        """Mean effective confidence, oldest and newest creation time, and how many are below
-        LOW_CONFIDENCE, over the scope's memories (working memory apart), read in keyset pages."""
-        total = 0.0
-        count = low = 0
-        oldest: datetime | None = None
-        newest: datetime | None = None
-        before: int | None = None
-        while True:
-            rows = self._store.page(scope, SearchFilter(), before, 1000)
-            if not rows:
-                break
-            for f in rows:
-                eff = self._effective(f, now)
-                total += eff
-                count += 1
-                low += eff < LOW_CONFIDENCE
-                oldest = f.created_at if oldest is None or f.created_at < oldest else oldest
-                newest = f.created_at if newest is None or f.created_at > newest else newest
-            before = rows[-1].seq
-        return {
-            "average": round(total / count, 4) if count else None,
-            "oldest": oldest.isoformat() if oldest else None,
-            "newest": newest.isoformat() if newest else None,
-            "low": low,
-        }
 
 
 def with_agent(inp: StoreMemoryInput, agent_id: str | None) -> StoreMemoryInput:

@@ -502,7 +502,14 @@ class MemoryService:
             scope = AgentScope(MAINTENANCE_SCOPE)
         result = self.consolidator.run(scope, progress)
         # A whole-store run is announced as the shared pool's change: every namespace sees that one.
-        self._emit(ChangeEvent("consolidated", DEFAULT_AGENT if scope.is_maintenance else scope.agent_id))
+        agent = DEFAULT_AGENT if scope.is_maintenance else scope.agent_id
+        self._emit(
+            ChangeEvent(
+                "consolidated", agent, details={"merged": result.deduplicated, "deleted": result.expired + result.confidence_pruned}
+            )
+        )
+        # The run also embedded what was stored without a vector: 001's "background sync done".
+        self._emit(ChangeEvent("synced", agent, details={"timestamp": self.clock().isoformat()}))
         return result
 
     def end_session(self, session_id: str, ctx: CallContext) -> int:

@@ -126,6 +126,8 @@ def affected_uris(event: ChangeEvent) -> set[str] | None:
     """The URIs a committed change may have altered; None means possibly all of them."""
     if event.kind == "consolidated":
         return None
+    if event.kind not in ("created", "amended", "deleted", "linked", "session_ended"):
+        return set()  # the entity graph and sync notices change no resource of this face
     uris = {STATS_URI, TOPICS_URI}
     uris.update(fragment_uri(fid) for fid in event.fragment_ids)
     uris.update(topic_uri(t) for t in event.topics)
