@@ -6,6 +6,8 @@ test_lifecycle.py.
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -269,13 +271,26 @@ def _waiting_for_a_lock(server: PostgresServer, count: int = 1, deadline_s: floa
     raise AssertionError("no session started waiting for the lock")
 
 
+def _deadlock_timeout(server: PostgresServer, value: str | None) -> None:
+    """Set (or reset, None) the server-wide deadlock_timeout; every session takes it at its next command."""
+    with connect(server.superuser_dsn, autocommit=True) as admin:
+        admin.execute(f"ALTER SYSTEM SET deadlock_timeout = '{value}'" if value else "ALTER SYSTEM RESET deadlock_timeout")
+        admin.execute("SELECT pg_reload_conf()")
+
+
 def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(pg_app: App, postgres_server: PostgresServer) -> None:
     import threading
 
     target = _fragment(pg_app, "the fragment being forgotten")
     neighbour = _fragment(pg_app, "a neighbour that links to it", [target])
     outcome: dict[str, Any] = {}
-    with connect(postgres_server.owner_dsn) as other:
+    # PostgreSQL looks for a deadlock once, deadlock_timeout after a backend starts waiting, and
+    # aborts the backend that finds it. The forget waits first; give it 3 s (the test's side 60 s)
+    # so that it is the forget that finds the cycle however slowly this machine runs the steps.
+    _deadlock_timeout(postgres_server, "3s")
+    with connect(postgres_server.superuser_dsn) as other, contextlib.ExitStack() as restore:
+        restore.callback(_deadlock_timeout, postgres_server, None)
+        other.execute("SET deadlock_timeout = '60s'")
         other.execute("SELECT 1 FROM agent_memory.fragments WHERE id = %s FOR UPDATE", (neighbour,))
 
         def forget() -> None:
