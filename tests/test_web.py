@@ -153,3 +153,35 @@ async def test_tool_calls_are_observed_by_name_and_outcome(tmp_path: Path) -> No
         ]
     finally:
         app.close()
+
+
+def test_accepted_connections_send_without_delay() -> None:
+    """The listening socket says TCP, so asyncio sets TCP_NODELAY on every accepted connection:
+    a keep-alive client's requests are answered at once, not after its delayed ACK (~40 ms each)."""
+    import asyncio
+    import socket
+
+    from memento.web import listen
+
+    server_sock = listen("127.0.0.1", 0)
+    port = server_sock.getsockname()[1]
+    seen: list[int] = []
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    async def run() -> None:
+        server = await asyncio.get_running_loop().create_server(Probe, sock=server_sock)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(200):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            writer.close()
+
+    asyncio.run(run())
+    assert seen and seen[0] != 0

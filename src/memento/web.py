@@ -157,7 +157,10 @@ def listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound before anything announces the server: a port in use is
     reported as such (Unavailable), and nothing has claimed to serve on it first."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named explicitly: accepted connections inherit it, and asyncio sets TCP_NODELAY
+    # only on sockets that say TCP. Without it a keep-alive client waited ~40 ms for every response
+    # (Nagle's algorithm against the client's delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart during TIME_WAIT, as uvicorn does
         sock.bind((host, port))
