@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import pytest
 from conftest import StoreEnv
 from mcp import Client
@@ -219,3 +220,51 @@ async def test_bad_input_is_refused_and_changes_nothing(server: HttpServer) -> N
         assert code == "not_found"
         stats = await a.call("get_memory_stats")
         assert (stats["total_memories"], stats["total_entities"]) == (0, 0)
+
+
+async def _average_confidence_reaches(a: Agent, expected: float) -> float:
+    """get_memory_stats records no access: poll it (bounded) until the buffered access of a search
+    has been written (the flush runs within ACCESS_FLUSH_SECONDS)."""
+    deadline = anyio.current_time() + 20
+    while True:
+        got = float((await a.call("get_memory_stats"))["average_confidence"])
+        if got == pytest.approx(expected, abs=0.005) or anyio.current_time() > deadline:
+            return got
+        await anyio.sleep(0.2)
+
+
+async def test_access_reinforces_confidence_with_a_cap(server: HttpServer) -> None:
+    async with agent(server, "mcp-reinforce") as a:
+        await a.call("store_memory", content="The staging database listens on port 5433", confidence=0.5)
+        hits = await a.call("recall_memories", query="staging database port", search_mode="keyword")
+        assert len(hits["results"]) == 1
+        assert await _average_confidence_reaches(a, 0.6) == pytest.approx(0.6, abs=0.005)
+    async with agent(server, "mcp-reinforce-cap") as a:
+        await a.call("store_memory", content="The production database listens on port 5432", confidence=0.95)
+        await a.call("recall_memories", query="production database port", search_mode="keyword")
+        assert await _average_confidence_reaches(a, 1.0) == pytest.approx(1.0, abs=0.005)
+
+
+async def test_deleting_a_memory_keeps_its_entities(server: HttpServer) -> None:
+    async with agent(server, "mcp-delete") as a:
+        m = await a.call("store_memory", content="Grace maintains the billing service", entity_names=["Grace"])
+        gone = await a.call("delete_memories", memory_ids=[m["memory"]["id"]])
+        assert gone["deleted"] == [m["memory"]["id"]]
+        graph = await a.call("get_entity_graph", entity_name="Grace")
+        assert [n["entity"]["name"] for n in graph["nodes"]] == ["Grace"] and graph["nodes"][0]["memories"] == []
+        code, _ = await a.error("delete_memories", memory_ids=[m["memory"]["id"]])
+        assert code == "not_found"
+
+
+async def test_tag_filter_and_pagination(server: HttpServer) -> None:
+    async with agent(server, "mcp-pages") as a:
+        both = await a.call("store_memory", content="Pelican frontend uses typescript strict mode", tags=["typescript", "frontend"])
+        await a.call("store_memory", content="Pelican backend uses typescript too", tags=["typescript", "backend"])
+        hits = await a.call("recall_memories", query="pelican typescript", search_mode="keyword", tags=["typescript", "frontend"])
+        assert [h["memory"]["id"] for h in hits["results"]] == [both["memory"]["id"]]
+        for i in range(50):
+            await a.call("remember", content=f"heron log entry number {i} about the migration", topic="log", type="observation")
+        everything = await a.call("recall_memories", query="heron migration", search_mode="keyword", limit=100)
+        assert everything["total"] == 50
+        page = await a.call("recall_memories", query="heron migration", search_mode="keyword", limit=10, offset=20)
+        assert [h["memory"]["id"] for h in page["results"]] == [h["memory"]["id"] for h in everything["results"][20:30]]
