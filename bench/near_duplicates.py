@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from locomo import DEFAULT_DATA, sessions, turn_text  # noqa: E402
+from locomo import DEFAULT_DATA, sessions, turn_text
 
-from memento.embeddings.factory import build_embedder  # noqa: E402
-from memento.entity_service import _numbers  # noqa: E402
-from memento.settings import Settings  # noqa: E402
+from memento.embeddings.factory import build_embedder
+from memento.entity_service import _numbers
+from memento.settings import Settings
 
 THRESHOLDS = (0.90, 0.93, 0.95, 0.96, 0.97, 0.98)
 
@@ -36,8 +36,8 @@ def main() -> int:
     args = parser.parse_args()
     embedder = build_embedder(Settings())
     assert embedder is not None, "needs the local embedding model"
-    merged = {t: 0 for t in THRESHOLDS}
-    guarded = {t: 0 for t in THRESHOLDS}
+    merged = dict.fromkeys(THRESHOLDS, 0)
+    guarded = dict.fromkeys(THRESHOLDS, 0)
     total = 0
     for sample in json.loads(args.data.read_bytes())[: args.limit_conversations]:
         texts = list(dict.fromkeys(turn_text(turn) for _, turns in sessions(sample["conversation"]) for turn in turns))

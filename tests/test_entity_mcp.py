@@ -7,6 +7,7 @@ with nothing changed. Each test works in its own agent namespace."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,8 @@ import anyio
 import pytest
 from conftest import StoreEnv
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client  # its defining module (__all__)
 from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres")]
@@ -268,3 +271,81 @@ async def test_tag_filter_and_pagination(server: HttpServer) -> None:
         assert everything["total"] == 50
         page = await a.call("recall_memories", query="heron migration", search_mode="keyword", limit=10, offset=20)
         assert [h["memory"]["id"] for h in page["results"]] == [h["memory"]["id"] for h in everything["results"][20:30]]
+
+
+KEY_A = "entity-isolation-key-agent-a-0123"
+KEY_B = "entity-isolation-key-agent-b-0123"
+KEY_A_RO = "entity-isolation-key-agent-a-ro-01"
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str) -> Iterator[HttpServer]:
+    folder = tmp_path_factory.mktemp("entity-keys")
+    keys = [
+        {"name": "a", "key": KEY_A, "agent": "agent-a", "access": "read-write"},
+        {"name": "a-ro", "key": KEY_A_RO, "agent": "agent-a", "access": "read-only"},
+        {"name": "b", "key": KEY_B, "agent": "agent-b", "access": "read-write"},
+    ]
+    env = {
+        **server_env(module_store_env(folder)),
+        "MEMENTO_TOOLSETS": "entity",
+        "MEMENTO_KEYS": json.dumps(keys),
+        "MEMENTO_ACCESS_KEY": "entity-isolation-operator-key-012",
+    }
+    running = start_http_server(env, folder / "server.log")
+    try:
+        assert_backend(running, backend)
+        yield running
+    finally:
+        running.stop()
+
+
+@asynccontextmanager
+async def keyed(server: HttpServer, key: str) -> AsyncIterator[Client]:
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
+        async with Client(streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S) as client:
+            yield client
+
+
+async def test_one_agent_sees_and_changes_nothing_of_another_through_the_entity_tools(keyed_server: HttpServer) -> None:
+    async with keyed(keyed_server, KEY_B) as b:
+        stored = data(await b.call_tool("store_memory", {"content": "Osprey vault code is tangerine", "entity_names": ["Osprey"]}))
+        made = data(
+            await b.call_tool("create_relations", {"relations": [{"source": "Osprey", "target": "Vault", "relation_type": "uses"}]})
+        )
+        secrets = [stored["memory"]["id"], *(e["id"] for e in made["entities_created"]), made["relations"][0]["id"], "tangerine"]
+        before = data(await b.call_tool("get_memory_stats", {}))
+    async with keyed(keyed_server, KEY_A) as a:
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("recall_memories", {"query": "osprey vault tangerine", "search_mode": mode, "min_confidence": 0.0})
+            for mode in ("keyword", "semantic", "hybrid", "graph")
+        ]
+        calls += [
+            ("recall_memories", {"query": "vault", "entity_name": "Osprey"}),
+            ("get_entity_graph", {"entity_name": "Osprey"}),
+            ("get_memory_stats", {}),
+            ("delete_entities", {"entity_names": ["Osprey", "Vault"], "cascade_memories": True}),
+            ("delete_relations", {"relations": [{"source": "Osprey", "target": "Vault", "relation_type": "uses"}]}),
+            ("delete_memories", {"memory_ids": [stored["memory"]["id"]]}),
+            ("delete_memories", {"memory_types": ["observation"]}),
+            ("consolidate_memories", {"similarity_threshold": 0.0}),
+            ("recall_memories", {"query": "osprey", "agent_id": "agent-b"}),
+        ]
+        for name, args in calls:
+            result = await a.call_tool(name, args)
+            text = getattr(result.content[0], "text", "") if result.content else ""
+            if result.is_error:  # an error may quote A's own arguments, never B's memory
+                assert "tangerine" not in text, (name, text)
+            else:
+                assert not [s for s in secrets if s in text], (name, text)
+            if name == "get_memory_stats":
+                assert data(result)["total_memories"] == 0 and data(result)["total_entities"] == 0
+    async with keyed(keyed_server, KEY_A_RO) as ro:
+        code, _, _ = error_of(await ro.call_tool("store_memory", {"content": "a read-only key writes nothing"}))
+        assert code == "forbidden"
+        code, _, _ = error_of(await ro.call_tool("create_entities", {"entities": [{"name": "X", "entity_type": "person"}]}))
+        assert code == "forbidden"
+    async with keyed(keyed_server, KEY_B) as b:
+        assert data(await b.call_tool("get_memory_stats", {})) == before
+        graph = data(await b.call_tool("get_entity_graph", {"entity_name": "Osprey"}))
+        assert {n["entity"]["name"] for n in graph["nodes"]} == {"Osprey", "Vault"}

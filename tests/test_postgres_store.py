@@ -7,7 +7,6 @@ test_lifecycle.py.
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
