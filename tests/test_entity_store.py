@@ -407,3 +407,13 @@ def test_versions_keep_the_record_fields_and_add_version_archives_a_merge(servic
     with pytest.raises(Forbidden):
         store.add_version(AgentScope("bob", PoolWrites.NONE), pool, absorbed, NOW)
     assert len(store.versions(A, fid)) == 3 and store.versions(A, pool) == []
+
+
+def test_names_fold_case_alike_on_every_backend_beyond_ascii(store: AppStore) -> None:
+    """The case-folded key is computed in Python: PostgreSQL's lower() under the C locale folds
+    ASCII only, which would make "Élan" and "élan" two entities there and one on SQLite."""
+    made = store.upsert_entities(A, [NewEntity(name="Élan Vital", entity_type="project")], NOW)
+    again = store.upsert_entities(A, [NewEntity(name="élan vital")], NOW)
+    assert again[0][1] is False and again[0][0].id == made[0][0].id
+    assert [e.id for e in store.entities_named(A, ["ÉLAN VITAL"])] == [made[0][0].id]
+    assert store.list_entities(A, entity_type=None, name_contains="ÉLAN", limit=10, offset=0)[1] == 1

@@ -36,6 +36,13 @@ DEFAULT_STRENGTH = 0.5
 DEFAULT_RELATION_CONFIDENCE = 1.0
 
 
+def name_key(name: str) -> str:
+    """The stored key of an entity name: names are unique per agent regardless of case. Computed
+    here, not by the database, so both backends fold case alike (PostgreSQL's lower() depends on
+    its locale: under C it folds ASCII only)."""
+    return name.strip().lower()
+
+
 def new_entity_id() -> str:
     return "ent-" + secrets.token_hex(8)
 

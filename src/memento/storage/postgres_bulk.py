@@ -12,6 +12,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ..errors import InvalidArgument
+from ..graph import name_key
 from ..models import FragmentType, memory_system_for
 from .postgres_db import SYSTEM, PostgresDatabase, retried
 from .postgres_rows import _SEARCH
@@ -78,7 +79,10 @@ class PostgresBulk:
         extra: list[str] = []
         if table == "fragments":
             extra = ["search", "embedding", "embedding_model"]
+        keyed = table == "entities"  # the case-folded name key is derived, not copied
         marks = [sql.Placeholder()] * len(names) + ([sql.SQL(_SEARCH), sql.Placeholder(), sql.Placeholder()] if extra else [])
+        if keyed:
+            extra, marks = ["name_key"], [*marks, sql.Placeholder()]
         query = sql.SQL("INSERT INTO agent_memory.{table} ({cols}) VALUES ({marks}) ON CONFLICT DO NOTHING").format(
             table=sql.Identifier(table),
             cols=sql.SQL(", ").join(sql.Identifier(n) for n in [*names, *extra]),
@@ -88,7 +92,9 @@ class PostgresBulk:
         with self.db.tx(SYSTEM) as cur:
             for row in rows:
                 params: list[Any] = [_pg_value(n, _imported(table, n, row), nullable=table == "fragment_versions") for n in names]
-                if extra:
+                if keyed:
+                    params.append(name_key(str(row["name"])))
+                elif extra:
                     vector = row.get("embedding")
                     params += [
                         search_vector(str(row["content"]), [str(k) for k in row["keywords"]], str(row["topic"])),  # type: ignore[attr-defined]

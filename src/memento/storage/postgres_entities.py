@@ -2,7 +2,7 @@
 transaction in the caller's row-level security context (migration 0007: an agent sees only its own
 entities, relations and associations; the maintenance agents see all), and every statement also
 carries the owning agent, as the fragment queries carry their scope. Names are unique per agent
-by lower(name); the foreign keys delete an entity's relations and associations with it, and a
+by their case-folded key (graph.name_key); the foreign keys delete an entity's relations and associations with it, and a
 fragment's associations with the fragment."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import Conflict, InvalidArgument, NotFound
-from ..graph import UNKNOWN_TYPE, Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation
+from ..graph import UNKNOWN_TYPE, Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, name_key
 from ..models import AgentScope
 from .postgres_db import Cursor, PostgresDatabase, retried
 from .postgres_rows import _visible
 from .postgres_sql import scope_sql
 
 _ENTITY = (
-    "SELECT e.id, e.agent_id, e.name, e.entity_type, e.description, e.metadata, e.created_at, e.updated_at, e.embedding_model,"
+    "SELECT e.id, e.agent_id, e.name, e.name_key, e.entity_type, e.description, e.metadata, e.created_at, e.updated_at, e.embedding_model,"
     " e.embedding IS NOT NULL AS embedded FROM agent_memory.entities e"
 )
 _RELATION = (
@@ -113,7 +113,7 @@ class PostgresEntities:
         return found
 
     def _named(self, cur: Cursor, agent: str, name: str) -> Entity | None:
-        cur.execute(f"{_ENTITY} WHERE e.agent_id = %s AND lower(e.name) = lower(%s)", (agent, name))
+        cur.execute(f"{_ENTITY} WHERE e.agent_id = %s AND e.name_key = %s", (agent, name_key(name)))
         row = cur.fetchone()
         return self._entity(row) if row else None
 
@@ -140,9 +140,9 @@ class PostgresEntities:
         """Insert the entity; False when its name (or id) is taken."""
         vector, model = self._vector(new.embedding)
         cur.execute(
-            "INSERT INTO agent_memory.entities (id, agent_id, name, entity_type, description, metadata, embedding, embedding_model,"
-            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
-            (new.id, scope.agent_id, name, new.entity_type, new.description, Jsonb(new.metadata), vector, model, now, now),
+            "INSERT INTO agent_memory.entities (id, agent_id, name, name_key, entity_type, description, metadata, embedding,"
+            " embedding_model, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+            (new.id, scope.agent_id, name, name_key(name), new.entity_type, new.description, Jsonb(new.metadata), vector, model, now, now),
         )
         return cur.fetchone() is not None
 
@@ -173,14 +173,14 @@ class PostgresEntities:
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
     def entities_named(self, scope: AgentScope, names: Sequence[str]) -> list[Entity]:
-        wanted = list(dict.fromkeys(n.strip() for n in names))
+        wanted = list(dict.fromkeys(name_key(n) for n in names if n.strip()))
         if not wanted:
             return []
         owner, params = _owner(scope, "e")
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"SELECT e.*, q.o FROM ({_ENTITY}) e JOIN unnest(CAST(%s AS text[])) WITH ORDINALITY AS q(name, o)"
-                f" ON lower(e.name) = lower(q.name) WHERE {owner} ORDER BY q.o, e.agent_id",
+                f"SELECT e.*, q.o FROM ({_ENTITY}) e JOIN unnest(CAST(%s AS text[])) WITH ORDINALITY AS q(name_key, o)"
+                f" ON e.name_key = q.name_key WHERE {owner} ORDER BY q.o, e.agent_id",
                 [wanted, *params],
             )
             rows = cur.fetchall()
@@ -201,13 +201,13 @@ class PostgresEntities:
             where.append("e.entity_type = %s")
             params.append(entity_type)
         if name_contains:
-            where.append("strpos(lower(e.name), lower(%s)) > 0")
-            params.append(name_contains)
+            where.append("strpos(e.name_key, %s) > 0")
+            params.append(name_key(name_contains))
         cond = " AND ".join(where)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.entities e WHERE {cond}", params)
             total = cur.fetchone()
-            cur.execute(f'{_ENTITY} WHERE {cond} ORDER BY lower(e.name) COLLATE "C", e.seq LIMIT %s OFFSET %s', [*params, limit, offset])
+            cur.execute(f'{_ENTITY} WHERE {cond} ORDER BY e.name_key COLLATE "C", e.seq LIMIT %s OFFSET %s', [*params, limit, offset])
             rows = cur.fetchall()
         return [self._entity(r) for r in rows], int(total["n"]) if total else 0
 
@@ -222,8 +222,8 @@ class PostgresEntities:
                 clash = self._named(cur, old.agent_id, name)
                 if clash is not None and clash.id != old.id:
                     raise Conflict(f"an entity named {name!r} already exists ({clash.id})")
-                sets.append("name = %s")
-                params.append(name)
+                sets.append("name = %s, name_key = %s")
+                params.extend([name, name_key(name)])
             if changes.entity_type is not None:
                 sets.append("entity_type = %s")
                 params.append(changes.entity_type)

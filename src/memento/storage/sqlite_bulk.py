@@ -12,6 +12,7 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
 from ..errors import InvalidArgument
+from ..graph import name_key
 from ..models import Fragment, FragmentType, memory_system_for
 from . import terms as terms_policy
 from .protocol import BULK_COLUMNS, BULK_KEYS, FRAGMENT_DEFAULTS, FragmentChanges, NewFragment, changed_record, new_record
@@ -99,11 +100,6 @@ class SQLiteBulk:
 
     def finish_import(self) -> None:
         """Nothing to do: AUTOINCREMENT counters follow explicit ids, indexes are kept per batch."""
-
-
-def name_key(name: str) -> str:
-    """The stored key of an entity name (entities.name_key): unique per agent."""
-    return name.lower()
 
 
 def _bulk_table(table: str) -> str:

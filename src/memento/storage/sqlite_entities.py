@@ -15,9 +15,8 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
 from ..errors import Conflict, InvalidArgument, NotFound
-from ..graph import UNKNOWN_TYPE, Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation
+from ..graph import UNKNOWN_TYPE, Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, name_key
 from ..models import AgentScope
-from .sqlite_bulk import name_key
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _scope_sql, _visible, ts
 

@@ -8,6 +8,7 @@ CREATE TABLE agent_memory.entities (
     id              TEXT        PRIMARY KEY,
     agent_id        TEXT        NOT NULL,
     name            TEXT        NOT NULL,
+    name_key        TEXT        NOT NULL,  -- graph.name_key(name): unique per agent regardless of case
     entity_type     TEXT        NOT NULL DEFAULT 'unknown',
     description     TEXT,
     metadata        JSONB       NOT NULL DEFAULT '{}',
@@ -16,7 +17,7 @@ CREATE TABLE agent_memory.entities (
     created_at      TIMESTAMPTZ NOT NULL DEFAULT NOW(),
     updated_at      TIMESTAMPTZ NOT NULL DEFAULT NOW()
 );
-CREATE UNIQUE INDEX entities_name ON agent_memory.entities (agent_id, lower(name));
+CREATE UNIQUE INDEX entities_name ON agent_memory.entities (agent_id, name_key);
 CREATE INDEX entities_type ON agent_memory.entities (agent_id, entity_type);
 
 CREATE TABLE agent_memory.relations (
