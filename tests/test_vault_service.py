@@ -197,7 +197,12 @@ def test_read_only_credentials_search_only(service: MemoryService, ctx: CallCont
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(max_size=200) | st.lists(st.sampled_from(['"', "(", ")", "*", "AND", "OR", "NOT", "NEAR(", ",", "key:", "x", " ", "_", "회의"]), max_size=30).map("".join))
+@given(
+    st.text(max_size=200)
+    | st.lists(st.sampled_from(['"', "(", ")", "*", "AND", "OR", "NOT", "NEAR(", ",", "key:", "x", " ", "_", "회의"]), max_size=30).map(
+        "".join
+    )
+)
 def test_any_query_is_a_result_or_a_clean_refusal(service: MemoryService, ctx: CallContext, query: str) -> None:
     try:
         parse(query)
