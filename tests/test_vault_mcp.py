@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2 as httpx
 import pytest
 from conftest import StoreEnv
 from mcp import Client
@@ -177,7 +177,8 @@ def structured(result: CallToolResult) -> dict[str, Any]:
     assert result.is_error is False, result.content
     assert isinstance(result.content[0], TextContent)
     assert result.structured_content == json.loads(result.content[0].text)
-    return result.structured_content
+    payload: dict[str, Any] = result.structured_content
+    return payload
 
 
 async def read_json(client: Client, uri: str) -> Any:
@@ -354,7 +355,7 @@ async def test_agents_keep_their_keys_apart_and_read_only_keys_only_search(keyed
         assert structured(await b.call_tool("prune_memory", {"scope": "all", "key": "plan"})) == {"pruned_count": 1}
         assert (await read_json(a, "memory://vault/plan"))["content"] == "agent a heron plan"
         recalled = await b.call_tool("recall", {"text": "heron"})
-        assert "heron" not in recalled.content[0].text  # type: ignore[union-attr]
+        assert "heron" not in recalled.content[0].text
         async with keyed(keyed_server, KEY_B, "iso-a") as intruder:  # naming another namespace's live session is refused
             code, _, _ = error_of(await intruder.call_tool("commit_memory", {"scope": "session", "key": "x", "content": "intrusion"}))
             assert code == "forbidden"

@@ -82,7 +82,7 @@ def test_two_keys_may_hold_the_same_text(service: MemoryService, ctx: CallContex
     # and a 000 memory of that text is a third record
     from memento.models import RememberInput
 
-    out = service.remember(RememberInput(content="The build uses Bazel.", topic="build", type="fact"), ctx)  # type: ignore[arg-type]
+    out = service.remember(RememberInput(content="The build uses Bazel.", topic="build", type="fact"), ctx)
     assert out.created is True
     assert service.memory_stats(MemoryStatsInput(), ctx).total == 3
 
