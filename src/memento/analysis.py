@@ -65,6 +65,15 @@ def _is_hangul(word: str) -> bool:
     return bool(_HANGUL.search(word))
 
 
+def stem(word: str) -> str:
+    """A lower-cased word as the full-text index stores it: English stemmed, Hangul kept whole."""
+    return word if _is_hangul(word) else (_stem(word.replace("'", "")) or word)
+
+
+def is_hangul(word: str) -> bool:
+    return _is_hangul(word)
+
+
 def _hangul_bigrams(word: str) -> list[str]:
     return [word[i : i + 2] for i in range(len(word) - 1)]
 

@@ -223,7 +223,7 @@ class EntityService:
         if any(f.content_hash == digest and f.agent_id == scope.agent_id for f in found):
             return None
         for f in found:
-            if scope.may_change(f) and _numbers(f.detail or f.content) == numbers and f.session_id is None:
+            if scope.may_change(f) and _numbers(f.detail or f.content) == numbers and f.session_id is None and f.memory_key is None:
                 return f  # differing numbers ("3pm" / "4pm") are different facts
         return None
 
@@ -694,7 +694,10 @@ class EntityService:
         )
 
     def _clusters(self, scope: AgentScope, threshold: float) -> list[tuple[Fragment, list[tuple[Fragment, float]]]]:
-        fragments = [f for f in self._store.recent(scope, SearchFilter(), MAX_CONSOLIDATION) if scope.may_change(f)]
+        # keyed memories (002) belong to their key: never merged
+        fragments = [
+            f for f in self._store.recent(scope, SearchFilter(), MAX_CONSOLIDATION) if scope.may_change(f) and f.memory_key is None
+        ]
         if len(fragments) < 2 or self.memory.embedder is None:
             return []
         vectors = self.memory.vectors.passages([f.detail or f.content for f in fragments])

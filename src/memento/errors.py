@@ -39,3 +39,8 @@ class Unavailable(MementoError):
     """A dependency (database, embedding provider) is not available right now."""
 
     code = "unavailable"
+
+
+class InvalidParams(InvalidArgument):
+    """An InvalidArgument a seed wants refused by the protocol itself (MCP: a JSON-RPC -32602
+    error, e.g. 002's bulk vault prune), not as a tool result; elsewhere it is an InvalidArgument."""

@@ -184,6 +184,8 @@ class Fragment:
     origin_trace: dict[str, Any] | None = None
     deleted_at: datetime | None = None
     detail: str | None = None  # the full (masked) text when content was cut at 300 characters
+    memory_key: str | None = None  # 002: the key of a keyed memory (unique per agent and scope)
+    client_embedding: bytes | None = None  # 002: the agent's own vector of it (float32, any dimension)
 
     def is_live(self, now: datetime) -> bool:
         """Neither soft-deleted nor past its expiry: what every read may show."""
@@ -206,6 +208,8 @@ class RecordFields:
     privacy_scope: PrivacyScope = PrivacyScope.PRIVATE
     origin_trace: dict[str, Any] | None = None
     detail: str | None = None  # the full (masked) text when content was cut; set by the factory
+    memory_key: str | None = None  # 002: a keyed memory (exempt from the content-hash dedupe)
+    client_embedding: bytes | None = None  # 002: the agent's own vector (float32 bytes)
 
 
 @dataclass(frozen=True)
@@ -439,6 +443,14 @@ class CallContext:
     agent_id: str | None = None  # bound by a credential; an agentId argument may only narrow it
     read_only: bool = False  # a read-only credential: search, recall and context only (002 §7)
     payload_copies: int = 1  # how often the face sends a result's JSON (2: MCP text + structuredContent); budgets count each
+    # 002 §4: the id of the session scope when the client named one (MEMORY_MCP_SESSION_ID on
+    # stdio, clientInfo.extra.sessionId at initialize); None: session_id
+    memory_session_id: str | None = None
+
+    @property
+    def memory_session(self) -> str | None:
+        """The session the 002 session scope writes to and reads."""
+        return self.memory_session_id or self.session_id
 
 
 @dataclass(frozen=True)

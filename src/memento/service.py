@@ -66,6 +66,7 @@ from .retrieval.recall import CANDIDATE_POOL, Recall  # noqa: F401 - CANDIDATE_P
 from .retrieval.search import Search
 from .settings import Settings
 from .storage.protocol import EntityStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
+from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
 
@@ -114,6 +115,7 @@ class MemoryService:
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
         self.entities = EntityService(self)  # seed 001's face over this engine
+        self.vault = VaultService(self)  # seed 002's face over this engine
 
     @property
     def embedder(self) -> Embedder | None:

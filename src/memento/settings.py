@@ -310,12 +310,24 @@ class Settings(BaseSettings):
     toolsets: str = Field(
         "memento",
         validation_alias=AliasChoices("MEMENTO_TOOLSETS"),
-        description="Comma list of the toolsets tools/list shows (docs/toolsets.md): memento (seed 000's eleven tools, the default) or all.",
+        description="Comma list of the toolsets tools/list shows (docs/toolsets.md): memento (seed 000's eleven tools, the default), entity, vault, or all.",
     )
     structured_output: bool = Field(
         False,
         validation_alias=AliasChoices("MEMENTO_STRUCTURED_OUTPUT"),
         description="Declare outputSchema and send each tool result also as structuredContent (2025-06-18 and later). Off: the JSON is sent once, as text.",
+    )
+    # ---- seed 002 (vault face, §4 session identity)
+    memory_session_id: str = Field(
+        "",
+        max_length=200,
+        validation_alias=AliasChoices("MEMORY_MCP_SESSION_ID"),
+        description="stdio: the session id of the vault toolset's session scope (002 §4); empty: the client's clientInfo.extra.sessionId, else the transport's session.",
+    )
+    memory_session_persist: bool = Field(
+        False,
+        validation_alias=AliasChoices("MEMORY_MCP_SESSION_PERSIST"),
+        description="Keep a session's working memory (002's session scope and 000's scope=session) when the session ends, for debugging; off: it is deleted.",
     )
     # ---- seed 001 (entity face, search control, confidence); the seed's names are accepted too
     confidence_half_life_days: float = Field(

@@ -14,12 +14,17 @@ from memento.mcp.fixtures import install
 from memento.mcp.prompts import PromptsFeature
 from memento.mcp.resources import ResourcesFeature
 from memento.mcp.tasks import TasksFeature
+from memento.mcp.toolsets import selected_tools
+from memento.mcp.vault_resources import VaultResources
 from memento.settings import Settings
 
 
 def extension_features(settings: Settings) -> list[Feature]:
-    """Resources, prompts, completion and tasks; the conformance fixtures only when enabled."""
+    """Resources, prompts, completion and tasks; the vault's resources when its toolset is served;
+    the conformance fixtures only when enabled."""
     resources, prompts = ResourcesFeature(), PromptsFeature()
+    if any(spec.name == "commit_memory" for spec in selected_tools(settings.toolsets)):  # 002's resources with its tools
+        VaultResources(resources).install()
     if settings.conformance_fixtures:
         install(resources, prompts)
     return [resources, prompts, CompletionFeature(prompts, resources), TasksFeature()]

@@ -12,6 +12,8 @@ module says.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.mcp.features import SessionView
 from memento.models import DEFAULT_AGENT, AgentScope, CallContext
@@ -28,9 +30,14 @@ def namespace(session: SessionView) -> AgentScope:
     return AgentScope(principal(session).agent_id or DEFAULT_AGENT)
 
 
+MEMORY_SESSION = "vault/session_id"  # session.state key: the 002 session id the client named (§4)
+
+
 def service_context(session: SessionView) -> CallContext:
-    """The service call context for requests of `session`."""
-    return principal(session).call_context(session.id)
+    """The service call context for requests of `session` (with the 002 session id it named)."""
+    context = principal(session).call_context(session.id)
+    named = session.state.get(MEMORY_SESSION)
+    return replace(context, memory_session_id=named) if isinstance(named, str) and named else context
 
 
 def sees(session: SessionView, agent_id: str, *, working: bool = False) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import parse_qsl, quote, unquote
 
 import anyio.to_thread
 
@@ -87,6 +87,7 @@ class StaticResource:
     description: str
     mime_type: str
     read: Reader
+    query: bool = False  # also read with a `?name=value` query (its parameters are the variables)
 
     def definition(self, version: str) -> dict[str, Any]:
         entry = {"uri": self.uri, "name": self.name, "description": self.description, "mimeType": self.mime_type}
@@ -122,6 +123,17 @@ class TemplateResource:
         return _describe(version, entry, self.title)
 
 
+VAULT_URI = "memory://vault"
+
+
+def vault_key_uri(key: str) -> str:
+    return f"{VAULT_URI}/{quote(key, safe='')}"
+
+
+def session_memory_uri(session_id: str) -> str:
+    return f"memory://session/{quote(session_id, safe='')}"
+
+
 def affected_uris(event: ChangeEvent) -> set[str] | None:
     """The URIs a committed change may have altered; None means possibly all of them."""
     if event.kind == "consolidated":
@@ -132,7 +144,12 @@ def affected_uris(event: ChangeEvent) -> set[str] | None:
     uris.update(fragment_uri(fid) for fid in event.fragment_ids)
     uris.update(topic_uri(t) for t in event.topics)
     if event.session_id:
-        uris.add(working_memory_uri(event.session_id))
+        uris.update((working_memory_uri(event.session_id), session_memory_uri(event.session_id)))
+    details = event.details or {}
+    keys = [details["memory_key"]] if "memory_key" in details else list(details.get("memory_keys", ()))
+    if keys and event.session_id is None:  # 002 §3.1: the vault and its keys
+        uris.add(VAULT_URI)
+        uris.update(vault_key_uri(str(k)) for k in keys)
     return uris
 
 
@@ -350,9 +367,12 @@ class ResourcesFeature:
     # ------------------------------------------------------------ helpers
 
     def _resolve(self, uri: str) -> tuple[Reader, dict[str, str]]:
+        base, _, query = uri.partition("?")
         for resource in self.statics:
             if resource.uri == uri:
                 return resource.read, {}
+            if resource.query and resource.uri == base:
+                return resource.read, dict(parse_qsl(query, keep_blank_values=True))
         for template in self.templates:
             variables = template.match(uri)
             if variables is not None:

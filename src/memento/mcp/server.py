@@ -27,7 +27,7 @@ from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCl
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
-from memento.mcp.namespace import service_context
+from memento.mcp.namespace import MEMORY_SESSION, service_context
 from memento.mcp.tools import ToolSpec, call_tool
 from memento.mcp.toolsets import selected_tools, tool_definitions
 
@@ -142,9 +142,14 @@ class McpServer:
         session.fail_pending()
         for ctx in list(session.in_flight.values()):
             ctx.cancel()
+        if self.app.settings.memory_session_persist:  # MEMORY_MCP_SESSION_PERSIST: kept for debugging
+            log.info("session %s closed (working memory kept: MEMORY_MCP_SESSION_PERSIST)", session_id)
+            return True
         try:
             context = service_context(session)  # the owner's rows only (namespace.py)
-            expunged = await anyio.to_thread.run_sync(self.app.service.end_session, session_id, context)
+            expunged = 0
+            for sid in dict.fromkeys(s for s in (session_id, context.memory_session_id) if s):  # and the 002 session it named
+                expunged += await anyio.to_thread.run_sync(self.app.service.end_session, sid, context)
         except Exception:  # boundary: closing must always succeed for the transport
             log.exception("ending session %s failed", session_id)
         else:
@@ -309,7 +314,10 @@ class McpServer:
         capabilities = params.get("capabilities", {})
         if not isinstance(client_info, dict) or not isinstance(capabilities, dict):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: clientInfo and capabilities must be objects")
+        named = _named_session(client_info)
         version = versions.negotiate(requested)
+        if named and MEMORY_SESSION not in session.state:  # MEMORY_MCP_SESSION_ID (stdio) comes first
+            session.state[MEMORY_SESSION] = named
         session.protocol_version = version
         session.client_info = client_info
         session.client_capabilities = capabilities
@@ -397,7 +405,7 @@ class McpServer:
                 if refused is not None:
                     return refused
             service_ctx = service_context(ctx.session)  # the session's principal (namespace.py)
-            structured = self.app.settings.structured_output
+            structured = self.app.settings.structured_output or spec.structured
             if structured:  # the result's JSON goes twice (text and structuredContent): budgets count both
                 service_ctx = replace(service_ctx, payload_copies=2)
             return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx, structured=structured)
@@ -407,6 +415,20 @@ class McpServer:
             if created is not None:
                 return created
         return await run()
+
+
+MAX_SESSION_ID = 200
+
+
+def _named_session(client_info: dict[str, Any]) -> str | None:
+    """002 §4 option B: the session id a client names in clientInfo.extra.sessionId, if any."""
+    extra = client_info.get("extra")
+    if not isinstance(extra, dict) or extra.get("sessionId") is None:
+        return None
+    named = extra["sessionId"]
+    if not isinstance(named, str) or not named.strip() or len(named) > MAX_SESSION_ID or not named.isprintable():
+        raise JsonRpcError(INVALID_PARAMS, f"Invalid params: clientInfo.extra.sessionId must be 1-{MAX_SESSION_ID} printable characters")
+    return named
 
 
 def _merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:

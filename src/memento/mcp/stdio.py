@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from memento.auth.keys import stdio_principal
 from memento.mcp import jsonrpc
 from memento.mcp.jsonrpc import JsonRpcError
+from memento.mcp.namespace import MEMORY_SESSION
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
 
@@ -95,6 +96,8 @@ class _StdioConnection:
         self.limit = limit
         # No credential on stdio: the operator, or the agent MEMENTO_STDIO_AGENT names.
         self.session: Session = server.create_session(self.send, stdio_principal(server.app.settings))
+        if server.app.settings.memory_session_id:  # 002 §4 option A: MEMORY_MCP_SESSION_ID names the session
+            self.session.state[MEMORY_SESSION] = server.app.settings.memory_session_id
 
     async def send(self, message: dict[str, object]) -> None:
         """Notifications and server→client requests share stdout with the responses."""

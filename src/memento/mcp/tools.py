@@ -18,8 +18,9 @@ import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
-from memento.errors import MementoError
+from memento.errors import InvalidParams, MementoError
 from memento.mcp import versions
+from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from memento.mcp.versions import ToolHints
 from memento.models import (
     AmendInput,
@@ -139,6 +140,25 @@ def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
     return compact
 
 
+def full_output(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema with its nested objects inlined, titles and `additionalProperties` gone
+    (what a seed's schema writes; the extra keys would only cost tokens)."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, list):
+            return [strip(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        return {
+            k: ({name: strip(sub) for name, sub in v.items()} if k == "properties" else strip(v))
+            for k, v in node.items()
+            if k != "additionalProperties" and not (k == "title" and isinstance(v, str))
+        }
+
+    stripped: dict[str, Any] = strip(inline_refs(schema))
+    return stripped
+
+
 SCHEMA_LIMITS = ("maxLength", "minLength", "maxItems", "minItems", "pattern", "minimum", "maximum")
 
 
@@ -188,25 +208,31 @@ class ToolSpec:
     result_model: type[Result]
     hints: ToolHints = field(default_factory=ToolHints)
     reports_progress: bool = False  # the operation takes progress=callable(done, total, stage)
+    # Always declares its whole outputSchema and returns structuredContent (2025-06-18 and later),
+    # whatever MEMENTO_STRUCTURED_OUTPUT says: its seed requires it (002 §3.2).
+    structured: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         return compact_input(self.input_model.model_json_schema())
 
     def output_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's structuredContent: its result model's, compacted (see
-        `compact_output`): it is sent in every tools/list, and clients pay for it in tokens."""
+        `compact_output`): it is sent in every tools/list, and clients pay for it in tokens. A
+        `structured` tool's is whole (nested objects kept), as its seed writes it."""
+        if self.structured:
+            return full_output(self.result_model.json_schema())
         return compact_output(self.result_model.json_schema())
 
     def definition(self, version: str, *, structured: bool = False) -> dict[str, Any]:
         """The `tools/list` entry for the negotiated version; the outputSchema only with
-        structured output on (MEMENTO_STRUCTURED_OUTPUT)."""
+        structured output on (MEMENTO_STRUCTURED_OUTPUT, or a `structured` tool)."""
         return versions.tool_definition(
             version,
             name=self.name,
             title=self.title,
             description=self.description,
             input_schema=self.input_schema(),
-            output_schema=self.output_schema() if structured else None,
+            output_schema=self.output_schema() if structured or self.structured else None,
             hints=self.hints,
         )
 
@@ -366,6 +392,8 @@ async def call_tool(
         call = partial(spec.operation, service, inp, ctx, progress=_progress_bridge(rctx))
     try:
         result = await anyio.to_thread.run_sync(call)
+    except InvalidParams as exc:  # refused by the protocol itself, as the seed asks
+        raise JsonRpcError(INVALID_PARAMS, exc.message) from None
     except MementoError as exc:
         log.info("tool %s failed: %s", spec.name, exc.code)  # the message may quote input: not logged
         return versions.tool_error(version, exc.code, exc.message, structured=structured)

@@ -18,6 +18,7 @@ from memento.factory import TokenCounter
 from memento.mcp.entity_tools import ENTITY_TOOLS
 from memento.mcp.tasks import tool_execution
 from memento.mcp.tools import TOOLS, ToolSpec
+from memento.mcp.vault_tools import VAULT_TOOLS
 
 DEFAULT_TOOLSETS = "memento"
 ALL = "all"
@@ -78,6 +79,7 @@ REGISTRY = ToolsetRegistry(
     [
         Toolset("memento", "Seed 000: typed fragments, the recall cascade, links, reflection and maintenance.", TOOLS),
         Toolset("entity", "Seed 001: entities, relations, search modes, confidence and consolidation.", ENTITY_TOOLS),
+        Toolset("vault", "Seed 002: keyed memory in a session scope and a persistent vault.", VAULT_TOOLS),
     ]
 )
 

@@ -34,9 +34,31 @@ class PostgresFragments:
             cond, params = "f.session_id IS NULL", [agent, digest]
         else:
             cond, params = "f.session_id = %s", [agent, digest, session]
-        cur.execute(f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s AND {cond}", params)
+        cur.execute(
+            f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s AND {cond}"
+            " AND f.memory_key IS NULL",  # keyed memories (002) are not deduplicated by content
+            params,
+        )
         row = cur.fetchone()
         return _row_to_fragment(row) if row else None
+
+    @staticmethod
+    def _same_key(cur: Cursor, agent: str, key: str, session: str | None) -> Fragment | None:
+        """The agent's memory of this key in the same scope (002: vault, or the session)."""
+        if session is None:
+            cond, params = "f.session_id IS NULL", [agent, key]
+        else:
+            cond, params = "f.session_id = %s", [agent, key, session]
+        cur.execute(f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.memory_key = %s AND {cond}", params)
+        row = cur.fetchone()
+        return _row_to_fragment(row) if row else None
+
+    def _existing(self, cur: Cursor, new: NewFragment) -> Fragment | None:
+        """What the new fragment would duplicate: the same key (keyed memory) or the same content."""
+        key = new.draft.record.memory_key
+        if key is not None:
+            return self._same_key(cur, new.agent_id, key, new.session_id)
+        return self._same_content(cur, new.agent_id, new.draft.content_hash, new.session_id)
 
     def _embedding_value(self, vector: np.ndarray | None) -> tuple[np.ndarray | None, str | None]:
         if vector is None or self.embedding_model is None:
@@ -62,9 +84,12 @@ class PostgresFragments:
     def _insert(self, cur: Cursor, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         d = new.draft
         self._may_insert(cur, scope, new)
-        existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
+        existing = self._existing(cur, new)
         if existing is not None and existing.is_live(datetime.now(UTC)):
             return existing, False
+        if existing is not None and d.record.memory_key is not None:  # a keyed memory archived or expired: back, for the caller to update
+            cur.execute("UPDATE agent_memory.fragments SET deleted_at = NULL, expires_at = NULL WHERE id = %s", (existing.id,))
+            return _written(cur, existing.id), False
         if existing is not None:  # remembering forgotten or expired content again brings it back
             cur.execute(
                 "UPDATE agent_memory.fragments SET deleted_at = NULL, expires_at = %s WHERE id = %s", (d.record.expires_at, existing.id)
@@ -104,8 +129,8 @@ class PostgresFragments:
                 *(_pg_value(n, v) for n, v in new_record(new).items()),
             ),
         )
-        if cur.fetchone() is None:  # a concurrent writer stored the same content first
-            existing = self._same_content(cur, new.agent_id, d.content_hash, new.session_id)
+        if cur.fetchone() is None:  # a concurrent writer stored the same content (or key) first
+            existing = self._existing(cur, new)
             if existing is None:
                 raise Conflict(f"fragment id {d.id} is already taken")
             return existing, False
@@ -132,7 +157,7 @@ class PostgresFragments:
         _archive(cur, old.id, archived(old, amended_by), now)
         content = changes.content if changes.content is not None else old.content
         content_hash = changes.content_hash or old.content_hash
-        if content_hash != old.content_hash:
+        if content_hash != old.content_hash and old.memory_key is None:
             clash = self._same_content(cur, old.agent_id, content_hash, old.session_id)
             if clash is not None and clash.id != old.id:
                 raise Conflict(f"fragment {clash.id} already holds this content")

@@ -11,7 +11,7 @@ from .postgres import PostgresStore
 from .postgres_db import SYSTEM, retried
 from .postgres_sql import POSTGRES, scope_sql, write_sql
 
-_LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL"
+_LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL AND f.memory_key IS NULL"  # keyed memories (002) stay until pruned
 
 
 def _changeable(scope: AgentScope) -> tuple[str, list[object]]:
@@ -108,14 +108,14 @@ class PostgresMaintenance:
         merged = 0
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"SELECT f.agent_id, f.content_hash FROM agent_memory.fragments f WHERE f.session_id IS NULL AND {where}"
+                f"SELECT f.agent_id, f.content_hash FROM agent_memory.fragments f WHERE f.session_id IS NULL AND f.memory_key IS NULL AND {where}"
                 " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
                 params,
             )
             for group in cur.fetchall():
                 cur.execute(
                     "SELECT f.id, f.access_count FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s"
-                    f" AND f.session_id IS NULL AND {where} ORDER BY f.created_at, f.seq",
+                    f" AND f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.created_at, f.seq",
                     (group["agent_id"], group["content_hash"], *params),
                 )
                 rows = cur.fetchall()

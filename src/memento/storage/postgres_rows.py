@@ -16,7 +16,7 @@ _COLUMNS = (
     " f.linked_to, f.agent_id, f.access_count, f.accessed_at, f.created_at, f.ttl_tier,"
     " f.estimated_tokens, f.utility_score, f.verified_at, f.is_anchor, f.session_id,"
     " f.confidence, f.tags, f.context, f.metadata, f.expires_at, f.pinned, f.memory_system, f.privacy_scope,"
-    " f.origin_trace, f.deleted_at, f.detail, (f.embedding IS NOT NULL) AS has_embedding"
+    " f.origin_trace, f.deleted_at, f.detail, f.memory_key, f.client_embedding, (f.embedding IS NOT NULL) AS has_embedding"
 )
 _SEARCH = "CAST(%s AS tsvector)"
 
@@ -55,6 +55,8 @@ def _row_to_fragment(r: dict[str, Any]) -> Fragment:
         origin_trace=r["origin_trace"],
         deleted_at=r["deleted_at"],
         detail=r["detail"],
+        memory_key=r["memory_key"],
+        client_embedding=None if r["client_embedding"] is None else bytes(r["client_embedding"]),
     )
 
 

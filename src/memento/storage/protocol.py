@@ -35,6 +35,10 @@ class SearchFilter:
     min_confidence: float | None = None  # effective confidence (graph.effective_confidence) at least this
     half_life_days: float = 30.0  # of the effective confidence min_confidence is measured on
     now: datetime | None = None  # the time effective confidence is measured at (None: the wall clock)
+    # 002: keyed memories
+    keyed: bool = False  # only keyed memories (memory_key set)
+    memory_key: str | None = None  # only the memory of this key
+    owner: str | None = None  # only this agent's own rows (not the shared pool it also sees)
 
     def matches(self, fragment: Fragment) -> bool:
         """This filter in Python, exactly as the stores apply it in SQL (for candidates found elsewhere)."""
@@ -61,6 +65,12 @@ class SearchFilter:
         if self.created_before is not None and not fragment.created_at < self.created_before:
             return False
         if self.source is not None and fragment.source != self.source:
+            return False
+        if (self.keyed or self.memory_key is not None) and fragment.memory_key is None:
+            return False
+        if self.memory_key is not None and fragment.memory_key != self.memory_key:
+            return False
+        if self.owner is not None and fragment.agent_id != self.owner:
             return False
         if self.min_confidence is not None:
             now = self.now or datetime.now(UTC)
@@ -113,6 +123,8 @@ class FragmentChanges:
     privacy_scope: PrivacyScope | None = None
     origin_trace: dict[str, object] | None = None
     detail: str | None = None  # the full text of the new content when it was cut (with content only)
+    client_embedding: bytes | None = None  # 002: the agent's new vector
+    clear_client_embedding: bool = False  # 002: drop the agent's vector (an upsert without one)
 
 
 @dataclass(frozen=True)
@@ -374,6 +386,8 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "deleted_at",
         "tier_since",
         "detail",
+        "memory_key",
+        "client_embedding",
     ),
     "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
     "fragment_versions": (
@@ -442,6 +456,8 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "origin_trace",
     "tier_since",
     "detail",
+    "memory_key",
+    "client_embedding",
 )
 
 
@@ -460,6 +476,8 @@ def new_record(new: NewFragment) -> dict[str, object]:
         "origin_trace": r.origin_trace,
         "tier_since": new.draft.entered_at or new.draft.created_at,
         "detail": r.detail,
+        "memory_key": r.memory_key,
+        "client_embedding": r.client_embedding,
     }
 
 
@@ -476,6 +494,7 @@ def changed_record(old: Fragment, c: FragmentChanges) -> dict[str, object]:
         "privacy_scope": (c.privacy_scope or old.privacy_scope).value,
         "origin_trace": c.origin_trace if c.origin_trace is not None else old.origin_trace,
         "detail": c.detail if c.content is not None else old.detail,  # new content brings its own (or none)
+        "client_embedding": None if c.clear_client_embedding else (c.client_embedding or old.client_embedding),
     }
 
 

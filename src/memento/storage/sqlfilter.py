@@ -66,6 +66,8 @@ def narrowing(filt: SearchFilter) -> bool:
         or filt.source is not None
         or filt.entity_id is not None
         or filt.min_confidence is not None
+        or filt.keyed
+        or filt.memory_key is not None
     )
 
 
@@ -139,6 +141,14 @@ def _record_clauses(filt: SearchFilter, alias: str, dialect: Dialect, agent: str
             f"EXISTS (SELECT 1 FROM {dialect.tables}entity_memories em WHERE em.fragment_id = {alias}.id AND em.entity_id = {mark}{owner})"
         )
         params.extend([filt.entity_id, *([agent] if agent is not None else [])])
+    if filt.keyed or filt.memory_key is not None:
+        clauses.append(f"{alias}.memory_key IS NOT NULL")
+    if filt.memory_key is not None:
+        clauses.append(f"{alias}.memory_key = {mark}")
+        params.append(filt.memory_key)
+    if filt.owner is not None:
+        clauses.append(f"{alias}.agent_id = {mark}")
+        params.append(filt.owner)
     if filt.min_confidence is not None:
         expr, eparams = dialect.effective_confidence(alias, filt.now or datetime.now(UTC), filt.half_life_days)
         clauses.append(f"{expr} >= {mark}")

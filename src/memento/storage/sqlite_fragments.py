@@ -35,23 +35,44 @@ class SQLiteFragments:
 
     @staticmethod
     def _same_content(conn: sqlite3.Connection, agent: str, digest: str, session: str | None) -> sqlite3.Row | None:
-        # Spelled out per case so each uses its partial unique index (`IS ?` would scan).
+        # Spelled out per case so each uses its partial unique index (`IS ?` would scan). Keyed
+        # memories (002) are not deduplicated by content.
         if session is None:
             sql, params = "f.session_id IS NULL", [agent, digest]
         else:
             sql, params = "f.session_id = ?", [agent, digest, session]
         return conn.execute(
-            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND {sql}", params
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND {sql} AND f.memory_key IS NULL",
+            params,
+        ).fetchone()
+
+    @staticmethod
+    def _same_key(conn: sqlite3.Connection, agent: str, key: str, session: str | None) -> sqlite3.Row | None:
+        """The agent's memory of this key in the same scope (002: vault, or the session)."""
+        if session is None:
+            sql, params = "f.session_id IS NULL", [agent, key]
+        else:
+            sql, params = "f.session_id = ?", [agent, key, session]
+        return conn.execute(
+            f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.agent_id = ? AND f.memory_key = ? AND {sql}", params
         ).fetchone()
 
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         d = new.draft
+        key = d.record.memory_key
         with self.db.tx() as conn:
             self._may_insert(conn, scope, new)
-            row = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
+            if key is None:
+                row = self._same_content(conn, new.agent_id, d.content_hash, new.session_id)
+            else:
+                row = self._same_key(conn, new.agent_id, key, new.session_id)
             existing = _row_to_fragment(row) if row is not None else None
             if existing is not None and existing.is_live(datetime.now(UTC)):
                 return existing, False
+            if existing is not None and key is not None:  # a keyed memory archived or expired: back, for the caller to update
+                conn.execute("UPDATE fragments SET deleted_at = NULL, expires_at = NULL WHERE seq = ?", (existing.seq,))
+                row = conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq = ?", (existing.seq,)).fetchone()
+                return _row_to_fragment(row), False
             if existing is not None:  # remembering forgotten or expired content again brings it back
                 expires = ts(d.record.expires_at) if d.record.expires_at else None
                 conn.execute("UPDATE fragments SET deleted_at = NULL, expires_at = ? WHERE seq = ?", (expires, existing.seq))
@@ -124,7 +145,7 @@ class SQLiteFragments:
             _archive(conn, old.id, archived(old, amended_by), now)
             content = changes.content if changes.content is not None else old.content
             content_hash = changes.content_hash or old.content_hash
-            if content_hash != old.content_hash:
+            if content_hash != old.content_hash and old.memory_key is None:
                 clash = self._same_content(conn, old.agent_id, content_hash, old.session_id)
                 if clash is not None and clash["id"] != old.id:
                     raise Conflict(f"fragment {clash['id']} already holds this content")
@@ -135,7 +156,7 @@ class SQLiteFragments:
             conn.execute(
                 "UPDATE fragments SET content = ?, content_hash = ?, estimated_tokens = ?, topic = ?, keywords = ?,"
                 " type = ?, importance = ?, ttl_tier = ?, is_anchor = ?, confidence = ?, tags = ?, context = ?,"
-                " metadata = ?, expires_at = ?, pinned = ?, memory_system = ?, privacy_scope = ?, origin_trace = ?, detail = ? WHERE id = ?",  # changed_record's order
+                " metadata = ?, expires_at = ?, pinned = ?, memory_system = ?, privacy_scope = ?, origin_trace = ?, detail = ?, client_embedding = ? WHERE id = ?",  # changed_record's order
                 (
                     content,
                     content_hash,

@@ -11,7 +11,7 @@ from ..models import AgentScope, TTLTier
 from .sqlite import SQLiteStore
 from .sqlite_sql import SQLITE, _scope_sql, _write_sql, parse_ts, ts
 
-_LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL"
+_LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL AND f.memory_key IS NULL"  # keyed memories (002) stay until pruned
 
 
 def _changeable(scope: AgentScope) -> tuple[str, list[object]]:
@@ -107,7 +107,7 @@ class SQLiteMaintenance:
         groups = (
             self.store.db.reader()
             .execute(
-                f"SELECT f.agent_id, f.content_hash FROM fragments f WHERE f.session_id IS NULL AND {where}"
+                f"SELECT f.agent_id, f.content_hash FROM fragments f WHERE f.session_id IS NULL AND f.memory_key IS NULL AND {where}"
                 " GROUP BY f.agent_id, f.content_hash HAVING COUNT(*) > 1",
                 params,
             )
@@ -119,6 +119,7 @@ class SQLiteMaintenance:
                 self.store.db.reader()
                 .execute(
                     "SELECT f.id, f.access_count FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND f.session_id IS NULL"
+                    " AND f.memory_key IS NULL"
                     f" AND {where} ORDER BY f.created_at, f.seq",
                     (agent, digest, *params),
                 )

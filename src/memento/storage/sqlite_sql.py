@@ -62,6 +62,8 @@ def _row_to_fragment(row: sqlite3.Row) -> Fragment:
         origin_trace=json.loads(row["origin_trace"]) if row["origin_trace"] else None,
         deleted_at=parse_ts(row["deleted_at"]),
         detail=row["detail"],
+        memory_key=row["memory_key"],
+        client_embedding=row["client_embedding"],
     )
 
 
