@@ -313,7 +313,7 @@ def test_export_writes_the_format_for_every_agent(seeded: Seeded, capsys: pytest
     target = tmp_path / "out" / "all.jsonl"
     target.parent.mkdir()
     summary = cli_json(capsys, "export", str(target))
-    assert summary == {"path": str(target), "agents": ["alice", "bob", "default"], "fragments": 5, "links": 2}
+    assert summary == {"path": str(target), "agents": ["alice", "bob", "default"], "fragments": 5, "links": 2, "entities": 0}
     head, fragments, links = read_export(target.read_text(encoding="utf-8"))
     assert head["format"] == "memento-export" and head["version"] == 1 and head["agents"] == ["alice", "bob", "default"]
     assert datetime.fromisoformat(head["exportedAt"]).tzinfo is not None and isinstance(head["memento"], str)
@@ -338,7 +338,7 @@ def test_export_writes_the_format_for_every_agent(seeded: Seeded, capsys: pytest
 def test_export_of_chosen_agents_to_stdout(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
     ids = seeded.ids
     code, out, err = cli(capsys, "export", "--agent", "alice")
-    assert code == 0 and "exported 3 memories and 1 link of 1 agent to -" in err
+    assert code == 0 and "exported 3 memories, 1 link and 0 entities of 1 agent to -" in err
     head, fragments, links = read_export(out)
     assert head["agents"] == ["alice"]
     assert {f["id"] for f in fragments} == {ids["alice_error"], ids["alice_fix"], ids["alice_pref"]}

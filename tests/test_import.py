@@ -20,6 +20,7 @@ import sqlite_vec
 from runtime_env import runtime_python
 
 from memento.errors import InvalidArgument
+from memento.graph_inputs import CreateEntitiesInput, CreateRelationsInput, UpdateMemoryInput
 from memento.importers import FORMATS, ImportFormatError, detect_format, import_path
 from memento.models import AgentScope, CallContext, GraphExploreInput, RecallInput, RelationType
 from memento.results import RecallItem
@@ -378,6 +379,14 @@ def test_export_then_import_round_trips_every_memory_link_and_field(tmp_path: Pa
             )
         ]
         s.link(LinkInput(fromId=ids[0], toId=ids[1], relationType="resolved_by", agentId="alice"), ctx)
+        # seed 001's graph: entities (one described, one only named), a relation, associations
+        ents = [{"name": "Nightly Export", "entity_type": "project", "description": "the ETL job", "metadata": {"owner": "data"}}]
+        s.entities.create_entities(CreateEntitiesInput.model_validate({"entities": ents, "agent_id": "alice"}), ctx)
+        rel = {"source": "Nightly Export", "target": "Worker Pool", "relation_type": "depends_on", "strength": 0.8, "context": "runbook"}
+        s.entities.create_relations(CreateRelationsInput.model_validate({"relations": [rel], "agent_id": "alice"}), ctx)
+        s.entities.update_memory(ids[0], UpdateMemoryInput(entity_names=["Nightly Export"]), ctx, agent_id="alice")
+        s.entities.update_memory(ids[2], UpdateMemoryInput(entity_names=["Tabs"]), ctx, agent_id="bob")
+        graph_before = _graph_of(s)
         before = {f.id: f for f in source.store.get_many(AgentScope("system"), ids)}
     finally:
         source.close()
@@ -398,5 +407,23 @@ def test_export_then_import_round_trips_every_memory_link_and_field(tmp_path: Pa
         assert after[ids[0]].detail == long_text
         graph = target.service.graph_explore(GraphExploreInput(startId=ids[0], agentId="alice"), CallContext())
         assert [(e.from_, e.to, e.relation) for e in graph.edges] == [(ids[0], ids[1], RelationType.RESOLVED_BY)]
+        assert _graph_of(target.service) == graph_before
     finally:
         target.close()
+
+
+def _graph_of(service: MemoryService) -> dict[str, Any]:
+    """Each agent's entity graph by name: entities with their fields, relations, associations."""
+    out: dict[str, Any] = {}
+    for agent in ("alice", "bob"):
+        ctx = CallContext(agent_id=agent)
+        entities = service.entities.list_entities(None, None, 100, 0, ctx).items
+        relations = service.entities.list_relations(None, None, 100, 0, ctx).items
+        memories = {e.name: [m.id for m in service.entities.entity_memories(e.id, 100, 0, ctx).items] for e in entities}
+        out[agent] = {
+            "entities": sorted((e.name, e.entity_type, e.description, json.dumps(e.metadata)) for e in entities),
+            "relations": sorted((r.source, r.target, r.relation_type, r.strength, r.confidence, r.context) for r in relations),
+            "memories": memories,
+        }
+    assert out["alice"]["relations"] and out["bob"]["memories"]["Tabs"]  # the fixture really has a graph
+    return out

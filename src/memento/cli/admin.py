@@ -278,8 +278,8 @@ def _export(app: App, args: argparse.Namespace) -> int:
         else:
             report = exporting.export_to_file(Path(args.path).expanduser(), write, overwrite=args.force)
     summary = (
-        f"exported {_count(report.fragments, 'memory', 'memories')} and {_count(report.links, 'link', 'links')}"
-        f" of {_count(len(report.agents), 'agent', 'agents')} to {report.path}"
+        f"exported {_count(report.fragments, 'memory', 'memories')}, {_count(report.links, 'link', 'links')}"
+        f" and {_count(report.entities, 'entity', 'entities')} of {_count(len(report.agents), 'agent', 'agents')} to {report.path}"
     )
     if args.path == "-":  # stdout holds the export
         print(summary, file=sys.stderr)

@@ -22,17 +22,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .. import __version__
 from ..errors import Conflict, InvalidArgument, NotFound
+from ..graph import Entity, Relation
 from ..models import MAINTENANCE_AGENTS, AgentScope, Fragment, RelationType
 from ..results import FragmentView
-from ..storage.protocol import SearchFilter, Store
+from ..storage.protocol import EntityStore, SearchFilter, Store
 
 FORMAT = "memento-export"
 VERSION = 1
 PAGE = 500
+GRAPH_PAGE = 100  # entities per page (list_entities takes at most 100)
 EVERY_LINK = 2**31 - 1  # `neighbours` takes a limit; an export wants them all
 MAINTENANCE_SCOPE = "system"  # sees every namespace (models.MAINTENANCE_AGENTS)
 
@@ -47,9 +49,10 @@ class ExportReport:
     agents: list[str]
     fragments: int
     links: int
+    entities: int = 0
 
     def as_dict(self) -> dict[str, object]:
-        return {"path": self.path, "agents": self.agents, "fragments": self.fragments, "links": self.links}
+        return {"path": self.path, "agents": self.agents, "fragments": self.fragments, "links": self.links, "entities": self.entities}
 
 
 def fragment_record(f: Fragment) -> dict[str, Any]:
@@ -97,6 +100,7 @@ def export(
     chosen = None if agents is None else set(agents)
     total = sum(store.count(scope, filt) for scope, _ in sources)
     found: set[str] = set()
+    exported_ids: set[str] = set()
     fragments = links = 0
     with _spool() as body, _spool() as edges:
         for scope, keep in sources:
@@ -105,6 +109,7 @@ def export(
                 for f in kept:
                     body.write(_line(fragment_record(f)))
                     found.add(f.agent_id)
+                    exported_ids.add(f.id)
                 owners = {f.id: f.agent_id for f in kept}
                 for link, end in store.neighbours(scope, list(owners), list(RelationType), EVERY_LINK):
                     # An edge belongs to its source and is listed once, from there; only between
@@ -118,12 +123,69 @@ def export(
         if progress is not None:
             progress(fragments, fragments)  # a chosen agent's scope counted the shared pool too
         listed = sorted(found) if agents is None else list(dict.fromkeys(agents))
-        out.write(_line(header(listed, now or datetime.now(UTC))))
-        for part in (body, edges):
-            part.seek(0)
-            shutil.copyfileobj(part, out)
+        with _spool() as graph:
+            entities = _write_graph(cast(EntityStore, store), sources, graph, exported_ids)
+            out.write(_line(header(listed, now or datetime.now(UTC))))
+            for part in (body, edges, graph):
+                part.seek(0)
+                shutil.copyfileobj(part, out)
     out.flush()
-    return ExportReport("-", listed, fragments, links)
+    return ExportReport("-", listed, fragments, links, entities)
+
+
+def _write_graph(store: EntityStore, sources: list[tuple[AgentScope, str | None]], out: IO[str], fragments: set[str]) -> int:
+    """Seed 001's entity graph of the exported agents: entities, relations (by entity name, the
+    identity an import keeps) and the associations with exported memories; how many entities."""
+    count = 0
+    for scope, keep in sources:
+        offset = 0
+        while True:
+            page, total = store.list_entities(scope, entity_type=None, name_contains=None, limit=GRAPH_PAGE, offset=offset)
+            if not page:
+                break
+            offset += len(page)
+            mine = {e.id: e for e in page if keep is None or e.agent_id == keep}
+            for e in mine.values():
+                out.write(_line(entity_record(e)))
+            for rel in store.relations_of(scope, list(mine), 0.0):
+                if rel.source_id in mine:  # listed once, from its source
+                    out.write(_line(relation_record(rel)))
+            for link in store.entity_links(scope, entity_ids=list(mine)):
+                if link.fragment_id in fragments:
+                    owner = mine[link.entity_id]
+                    record = {"kind": "entityLink", "agentId": owner.agent_id, "entity": owner.name, "fragment": link.fragment_id}
+                    out.write(_line({**record, "relevance": link.relevance}))
+            count += len(mine)
+            if offset >= total:
+                break
+    return count
+
+
+def entity_record(e: Entity) -> dict[str, Any]:
+    return {
+        "kind": "entity",
+        "agentId": e.agent_id,
+        "id": e.id,
+        "name": e.name,
+        "entityType": e.entity_type,
+        "description": e.description,
+        "metadata": e.metadata,
+    }
+
+
+def relation_record(r: Relation) -> dict[str, Any]:
+    return {
+        "kind": "relation",
+        "agentId": r.agent_id,
+        "id": r.id,
+        "source": r.source_name,
+        "target": r.target_name,
+        "relationType": r.relation_type,
+        "strength": r.strength,
+        "confidence": r.confidence,
+        "context": r.context,
+        "metadata": r.metadata,
+    }
 
 
 def _exported(f: Fragment, chosen: set[str] | None, include_sessions: bool) -> bool:
@@ -172,4 +234,4 @@ def export_to_file(target: Path, write: Callable[[IO[str]], ExportReport], *, ov
                 raise Conflict(f"{target} already exists; nothing written (--force replaces it)") from exc
     finally:
         tmp.unlink(missing_ok=True)
-    return ExportReport(str(target), report.agents, report.fragments, report.links)
+    return ExportReport(str(target), report.agents, report.fragments, report.links, report.entities)

@@ -15,9 +15,12 @@ from typing import Any
 
 from ..models import FragmentType, RelationType
 from .records import (
+    ImportEntity,
+    ImportEntityLink,
     ImportFormatError,
     ImportLink,
     ImportRecord,
+    ImportRelation,
     Parsed,
     Skipped,
     json_lines,
@@ -61,8 +64,10 @@ def read(path: Path, now: datetime | None = None) -> Parsed:
             _fragment(parsed, ids, item, where, moment)
         elif item.get("kind") == "link":
             _link(parsed, ids, item, where)
+        elif item.get("kind") in GRAPH_KINDS:
+            GRAPH_KINDS[str(item["kind"])](parsed, ids, item, where)
         else:
-            raise ImportFormatError(f"{where}: 'kind' must be 'fragment' or 'link', not {item.get('kind')!r}")
+            raise ImportFormatError(f"{where}: 'kind' must be one of fragment, link, {', '.join(GRAPH_KINDS)}; not {item.get('kind')!r}")
     if not header_seen:
         raise ImportFormatError(f"{path}: empty file (no memento-export header)")
     return parsed
@@ -145,3 +150,69 @@ def _link(parsed: Parsed, ids: dict[str, bool], item: dict[str, Any], where: str
         parsed.skipped.append(Skipped(where, f"link to a fragment not in the file (skipped or not exported): {', '.join(missing)}"))
         return
     parsed.links.append(ImportLink(source, target, relation, where, agent))
+
+
+def _number(item: dict[str, Any], name: str, where: str, default: float) -> float:
+    value = item.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ImportFormatError(f"{where}: {name!r} must be a number")
+    return float(value)
+
+
+def _object(item: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    value = item.get(name) or {}
+    if not isinstance(value, dict):
+        raise ImportFormatError(f"{where}: {name!r} must be an object")
+    return value
+
+
+def _entity(parsed: Parsed, ids: dict[str, bool], item: dict[str, Any], where: str) -> None:
+    parsed.entities.append(
+        ImportEntity(
+            name=text_field(item, "name", where),
+            entity_type=text_field(item, "entityType", where),
+            where=where,
+            description=optional_text(item, "description", where),
+            metadata=_object(item, "metadata", where),
+            agent=text_field(item, "agentId", where),
+        )
+    )
+
+
+def _relation(parsed: Parsed, ids: dict[str, bool], item: dict[str, Any], where: str) -> None:
+    parsed.relations.append(
+        ImportRelation(
+            source=text_field(item, "source", where),
+            target=text_field(item, "target", where),
+            relation_type=text_field(item, "relationType", where),
+            where=where,
+            strength=_number(item, "strength", where, 0.5),
+            confidence=_number(item, "confidence", where, 1.0),
+            context=optional_text(item, "context", where),
+            metadata=_object(item, "metadata", where),
+            agent=text_field(item, "agentId", where),
+        )
+    )
+
+
+def _entity_link(parsed: Parsed, ids: dict[str, bool], item: dict[str, Any], where: str) -> None:
+    fragment = text_field(item, "fragment", where)
+    if fragment not in ids:
+        raise ImportFormatError(f"{where}: entity link to fragment {fragment!r}, which is not in the export")
+    if not ids[fragment]:  # its memory was left out (expired): so is the association
+        parsed.skipped.append(Skipped(where, f"association with {fragment}, which is not imported"))
+        return
+    parsed.entity_links.append(
+        ImportEntityLink(
+            entity=text_field(item, "entity", where),
+            record_key=fragment,
+            relevance=_number(item, "relevance", where, 1.0),
+            where=where,
+            agent=text_field(item, "agentId", where),
+        )
+    )
+
+
+GRAPH_KINDS = {"entity": _entity, "relation": _relation, "entityLink": _entity_link}

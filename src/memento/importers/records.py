@@ -79,6 +79,44 @@ class ImportLink:
 
 
 @dataclass(frozen=True)
+class ImportEntity:
+    """A named entity of seed 001's graph (Memento's export): its name is its identity."""
+
+    name: str
+    entity_type: str
+    where: str
+    description: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    agent: str | None = None
+
+
+@dataclass(frozen=True)
+class ImportRelation:
+    """A typed relation between two entities, by name."""
+
+    source: str
+    target: str
+    relation_type: str
+    where: str
+    strength: float = 0.5
+    confidence: float = 1.0
+    context: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    agent: str | None = None
+
+
+@dataclass(frozen=True)
+class ImportEntityLink:
+    """An entity's association with a record (by the record's key)."""
+
+    entity: str
+    record_key: str
+    relevance: float
+    where: str
+    agent: str | None = None
+
+
+@dataclass(frozen=True)
 class Skipped:
     """A source item left out, and why."""
 
@@ -95,6 +133,9 @@ class Parsed:
     links: list[ImportLink] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)  # namespaces the source names (Memento's export)
+    entities: list[ImportEntity] = field(default_factory=list)  # seed 001's graph (Memento's export)
+    relations: list[ImportRelation] = field(default_factory=list)
+    entity_links: list[ImportEntityLink] = field(default_factory=list)
 
     @property
     def read(self) -> int:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
 from ..errors import MementoError
-from ..fields import MAX_INPUT_CHARS
+from ..fields import MAX_INPUT_CHARS, MAX_LIST_ITEMS
+from ..graph_inputs import CreateEntitiesInput, CreateRelationInput, CreateRelationsInput, EntityInput
 from ..models import DEFAULT_AGENT, AgentScope, CallContext, LinkInput, RecordInput, RelationType, RememberInput
 from ..service import MemoryService
-from .records import ImportFormatError, ImportLink, ImportRecord, Parsed, Skipped
+from ..storage.protocol import EntityStore
+from .records import ImportEntityLink, ImportFormatError, ImportLink, ImportRecord, Parsed, Skipped
 
 MAX_TOPIC_CHARS = 200
 MAX_ERRORS_SHOWN = 10
@@ -39,11 +41,15 @@ class PlannedLink:
 
 @dataclass(frozen=True)
 class Plan:
-    """A validated import: the remember inputs in order and the links between their keys."""
+    """A validated import: the remember inputs in order, the links between their keys, and seed
+    001's entity graph (entities, relations, associations) per agent."""
 
     parsed: Parsed
     memories: list[PlannedMemory]
     links: list[PlannedLink]
+    entities: list[tuple[str, EntityInput]] = field(default_factory=list)
+    relations: list[tuple[str, CreateRelationInput]] = field(default_factory=list)
+    entity_links: list[tuple[str, ImportEntityLink]] = field(default_factory=list)
 
 
 @dataclass
@@ -59,6 +65,9 @@ class ImportReport:
     already_known: int = 0
     links: int = 0
     links_known: int = 0
+    entities: int = 0  # entities created (an existing name is merged, not counted)
+    relations: int = 0  # relations created (an existing one is updated, not counted)
+    entity_links: int = 0  # associations added
     skipped: list[Skipped] = field(default_factory=list)
     agents: dict[str, int] = field(default_factory=dict)  # memories per namespace
 
@@ -74,6 +83,9 @@ class ImportReport:
             "alreadyKnown": self.already_known,
             "links": self.links,
             "linksKnown": self.links_known,
+            "entities": self.entities,
+            "relations": self.relations,
+            "entityLinks": self.entity_links,
             "skipped": [{"where": s.where, "reason": s.reason} for s in self.skipped],
             "agents": self.agents,
         }
@@ -101,10 +113,54 @@ def plan(parsed: Parsed, agent: str | None = None) -> Plan:
             errors.append(f"{link.where}: link to {', '.join(missing)}, which is not in the input")
         elif link.from_key != link.to_key:
             links.append(PlannedLink(link, agent or link.agent or seen[link.from_key].agent or DEFAULT_AGENT))
+    graph = _plan_graph(parsed, agent, seen, errors)
     if errors:
         shown = errors[:MAX_ERRORS_SHOWN] + ([f"... and {len(errors) - MAX_ERRORS_SHOWN} more"] if len(errors) > MAX_ERRORS_SHOWN else [])
         raise ImportFormatError("invalid input, nothing imported:\n  " + "\n  ".join(shown))
-    return Plan(parsed, memories, links)
+    return Plan(parsed, memories, links, *graph)
+
+
+def _plan_graph(
+    parsed: Parsed, agent: str | None, seen: dict[str, ImportRecord], errors: list[str]
+) -> tuple[list[tuple[str, EntityInput]], list[tuple[str, CreateRelationInput]], list[tuple[str, ImportEntityLink]]]:
+    """Validate the entity graph as the entity tools would; an association must name an entity of
+    the input and one of its memories."""
+    entities: list[tuple[str, EntityInput]] = []
+    names: set[tuple[str, str]] = set()
+    for e in parsed.entities:
+        owner = agent or e.agent or DEFAULT_AGENT
+        try:
+            given: dict[str, Any] = {
+                "name": e.name,
+                "entity_type": e.entity_type,
+                "description": e.description,
+                "metadata": e.metadata or None,
+            }
+            entities.append((owner, EntityInput.model_validate(given)))
+            names.add((owner, e.name.strip().lower()))
+        except ValidationError as exc:
+            errors.extend(f"{e.where}: {_field(x)}: {x['msg']}" for x in exc.errors())
+    relations: list[tuple[str, CreateRelationInput]] = []
+    for r in parsed.relations:
+        owner = agent or r.agent or DEFAULT_AGENT
+        fields: dict[str, Any] = {"source": r.source, "target": r.target, "relation_type": r.relation_type, "strength": r.strength}
+        fields |= {"confidence": r.confidence, "context": r.context, "metadata": r.metadata or None}
+        try:
+            relations.append((owner, CreateRelationInput.model_validate(fields)))
+        except ValidationError as exc:
+            errors.extend(f"{r.where}: {_field(x)}: {x['msg']}" for x in exc.errors())
+    links: list[tuple[str, ImportEntityLink]] = []
+    for link in parsed.entity_links:
+        owner = agent or link.agent or DEFAULT_AGENT
+        if (owner, link.entity.strip().lower()) not in names:
+            errors.append(f"{link.where}: association with entity {link.entity!r}, which is not in the input")
+        elif link.record_key not in seen:
+            errors.append(f"{link.where}: association with {link.record_key!r}, which is not in the input")
+        elif not 0.0 <= link.relevance <= 1.0:
+            errors.append(f"{link.where}: relevance must be between 0 and 1")
+        else:
+            links.append((owner, link))
+    return entities, relations, links
 
 
 RECORD_KEYS = frozenset(RecordInput.model_fields)  # confidence, context, metadata, expiresAt, pinned, ...
@@ -153,7 +209,34 @@ def write(service: MemoryService, planned: Plan, ctx: CallContext, progress: Pro
         _link(service, planned_link, ids, ctx, report)
         if progress:
             progress(done, total)
+    _write_graph(service, planned, ids, ctx, report)
     return report
+
+
+def _chunks(items: list[Any]) -> list[list[Any]]:
+    return [items[i : i + MAX_LIST_ITEMS] for i in range(0, len(items), MAX_LIST_ITEMS)]
+
+
+def _write_graph(service: MemoryService, planned: Plan, ids: dict[str, str], ctx: CallContext, report: ImportReport) -> None:
+    """Entities, relations and associations through the entity face's own operations (names are the
+    identity: an entity the store has already is merged, a relation already there updated)."""
+    owners = list(
+        dict.fromkeys([a for a, _ in planned.entities] + [a for a, _ in planned.relations] + [a for a, _ in planned.entity_links])
+    )
+    for owner in owners:
+        mine = [e for a, e in planned.entities if a == owner]
+        for chunk in _chunks(mine):
+            report.entities += service.entities.create_entities(CreateEntitiesInput(entities=chunk, agent_id=owner), ctx).created
+        rels = [r for a, r in planned.relations if a == owner]
+        for chunk in _chunks(rels):
+            report.relations += service.entities.create_relations(CreateRelationsInput(relations=chunk, agent_id=owner), ctx).created
+        links = [link for a, link in planned.entity_links if a == owner]
+        if links:
+            scope = service._writable(owner, ctx, pool=True)
+            graph = cast(EntityStore, service.store)
+            found = {e.name.lower(): e.id for e in graph.entities_named(scope, list({link.entity for link in links}))}
+            triples = [(found[link.entity.strip().lower()], ids[link.record_key], link.relevance) for link in links]
+            report.entity_links += graph.link_entities(scope, triples, service.clock())
 
 
 def _link(service: MemoryService, planned: PlannedLink, ids: dict[str, str], ctx: CallContext, report: ImportReport) -> None:
