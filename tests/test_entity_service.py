@@ -7,6 +7,7 @@ search) need the real model: tests/test_entity_mcp.py."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -309,3 +310,30 @@ def test_consolidation_prunes_memories_below_the_confidence_floor(service: Memor
     assert service.entities.get_memory(used.id, ctx).id == used.id
     assert service.entities.get_memory(kept_pinned.id, ctx).id == kept_pinned.id
     assert service.store.restore(service._scope(None, ctx), [faded.id]) == [faded.id]  # archived, not destroyed
+
+
+def test_reindex_gives_entities_the_new_models_embedding(tmp_path: Path) -> None:
+    """After an embedding-model change, `memento reindex` re-embeds entities too (the graph mode's
+    nearest-entity lookup ignores vectors of another model)."""
+    from memento.app import build_app
+    from memento.cli.core import _reindex
+    from memento.embeddings.hashing import HashEmbedder
+    from memento.settings import Settings
+
+    def app_with(dimensions: int) -> Any:
+        settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash", EMBEDDING_DIMENSIONS=dimensions)  # type: ignore[call-arg]
+        return build_app(settings, embedder=HashEmbedder(dimensions))
+
+    first = app_with(64)
+    ents = [{"name": "Kestrel", "entity_type": "project", "description": "the billing rewrite"}]
+    made = first.service.entities.create_entities(CreateEntitiesInput.model_validate({"entities": ents}), CallContext())
+    assert made.entities[0].has_embedding
+    first.close()
+    second = app_with(32)
+    try:
+        ctx = CallContext()
+        assert second.service.entities.list_entities(None, None, 10, 0, ctx).items[0].has_embedding is False  # another model's vector
+        _reindex(second)
+        assert second.service.entities.list_entities(None, None, 10, 0, ctx).items[0].has_embedding is True
+    finally:
+        second.close()

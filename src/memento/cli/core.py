@@ -100,6 +100,31 @@ def _reindex(app: App) -> None:
         done += len(batch)
         print(f"\r  {done}/{total}", end="", file=sys.stderr, flush=True)
     print(f"\nDone: {done} embedded.", file=sys.stderr)
+    entities = _reindex_entities(app)
+    if entities:
+        print(f"Re-embedded {entities} entit{'y' if entities == 1 else 'ies'} (name and description).", file=sys.stderr)
+
+
+def _reindex_entities(app: App) -> int:
+    """Seed 001's entities get the current model's embedding of `name + " " + description`."""
+    from datetime import UTC, datetime
+
+    from ..graph import EntityChanges
+    from ..models import AgentScope
+
+    assert app.embedder is not None
+    scope, done, offset = AgentScope("system"), 0, 0
+    while True:
+        page, total = app.store.list_entities(scope, entity_type=None, name_contains=None, limit=100, offset=offset)
+        if not page:
+            return done
+        texts = [f"{e.name} {e.description}" if e.description else e.name for e in page]
+        for entity, vec in zip(page, app.embedder.embed_passages(texts)):
+            app.store.update_entity(scope, entity.id, EntityChanges(embedding=vec), datetime.now(UTC))
+        done += len(page)
+        offset += len(page)
+        if offset >= total:
+            return done
 
 
 def _all_filter() -> Any:
