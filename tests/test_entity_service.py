@@ -321,7 +321,7 @@ def test_reindex_gives_entities_the_new_models_embedding(tmp_path: Path) -> None
     from memento.settings import Settings
 
     def app_with(dimensions: int) -> Any:
-        settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash", EMBEDDING_DIMENSIONS=dimensions)  # type: ignore[call-arg]
+        settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash", EMBEDDING_DIMENSIONS=dimensions)
         return build_app(settings, embedder=HashEmbedder(dimensions))
 
     first = app_with(64)
