@@ -337,3 +337,14 @@ def test_reindex_gives_entities_the_new_models_embedding(tmp_path: Path) -> None
         assert second.service.entities.list_entities(None, None, 10, 0, ctx).items[0].has_embedding is True
     finally:
         second.close()
+
+
+def test_memory_system_filters_listing_and_every_search_mode(service: MemoryService, ctx: CallContext) -> None:
+    episode = store(service, ctx, "wren release went out late on friday", memory_type="observation").memory
+    service.amend(AmendInput(id=episode.id, record=RecordInput(memorySystem="episodic")), ctx)
+    semantic = store(service, ctx, "wren release notes live in the wiki").memory
+    only = SearchFilters(memory_system="episodic")
+    assert [m.id for m in service.entities.list_memories(only, 10, 0, ctx).items] == [episode.id]
+    for mode in ("keyword", "hybrid"):
+        hits = service.entities.recall_memories(RecallMemoriesInput(query="wren release", search_mode=mode, memory_system="semantic"), ctx)
+        assert [h.memory.id for h in hits.results] == [semantic.id], mode

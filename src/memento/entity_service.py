@@ -128,6 +128,7 @@ class EntityService:
             created_before=f.before_date,
             source=f.source,
             entity_id=f.entity_id,
+            memory_system=f.memory_system,
             min_confidence=f.min_confidence,
             half_life_days=self._half_life(),
             now=now,
@@ -281,6 +282,7 @@ class EntityService:
             before_date=inp.before_date,
             entity_id=entity_id,
             source=inp.source,
+            memory_system=inp.memory_system,
         )
         return self._search(scope, inp.query, inp.search_mode, filters, inp.limit, inp.offset, inp.depth)
 

@@ -10,7 +10,7 @@ from pydantic import Field, Strict, StrictBool, StringConstraints, field_validat
 
 from .fields import MAX_LIST_ITEMS, AgentId, Content, FragmentId, OperationInput, ShortText, Tag, Topic, Unit, aware, non_blank, small_json
 from .graph import DEFAULT_RELATION_CONFIDENCE, DEFAULT_STRENGTH, SearchMode
-from .models import FragmentType
+from .models import FragmentType, MemorySystem
 
 EntityName = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
 EntityType = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, to_lower=True, min_length=1, max_length=100)]
@@ -50,6 +50,7 @@ class SearchFilters(OperationInput):
         default=None, description="Associated with this entity."
     )
     source: ShortText | None = Field(default=None, description="Originating source.")
+    memory_system: MemorySystem | None = Field(default=None, description="Only this memory system.")
 
     _times_aware = field_validator("after_date", "before_date")(aware)
 
@@ -71,6 +72,9 @@ class RecallMemoriesInput(OperationInput):
     before_date: datetime | None = Field(default=None, strict=False, description="Created before this date.")
     source: ShortText | None = Field(default=None, description="Originating source.")
     depth: Annotated[int, Strict(), Field(ge=1, le=3)] = Field(default=1, description="Hops from the named entities (graph mode).")
+    memory_system: MemorySystem | None = Field(
+        default=None, description="Only this memory system: working, episodic, semantic, procedural."
+    )
     agent_id: AgentId | None = Field(default=None, description=AGENT)
 
     _times_aware = field_validator("after_date", "before_date")(aware)

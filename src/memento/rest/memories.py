@@ -14,7 +14,7 @@ from ..errors import Forbidden, NotFound
 from ..graph import SearchMode
 from ..graph_inputs import ConsolidateMemoriesInput, DeleteMemoriesInput, SearchFilters, StoreMemoryInput, UpdateMemoryInput
 from ..graph_results import ConsolidationReport, DeletedMemories, MemoryHits, MemoryOut, MemoryPage, StoredMemory
-from ..models import FragmentType
+from ..models import FragmentType, MemorySystem
 from .entity_api import EntityApi
 from .routing import Ctx, json_response, run
 
@@ -49,6 +49,7 @@ def filters(
     before_date: Annotated[datetime | None, Query(description="Created before this time (ISO 8601; UTC when no zone).")] = None,
     entity_id: Annotated[str | None, Query(min_length=1, max_length=64, description="Associated with this entity.")] = None,
     source: Annotated[str | None, Query(max_length=2000, description="Originating source.")] = None,
+    memory_system: Annotated[MemorySystem | None, Query(description="Only this memory system (004 §3).")] = None,
 ) -> SearchFilters:
     """The §5.6 filters of a query string (a value they refuse is the request's fault: 422)."""
     try:
@@ -60,6 +61,7 @@ def filters(
             before_date=before_date,
             entity_id=entity_id,
             source=source,
+            memory_system=memory_system,
         )
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]) from exc
