@@ -31,7 +31,7 @@ def test_a_view_waits_for_a_flush_already_under_way(service: MemoryService) -> N
         service.remember(RememberInput(content=f"fact number {i}", topic="ops", type="fact", keywords=["fact"]), CTX).id for i in range(20)
     ]
     for done in range(1, 6):
-        service.recall(RecallInput(keywords=["fact"], limit=20), CTX)
+        service.recall(RecallInput(keywords=["fact"], limit=20, tokenBudget=10_000), CTX)  # all 20, whatever their ids tokenise to
         flusher = threading.Thread(target=service.store.flush_access)
         flusher.start()
         counts = {f.id: f.access_count for f in service.views.topic_fragments("ops", CTX)}
