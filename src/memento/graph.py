@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InvalidArgument
+
 UNKNOWN_TYPE = "unknown"  # 001 §7.2.4: an entity created because something named it
 ENTITY_TYPES = ("person", "organization", "project", "concept", "location", "technology", "event", UNKNOWN_TYPE)
 RELATION_TYPES = (
@@ -41,6 +43,21 @@ def name_key(name: str) -> str:
     here, not by the database, so both backends fold case alike (PostgreSQL's lower() depends on
     its locale: under C it folds ASCII only)."""
     return name.strip().lower()
+
+
+def unit_value(name: str, value: float) -> float:
+    """A strength, confidence or relevance: refused (InvalidArgument) outside 0-1."""
+    if not 0.0 <= value <= 1.0:
+        raise InvalidArgument(f"{name} must be between 0 and 1, got {value}")
+    return value
+
+
+def clean_entity_name(name: str) -> str:
+    """An entity name as stored: stripped; an empty one is refused (InvalidArgument)."""
+    cleaned = name.strip()
+    if not cleaned:
+        raise InvalidArgument("an entity name cannot be empty")
+    return cleaned
 
 
 def new_entity_id() -> str:

@@ -16,7 +16,18 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import Conflict, InvalidArgument, NotFound
-from ..graph import UNKNOWN_TYPE, Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, name_key
+from ..graph import (
+    UNKNOWN_TYPE,
+    Entity,
+    EntityChanges,
+    EntityLink,
+    NewEntity,
+    NewRelation,
+    Relation,
+    clean_entity_name,
+    name_key,
+    unit_value,
+)
 from ..models import AgentScope
 from .postgres_db import Cursor, PostgresDatabase, retried
 from .postgres_rows import _visible
@@ -37,19 +48,6 @@ def _owner(scope: AgentScope, alias: str) -> tuple[str, list[Any]]:
     if scope.is_maintenance:
         return "TRUE", []
     return f"{alias}.agent_id = %s", [scope.agent_id]
-
-
-def _unit(name: str, value: float) -> float:
-    if not 0.0 <= value <= 1.0:
-        raise InvalidArgument(f"{name} must be between 0 and 1, got {value}")
-    return value
-
-
-def _clean_name(name: str) -> str:
-    cleaned = name.strip()
-    if not cleaned:
-        raise InvalidArgument("an entity name cannot be empty")
-    return cleaned
 
 
 def _relation(r: dict[str, Any]) -> Relation:
@@ -124,7 +122,7 @@ class PostgresEntities:
         out: list[tuple[Entity, bool]] = []
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             for new in entities:
-                name = _clean_name(new.name)
+                name = clean_entity_name(new.name)
                 old = self._named(cur, scope.agent_id, name)
                 if old is None and self._create(cur, scope, new, name, now):
                     out.append((self._entities(cur, scope, [new.id])[new.id], True))
@@ -218,7 +216,7 @@ class PostgresEntities:
             sets: list[str] = []
             params: list[Any] = []
             if changes.name is not None:
-                name = _clean_name(changes.name)
+                name = clean_entity_name(changes.name)
                 clash = self._named(cur, old.agent_id, name)
                 if clash is not None and clash.id != old.id:
                     raise Conflict(f"an entity named {name!r} already exists ({clash.id})")
@@ -292,8 +290,8 @@ class PostgresEntities:
                             rel.source_id,
                             rel.target_id,
                             rel.relation_type,
-                            _unit("strength", rel.strength),
-                            _unit("confidence", rel.confidence),
+                            unit_value("strength", rel.strength),
+                            unit_value("confidence", rel.confidence),
                             rel.context,
                             Jsonb(rel.metadata),
                             now,
@@ -372,7 +370,7 @@ class PostgresEntities:
             missing = [f for f in wanted if f not in seen]
             if missing:
                 raise NotFound(f"fragment not found: {', '.join(missing)}")
-            return _associate(cur, [(entities[e].agent_id, e, f, _unit("relevance", r)) for e, f, r in links], now)
+            return _associate(cur, [(entities[e].agent_id, e, f, unit_value("relevance", r)) for e, f, r in links], now)
 
     def entity_links(self, scope: AgentScope, *, entity_ids: Sequence[str] = (), fragment_ids: Sequence[str] = ()) -> list[EntityLink]:
         """Associations of the given entities and/or fragments (both given: pairs of the two), live fragments only."""

@@ -15,7 +15,18 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
 from ..errors import Conflict, InvalidArgument, NotFound
-from ..graph import UNKNOWN_TYPE, Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, name_key
+from ..graph import (
+    UNKNOWN_TYPE,
+    Entity,
+    EntityChanges,
+    EntityLink,
+    NewEntity,
+    NewRelation,
+    Relation,
+    clean_entity_name,
+    name_key,
+    unit_value,
+)
 from ..models import AgentScope
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _scope_sql, _visible, ts
@@ -43,19 +54,6 @@ def _owner(scope: AgentScope, alias: str) -> tuple[str, list[Any]]:
     if scope.is_maintenance:
         return "1 = 1", []
     return f"{alias}.agent_id = ?", [scope.agent_id]
-
-
-def _unit(name: str, value: float) -> float:
-    if not 0.0 <= value <= 1.0:
-        raise InvalidArgument(f"{name} must be between 0 and 1, got {value}")
-    return value
-
-
-def _clean_name(name: str) -> str:
-    cleaned = name.strip()
-    if not cleaned:
-        raise InvalidArgument("an entity name cannot be empty")
-    return cleaned
 
 
 class SQLiteEntities:
@@ -123,7 +121,7 @@ class SQLiteEntities:
         out: list[tuple[Entity, bool]] = []
         with self.db.tx() as conn:
             for new in entities:
-                name = _clean_name(new.name)
+                name = clean_entity_name(new.name)
                 row = conn.execute(f"{_ENTITY} WHERE e.agent_id = ? AND e.name_key = ?", (scope.agent_id, name_key(name))).fetchone()
                 if row is None:
                     self._create(conn, scope, new, name, now)
@@ -214,7 +212,7 @@ class SQLiteEntities:
             sets: list[str] = []
             params: list[Any] = []
             if changes.name is not None:
-                name = _clean_name(changes.name)
+                name = clean_entity_name(changes.name)
                 clash = conn.execute(
                     "SELECT id FROM entities WHERE agent_id = ? AND name_key = ? AND id != ?", (old.agent_id, name_key(name), old.id)
                 ).fetchone()
@@ -273,8 +271,8 @@ class SQLiteEntities:
                 if ends[rel.target_id].agent_id != agent:
                     raise InvalidArgument("a relation joins two entities of the same agent")
                 values = (
-                    _unit("strength", rel.strength),
-                    _unit("confidence", rel.confidence),
+                    unit_value("strength", rel.strength),
+                    unit_value("confidence", rel.confidence),
                     rel.context,
                     json.dumps(rel.metadata, ensure_ascii=False),
                 )
@@ -366,7 +364,7 @@ class SQLiteEntities:
             missing = [f for f in wanted if f not in seen]
             if missing:
                 raise NotFound(f"fragment not found: {', '.join(missing)}")
-            return self._associate(conn, [(entities[e].agent_id, e, f, _unit("relevance", r)) for e, f, r in links], now)
+            return self._associate(conn, [(entities[e].agent_id, e, f, unit_value("relevance", r)) for e, f, r in links], now)
 
     @staticmethod
     def _associate(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, str, float]], now: datetime) -> int:
