@@ -68,7 +68,7 @@ from .retrieval.context import explore, load_context
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .retrieval.search import Search
 from .settings import Settings
-from .storage.protocol import EntityStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
+from .storage.protocol import EntityStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, Store
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
