@@ -447,7 +447,7 @@ def test_backup_and_restore_through_the_cli(seeded: Seeded, capsys: pytest.Captu
     assert cli_json(capsys, "list", "--include-sessions") == before
     assert ids["alice_error"] in ids_in(cli_json(capsys, "list", "--agent", "alice"))
     with stdlib_sqlite3.connect(kept) as conn:  # the replaced database, as it was just before
-        assert conn.execute("SELECT COUNT(*) FROM fragments WHERE topic = 'database'").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM fragments WHERE topic = 'database' AND deleted_at IS NULL").fetchone()[0] == 0
     with stdlib_sqlite3.connect(seeded.db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     code, out, _ = cli(capsys, "backup", str(tmp_path / "text.db"))

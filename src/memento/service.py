@@ -370,11 +370,10 @@ class MemoryService:
         """Check an erasure receipt: its digest, that it is this agent's, that nothing is left."""
         return self.erasure.verify(self._scope(inp.agentId, ctx), inp)
 
-    def erased_before(self, agent_id: str, content: str) -> bool:
-        """Whether `content`, stored as a memory of `agent_id`, would be a text erased there
-        before (a tombstone: imports skip it rather than bring it back)."""
-        text = self.factory.clean_detail(content) or self.factory.clean_content(content)
-        return content_hash(text) in self.erasure_store.erased_hashes(agent_id)
+    def stored_hash(self, content: str) -> str:
+        """The content hash `content` would be stored under (redacted, as remember stores it): what
+        an erasure's tombstones are compared with (an import skips what was erased)."""
+        return content_hash(self.factory.clean_detail(content) or self.factory.clean_content(content))
 
     def link(self, inp: LinkInput, ctx: CallContext) -> LinkResult:
         """Create (or retype) a directed edge between two visible fragments."""
