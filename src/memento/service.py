@@ -338,7 +338,9 @@ class MemoryService:
                     chosen = [f.id for f in targets.fragments if scope.may_change(f)]
                     targets = self.erasure_store.erasure_targets(scope, chosen)
             if not targets.fragments and not targets.versions:
-                raise NotFound(f"fragment {inp.id!r} not found" if inp.id else f"topic {inp.topic!r} has no memories")
+                if inp.id is not None:
+                    raise NotFound(f"fragment {inp.id!r} not found")
+                return ForgetResult(deleted=[], count=0, mode="hard")  # as a soft forget of an empty topic
             refuse_unchangeable(scope, list(targets.fragments))  # force never overrides the pool rule
             self._refuse_protected(list(targets.fragments), inp.force)
             erased = Erased(targets, self.erasure_store.erase(scope, targets))
