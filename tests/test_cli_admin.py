@@ -273,6 +273,18 @@ def test_forget_follows_the_service_rules(seeded: Seeded, capsys: pytest.Capture
     assert len(cli_json(capsys, "list")["fragments"]) == 3
 
 
+def test_forget_is_restorable_unless_hard_which_prints_the_receipt(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = seeded.ids
+    code, out, _ = cli(capsys, "forget", ids["alice_fix"], "--force")
+    assert code == 0 and out.startswith("forgot 1 memory") and "restorable until" in out
+    code, out, _ = cli(capsys, "forget", ids["alice_error"], "--force", "--hard")
+    assert code == 0 and out.startswith("erased 1 memory") and "receipt erasure-" in out
+    erased = cli_json(capsys, "forget", ids["pool_fact"], "--force", "--hard")
+    assert erased["mode"] == "hard" and erased["receipt"]["memoryIds"] == [ids["pool_fact"]]
+    code, _, err = cli(capsys, "show", ids["pool_fact"])
+    assert code == 1 and "not_found" in err
+
+
 @pytest.mark.slow
 def test_forget_asks_on_a_terminal_and_a_no_keeps_the_memory(seeded: Seeded) -> None:
     target = seeded.ids["alice_fix"]
