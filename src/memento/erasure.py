@@ -35,12 +35,14 @@ class ErasureParticipant(Protocol):
 
     name: str  # the receipt's location and the verify check, e.g. "redis"
 
-    def erase(self, ids: Sequence[str]) -> int:
-        """Remove what this place holds of these memories; how many entries."""
+    def erase(self, ids: Sequence[str], texts: Sequence[str]) -> int:
+        """Remove what this place holds of these memories (named by id, or quoting one of
+        `texts`, which exist only in memory for this call); how many entries."""
         ...
 
-    def residue(self, ids: Sequence[str]) -> int:
-        """How many entries of these memories it still holds (0 once erased)."""
+    def residue(self, ids: Sequence[str]) -> int | None:
+        """How many entries of these memories it still holds (0 once erased); None when it can
+        tell only by the text, which is gone by then (the check is left out)."""
         ...
 
 
@@ -123,7 +125,7 @@ class Erasure:
         stored = StoredReceipt(body["receiptId"], body["agentId"], erased_at, canonical(body), body["digest"], hashes, seqs)
         return ErasureReceipt.model_validate(body), stored
 
-    def finish(self, receipt: ErasureReceipt, stored: StoredReceipt, agents: Sequence[str]) -> ErasureReceipt:
+    def finish(self, receipt: ErasureReceipt, stored: StoredReceipt, agents: Sequence[str], texts: Sequence[str]) -> ErasureReceipt:
         """After the commit: the store's physical clean-up and the participants'; the receipt,
         with their counts, stored again and returned. A failure here leaves the committed
         erasure and its first receipt in place (and is logged): the text is already gone from
@@ -136,7 +138,7 @@ class Erasure:
         ids = receipt.memory_ids
         for participant in self.participants:
             try:
-                locations[participant.name] = participant.erase(ids)
+                locations[participant.name] = participant.erase(ids, texts)
             except Exception:  # boundary: one place failing must not hide the others' counts
                 log.exception("erasure %s: cleaning %s failed", receipt.receipt_id, participant.name)
                 locations[participant.name] = -1
@@ -169,9 +171,13 @@ class Erasure:
                 checks.append(ErasureCheck(name=name, ok=left == 0, detail=f"{left} left" if left else "none left"))
             for participant in self.participants:
                 try:
-                    left = participant.residue(ids)
+                    remaining = participant.residue(ids)
                 except Exception as exc:  # noqa: BLE001 - an unreachable place is a failed check, not a failed call
                     checks.append(ErasureCheck(name=participant.name, ok=False, detail=f"could not be checked: {type(exc).__name__}"))
                     continue
-                checks.append(ErasureCheck(name=participant.name, ok=left == 0, detail=f"{left} left" if left else "none left"))
+                if remaining is None:
+                    continue
+                checks.append(
+                    ErasureCheck(name=participant.name, ok=remaining == 0, detail=f"{remaining} left" if remaining else "none left")
+                )
         return VerifyErasureResult(verified=all(c.ok for c in checks), receipt_id=receipt_id, checks=checks)

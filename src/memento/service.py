@@ -346,7 +346,7 @@ class MemoryService:
             erased = Erased(targets, self.erasure_store.erase(scope, targets))
             receipt, stored = self.erasure.receipt(scope.agent_id, erased)
             self.erasure_store.save_receipt(stored)
-        receipt = self.erasure.finish(receipt, stored, list({f.agent_id for f in targets.fragments}))
+        receipt = self.erasure.finish(receipt, stored, list({f.agent_id for f in targets.fragments}), erased.texts())
         ids = targets.ids
         if ids:
             self._emit(ChangeEvent("deleted", scope.agent_id, tuple(ids), tuple({f.topic for f in targets.fragments})))

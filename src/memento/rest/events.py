@@ -198,7 +198,7 @@ class EventHub:
 
     name = "events"  # an ErasureParticipant: the receipt's location and verify_erasure's check
 
-    def erase(self, ids: Sequence[str]) -> int:
+    def erase(self, ids: Sequence[str], texts: Sequence[str] = ()) -> int:
         """Drop the events that carry an erased memory's text (memory_created, memory_updated)
         from this ring and the Redis list, and have the other replicas drop theirs; how many."""
         removed = self._erase_local(ids)

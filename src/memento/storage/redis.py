@@ -283,7 +283,7 @@ class RedisKeywordIndex:
 
     name = "redis"  # an ErasureParticipant: the receipt's location and verify_erasure's check
 
-    def erase(self, ids: Sequence[str]) -> int:
+    def erase(self, ids: Sequence[str], texts: Sequence[str] = ()) -> int:
         """Take erased memories out of L1 now (a keyword set left empty is gone, and with it the
         keyword in its name); how many memberships and reverse keys were removed. Redis down:
         RuntimeError; the rebuild when it is back prunes every id the store no longer has."""
