@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Clock
+from conftest import Clock, StoreEnv
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_helpers import SERVE, TIMEOUT_S, data, error_of, server_env, start_http_server
+from mcp_helpers import SERVE, TIMEOUT_S, assert_backend, data, error_of, server_env, start_http_server
 
 from memento.app import App, build_app
 from memento.cli import export as exporting
@@ -31,6 +31,7 @@ from memento.embeddings.hashing import HashEmbedder
 from memento.errors import Forbidden, InvalidArgument, NotFound
 from memento.graph_inputs import ConsolidateMemoriesInput, SearchFilters, StoreMemoryInput
 from memento.importers import import_path
+from memento.mcp.events import MemoryEventStore, StoredEventEraser
 from memento.models import (
     AgentScope,
     AmendInput,
@@ -474,8 +475,9 @@ def test_the_receipt_model_is_the_wire_form() -> None:
 # ---------------------------------------------------------------- the official MCP client, over stdio and HTTP
 
 
-async def exercise_forgetting(client: Client) -> None:
-    """forget (both modes), restore and verify_erasure as a client sees them, schemas included."""
+async def exercise_forgetting(client: Client, redis_port: int | None = None) -> None:
+    """forget (both modes), restore and verify_erasure as a client sees them, schemas included;
+    with `redis_port`, every Redis key and value is searched for the text before and after."""
     listed = {t.name: t.input_schema for t in (await client.list_tools()).tools}
     mode = listed["forget"]["properties"]["mode"]
     assert (mode["enum"], mode["default"], mode["type"]) == (["soft", "hard"], "soft", "string")
@@ -491,9 +493,15 @@ async def exercise_forgetting(client: Client) -> None:
     assert data(await client.call_tool("recall", {"keywords": [word]}))["count"] == 0
     assert data(await client.call_tool("restore", {"id": fid}))["id"] == fid
     assert data(await client.call_tool("recall", {"keywords": [word]}))["count"] == 1
+    assert word in json.dumps(data(await client.call_tool("recall", {"text": f"door code {word}"})))
+    if redis_port is not None:
+        assert redis_text(redis_port, word)  # the keyword index, the live events, the stored stream events
     hard = data(await client.call_tool("forget", {"id": fid, "mode": "hard"}))
     receipt = hard["receipt"]
     assert hard["mode"] == "hard" and receipt["memoryIds"] == [fid] and receipt["digest"].startswith("sha256:")
+    if redis_port is not None:
+        assert redis_text(redis_port, word) == []
+        assert receipt["locations"]["redis"] >= 1 and receipt["locations"]["events"] >= 1
     verdict = data(await client.call_tool("verify_erasure", {"receipt": receipt}))
     assert verdict["verified"] is True and {c["name"] for c in verdict["checks"]} >= {"digest", "onFile", "rows", "fullText"}
     assert data(await client.call_tool("verify_erasure", {"receiptId": receipt["receiptId"]}))["verified"] is True
@@ -517,10 +525,28 @@ async def test_forget_restore_and_verify_erasure_over_stdio(tmp_path: Path) -> N
 
 @pytest.mark.anyio
 @pytest.mark.slow
-async def test_forget_restore_and_verify_erasure_over_streamable_http(tmp_path: Path) -> None:
-    server = start_http_server(server_env(tmp_path / "m.db"), tmp_path / "server.log")
+@pytest.mark.backends("sqlite", "postgres+redis")
+async def test_forget_restore_and_verify_erasure_over_streamable_http(
+    tmp_path: Path, store_env: StoreEnv, backend: str, request: pytest.FixtureRequest
+) -> None:
+    server = start_http_server(server_env(store_env(tmp_path)), tmp_path / "server.log")
     try:
+        assert_backend(server, backend)
+        port = request.getfixturevalue("shared_redis").port if backend.endswith("+redis") else None
         async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
-            await exercise_forgetting(client)
+            await exercise_forgetting(client, port)
     finally:
         server.stop()
+
+
+def test_stored_stream_events_quoting_an_erased_text_are_dropped() -> None:
+    store = MemoryEventStore()
+    text = 'He said "open sesame" at the door'
+    quoting = {"result": {"content": [{"type": "text", "text": json.dumps({"content": text})}]}}
+    store.append("s1", "post-1", quoting)
+    store.append("s1", "post-1", {"result": {"content": [{"type": "text", "text": "unrelated"}]}})
+    store.append("s2", "post-2", {"result": {"text": text}})
+    eraser = StoredEventEraser(store)
+    assert eraser.erase(["frag-x"], [text]) == 2
+    assert [e.message for e in store.after("s1", "post-1", None)] == [{"result": {"content": [{"type": "text", "text": "unrelated"}]}}]
+    assert store.after("s2", "post-2", None) == [] and eraser.residue(["frag-x"]) is None
