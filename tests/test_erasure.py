@@ -50,6 +50,7 @@ from memento.models import (
 from memento.results import ErasureReceipt
 from memento.service import MemoryService
 from memento.settings import Settings
+from memento.storage.protocol import SearchFilter
 
 HARD = ForgetMode.HARD
 
@@ -89,8 +90,10 @@ def test_a_soft_forget_hides_the_memory_from_every_read_and_restore_brings_it_ba
     assert fid not in [m.id for m in service.entities.list_memories(SearchFilters(), 50, 0, ctx).items]
     with pytest.raises(NotFound):  # forgotten once is forgotten: a second soft forget finds nothing
         service.forget(ForgetInput(id=fid, force=True), ctx)
+    hidden = service.store.vector_search(AgentScope("system"), np.asarray(service.vectors.query(f"deploy key {word}")), SearchFilter(), 50)
+    assert fid not in [h.id for h in hidden]  # no place among the nearest neighbours while hidden
     back = service.restore(RestoreInput(id=fid), ctx)
-    assert back.id == fid and back.fragment.content.startswith("The deploy key")
+    assert back.id == fid and back.fragment.content.startswith("The deploy key") and back.fragment.has_embedding
     assert fid in recalled(service, ctx, word)
     assert service.entities.get_memory(fid, ctx).id == fid
     with pytest.raises(NotFound):  # restoring a live memory

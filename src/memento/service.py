@@ -20,7 +20,7 @@ from .access import call_scope, refuse_foreign_session, refuse_unchangeable, wri
 from .embeddings.protocol import Embedder
 from .entity_service import EntityService
 from .erasure import Erased, Erasure
-from .errors import Conflict, Forbidden, InvalidArgument, NotFound
+from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import ConfidencePrune, Consolidator
 from .models import (
@@ -80,6 +80,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
+ERASE_ATTEMPTS = 3
 MAINTENANCE_SCOPE = "system"  # sees every namespace (models.MAINTENANCE_AGENTS)
 AMENDABLE = tuple(name for name in AmendInput.model_fields if name not in ("id", "supersedes", "agentId"))
 
@@ -326,7 +327,19 @@ class MemoryService:
             )
 
     def _erase(self, scope: AgentScope, inp: ForgetInput) -> ForgetResult:
-        """forget mode=hard: one transaction for the rows and the receipt, then the clean-up."""
+        """forget mode=hard: one transaction for the rows and the receipt, then the clean-up. A
+        transaction the database rolled back (a deadlock with another writer) runs again whole."""
+        for attempt in range(1, ERASE_ATTEMPTS + 1):
+            try:
+                return self._erase_once(scope, inp)
+            except Unavailable as exc:
+                sqlstate = str(getattr(exc.__cause__, "sqlstate", None) or "")
+                if attempt == ERASE_ATTEMPTS or not sqlstate.startswith("40"):  # class 40: transaction rollback
+                    raise
+                log.info("erasure rolled back by the database (SQLSTATE %s); running it again", sqlstate)
+        raise AssertionError("unreachable")
+
+    def _erase_once(self, scope: AgentScope, inp: ForgetInput) -> ForgetResult:
         kept: list[str] = []
         with self.store.atomic():
             targets = self.erasure_store.erasure_targets(scope, [inp.id] if inp.id else [], inp.topic)
@@ -365,6 +378,9 @@ class MemoryService:
         if not back:
             raise NotFound(f"fragment {inp.id!r} is not a soft-forgotten memory of yours")
         fragment = self.store.get_many(scope, back)[0]
+        if not fragment.has_embedding and (vector := self.vectors.passage(fragment.content)) is not None:
+            self.store.set_embedding(fragment.id, vector)  # soft_delete dropped it; failing that, the backfill embeds it
+            fragment = self.store.get_many(scope, back)[0]
         self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         return RestoreResult(id=fragment.id, fragment=FragmentView.of(fragment))
 

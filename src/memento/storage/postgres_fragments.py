@@ -255,7 +255,11 @@ class PostgresFragments:
             refuse_unwritable(scope, found)
             gone = [f.id for f in found]
             if gone:
-                cur.execute("UPDATE agent_memory.fragments SET deleted_at = %s WHERE id = ANY(%s)", (now, gone))
+                # A hidden memory takes no place among the nearest neighbours; restore embeds it again.
+                cur.execute(
+                    "UPDATE agent_memory.fragments SET deleted_at = %s, embedding = NULL, embedding_model = NULL WHERE id = ANY(%s)",
+                    (now, gone),
+                )
             return gone
 
     @retried

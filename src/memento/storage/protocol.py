@@ -186,7 +186,8 @@ class Store(Protocol):
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]: ...
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]: ...
     def soft_delete(self, scope: AgentScope, ids: Sequence[str], now: datetime) -> list[str]:
-        """Mark visible fragments deleted (004 soft forget): hidden from every read, restorable."""
+        """Mark visible fragments deleted (004 soft forget): hidden from every read, restorable;
+        their vectors go (a hidden memory must not crowd the nearest neighbours; restore re-embeds)."""
         ...
 
     def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:

@@ -244,6 +244,14 @@ class SQLiteFragments:
             if gone:
                 marks = ",".join("?" * len(gone))
                 conn.execute(f"UPDATE fragments SET deleted_at = ? WHERE id IN ({marks})", [ts(now), *gone])
+                # A hidden memory takes no place among the nearest neighbours (it would crowd out
+                # live ones); restore embeds it again.
+                before = vector_clock(conn)
+                seqs = [f.seq for f in found]
+                conn.execute(f"DELETE FROM fragment_embeddings WHERE seq IN ({','.join('?' * len(seqs))})", seqs)
+                span = before, vector_clock(conn)
+                for agent in {f.agent_id for f in found}:
+                    self._vectors_removed(agent, [f.seq for f in found if f.agent_id == agent], span)
         return gone
 
     def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
