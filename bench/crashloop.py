@@ -201,7 +201,8 @@ def verify(model: Model, database_url: str) -> Verdict:
     pg = not database_url.startswith("sqlite:///")
     table = "agent_memory.fragments" if pg else "fragments"
     links_table = "agent_memory.fragment_links" if pg else "fragment_links"
-    fragments = {r[0]: r for r in _rows(database_url, f"SELECT id, content, source, importance FROM {table}")}
+    # a forget is soft by default (004 §5.1): the row stays, hidden; what counts is what reads see
+    fragments = {r[0]: r for r in _rows(database_url, f"SELECT id, content, source, importance FROM {table} WHERE deleted_at IS NULL")}
     links = {(a, b, t) for a, b, t in _rows(database_url, f"SELECT from_id, to_id, relation_type FROM {links_table}")}
     v = Verdict()
     for fid, after in list(model.inflight.items()):  # an unacknowledged write either happened or not
@@ -228,7 +229,8 @@ def verify(model: Model, database_url: str) -> Verdict:
                 v.half_done.append(f"supersede {old}->{fid}")
     reflected = Counter(c.split(" ")[0] for _, c, s, _ in fragments.values() if s == "reflect")
     v.half_done += [f"reflect {m}: {n} of {REFLECT_PARTS}" for m, n in reflected.items() if n != REFLECT_PARTS]
-    v.integrity += _integrity(database_url, len(fragments))
+    stored = _rows(database_url, f"SELECT count(*) FROM {table}")[0][0]  # the hidden rows keep their index entries
+    v.integrity += _integrity(database_url, int(stored))
     return v
 
 

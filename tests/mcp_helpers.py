@@ -37,6 +37,8 @@ TOOL_NAMES = {
     "memory_stats",
     "memory_consolidate",
     "graph_explore",
+    "restore",  # 004 §5.1
+    "verify_erasure",
 }
 
 

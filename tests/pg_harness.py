@@ -45,7 +45,17 @@ import pytest
 DATABASE = "memento_test"
 OWNER = "memento_owner"
 APP_ROLE = "memento_app"
-TABLES = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback", "entities", "relations", "entity_memories")
+TABLES = (
+    "fragments",
+    "fragment_links",
+    "fragment_versions",
+    "tool_feedback",
+    "task_feedback",
+    "entities",
+    "relations",
+    "entity_memories",
+    "erasure_receipts",
+)
 
 
 REQUIRE_ENV = "MEMENTO_REQUIRE_POSTGRES"
@@ -107,7 +117,8 @@ class PostgresServer:
         with psycopg.connect(self.owner_dsn, autocommit=True) as conn:
             exists = conn.execute("SELECT to_regclass('agent_memory.fragments') IS NOT NULL").fetchone()
             if exists and exists[0]:
-                names = ", ".join(f"agent_memory.{t}" for t in TABLES)
+                present = [t for t in TABLES if conn.execute("SELECT to_regclass(%s)", (f"agent_memory.{t}",)).fetchone() != (None,)]
+                names = ", ".join(f"agent_memory.{t}" for t in present)
                 conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
 
 

@@ -273,6 +273,18 @@ def test_forget_follows_the_service_rules(seeded: Seeded, capsys: pytest.Capture
     assert len(cli_json(capsys, "list")["fragments"]) == 3
 
 
+def test_forget_is_restorable_unless_hard_which_prints_the_receipt(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = seeded.ids
+    code, out, _ = cli(capsys, "forget", ids["alice_fix"], "--force")
+    assert code == 0 and out.startswith("forgot 1 memory") and "restorable until" in out
+    code, out, _ = cli(capsys, "forget", ids["alice_error"], "--force", "--hard")
+    assert code == 0 and out.startswith("erased 1 memory") and "receipt erasure-" in out
+    erased = cli_json(capsys, "forget", ids["pool_fact"], "--force", "--hard")
+    assert erased["mode"] == "hard" and erased["receipt"]["memoryIds"] == [ids["pool_fact"]]
+    code, _, err = cli(capsys, "show", ids["pool_fact"])
+    assert code == 1 and "not_found" in err
+
+
 @pytest.mark.slow
 def test_forget_asks_on_a_terminal_and_a_no_keeps_the_memory(seeded: Seeded) -> None:
     target = seeded.ids["alice_fix"]
@@ -447,7 +459,7 @@ def test_backup_and_restore_through_the_cli(seeded: Seeded, capsys: pytest.Captu
     assert cli_json(capsys, "list", "--include-sessions") == before
     assert ids["alice_error"] in ids_in(cli_json(capsys, "list", "--agent", "alice"))
     with stdlib_sqlite3.connect(kept) as conn:  # the replaced database, as it was just before
-        assert conn.execute("SELECT COUNT(*) FROM fragments WHERE topic = 'database'").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM fragments WHERE topic = 'database' AND deleted_at IS NULL").fetchone()[0] == 0
     with stdlib_sqlite3.connect(seeded.db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     code, out, _ = cli(capsys, "backup", str(tmp_path / "text.db"))

@@ -85,7 +85,7 @@ A_FRAGMENT = {
     "type": "procedure",
     "keywords": ["penguin"],
 }
-WRITE_TOOLS = ("remember", "amend", "forget", "link", "reflect", "tool_feedback", "memory_consolidate")
+WRITE_TOOLS = ("remember", "amend", "forget", "link", "reflect", "tool_feedback", "memory_consolidate", "restore")
 
 
 @pytest.fixture
@@ -222,13 +222,20 @@ async def test_isolation_matrix(server: HttpServer) -> None:
         b_ids = [data(await b.call_tool("remember", f))["id"] for f in B_FRAGMENTS]
         data(await b.call_tool("link", {"fromId": b_ids[1], "toId": b_ids[0], "relationType": "related"}))
         assert {data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))["count"]} == {2}
+        # 004 §5.1: one memory forgotten softly (restorable), one erased with a receipt
+        b_soft = data(
+            await b.call_tool("remember", {"content": "Zanzibar quokka spare key under the mat", "topic": B_TOPIC, "type": "fact"})
+        )
+        assert data(await b.call_tool("forget", {"id": b_soft["id"]}))["count"] == 1
+        b_hard = data(await b.call_tool("remember", {"content": "Zanzibar note to erase", "topic": B_TOPIC, "type": "fact"}))
+        b_receipt = data(await b.call_tool("forget", {"id": b_hard["id"], "mode": "hard"}))["receipt"]
         before = await snapshot(b)
         assert before == await snapshot(b)  # the snapshot itself changes nothing
         assert any(b_ids[0] in uri for uri in before)
         b_stats = data(await b.call_tool("memory_stats", {}))
         assert b_stats["total"] == 3
 
-    secrets = [*b_ids, *B_MARKERS]
+    secrets = [*b_ids, *B_MARKERS, b_soft["id"], "spare key under the mat"]
     fake = "frag-" + "0" * (len(b_ids[0]) - 5)
 
     # ---- A (read-write) tries everything
@@ -260,9 +267,20 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             assert_code(await a.tool("graph_explore", {"startId": fid, "depth": 3}), "not_found")
         forgot = await a.tool("forget", {"topic": B_TOPIC, "force": True})
         assert data(forgot)["count"] == 0
+        # 004 §5.1: neither B's soft-forgotten memory, nor B's memories, nor B's receipt
+        assert_code(await a.tool("restore", {"id": b_soft["id"]}), "not_found")
+        for fid in (b_ids[0], b_soft["id"], fake):
+            assert_code(await a.tool("forget", {"id": fid, "mode": "hard", "force": True}), "not_found")
+        assert data(await a.tool("forget", {"topic": B_TOPIC, "mode": "hard", "force": True}))["count"] == 0
+        verdict = data(await a.tool("verify_erasure", {"receipt": b_receipt}))
+        assert verdict["verified"] is False and [c["name"] for c in verdict["checks"]] == ["digest", "onFile"]
+        assert_code(await a.tool("verify_erasure", {"receiptId": b_receipt["receiptId"]}), "not_found")
         for name, args in (
             ("amend", {"id": b_ids[0], "content": "x", "agentId": "agent-b"}),
             ("forget", {"id": b_ids[0], "force": True, "agentId": "agent-b"}),
+            ("forget", {"id": b_ids[0], "force": True, "mode": "hard", "agentId": "agent-b"}),
+            ("restore", {"id": b_soft["id"], "agentId": "agent-b"}),
+            ("verify_erasure", {"receiptId": b_receipt["receiptId"], "agentId": "agent-b"}),
             ("link", {"fromId": b_ids[1], "toId": b_ids[2], "agentId": "agent-b"}),
             ("graph_explore", {"startId": b_ids[0], "agentId": "agent-b"}),
             ("remember", {**A_FRAGMENT, "content": "planted by A in B's namespace", "agentId": "agent-b"}),
@@ -358,6 +376,8 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             ("amend", {"id": own, "importance": 0.1}),
             ("forget", {"id": own, "force": True}),
             ("forget", {"topic": "penguin-builds", "force": True}),
+            ("forget", {"id": own, "force": True, "mode": "hard"}),
+            ("restore", {"id": own}),
             ("link", {"fromId": own, "toId": own}),
             ("reflect", {"summary": "a read-only key reflected"}),
             ("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}),
@@ -382,6 +402,8 @@ async def test_isolation_matrix(server: HttpServer) -> None:
         again = data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))
         assert sorted(f["id"] for f in again["fragments"] if not f.get("linked")) == sorted(b_ids[:2])
         assert "penguin" not in json.dumps(again)
+        assert data(await b.call_tool("verify_erasure", {"receipt": b_receipt}))["verified"] is True
+        assert data(await b.call_tool("restore", {"id": b_soft["id"]}))["id"] == b_soft["id"]  # still B's to bring back
 
 
 # ---------------------------------------------------------------- working memory and sessions

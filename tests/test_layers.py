@@ -35,6 +35,7 @@ LAYERS = {
     "memento.lifecycle": 2,
     "memento.access": 2,
     "memento.service": 3,
+    "memento.erasure": 3,
     "memento.entity_service": 3,
     "memento.vault_service": 3,
     "memento.app": 3,

@@ -18,7 +18,7 @@ from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import Unavailable
-from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, RecallInput, RememberInput
+from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, ForgetMode, RecallInput, RememberInput
 from memento.settings import Settings
 from memento.storage.postgres import PostgresStore
 from memento.storage.postgres_maintenance import PostgresMaintenance
@@ -294,7 +294,7 @@ def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(p
 
         def forget() -> None:
             try:
-                outcome["result"] = pg_app.service.forget(ForgetInput(id=target, force=True), CallContext())
+                outcome["result"] = pg_app.service.forget(ForgetInput(id=target, force=True, mode=ForgetMode.HARD), CallContext())
             except Exception as exc:  # noqa: BLE001 - the assertion below shows what it was
                 outcome["error"] = exc
 

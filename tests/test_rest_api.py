@@ -18,7 +18,7 @@ import httpx
 import pytest
 from conftest import StoreEnv
 from mcp_helpers import HttpServer, assert_backend, server_env, start_http_server
-from rest_helpers import KEY_A, KEY_A_READ, OPERATOR, client, problem_of, rest_env
+from rest_helpers import KEY_A, KEY_A_READ, KEY_B, OPERATOR, client, problem_of, rest_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]
 
@@ -135,6 +135,45 @@ def test_memory_read_update_delete(agent: Agent) -> None:
     problem_of(agent.delete(f"/memories/{memory['id']}"), 404)
     entities = agent.get("/entities").json()  # deleting a memory keeps its entities (001 §10.1)
     assert sorted(e["name"] for e in entities["items"]) == ["Alice", "Frontend Team"]
+
+
+def test_delete_is_soft_by_default_restorable_and_hard_on_request_with_a_receipt(agent: Agent) -> None:
+    memory = agent.store("Bob's phone number is 555-0199 " + secrets.token_hex(4))
+    soft = agent.delete(f"/memories/{memory['id']}")
+    assert soft.status_code == 200 and soft.json()["mode"] == "soft" and "restorableUntil" in soft.json()
+    problem_of(agent.get(f"/memories/{memory['id']}"), 404)
+    assert memory["id"] not in [m["id"] for m in agent.get("/memories").json()["items"]]
+    restored = agent.post(f"/memories/{memory['id']}/restore")
+    assert restored.status_code == 200 and restored.json()["id"] == memory["id"]
+    assert agent.get(f"/memories/{memory['id']}").status_code == 200
+    problem_of(agent.post(f"/memories/{memory['id']}/restore"), 404)  # not soft-forgotten (any more)
+    hard = agent.delete(f"/memories/{memory['id']}", mode="hard")
+    assert hard.status_code == 200, hard.text
+    receipt = hard.json()["receipt"]
+    assert hard.json()["mode"] == "hard" and receipt["memoryIds"] == [memory["id"]] and receipt["locations"]["row"] == 1
+    problem_of(agent.post(f"/memories/{memory['id']}/restore"), 404)  # erased: nothing to bring back
+    verified = agent.post("/erasures/verify", {"receipt": receipt})
+    assert verified.status_code == 200 and verified.json()["verified"] is True, verified.text
+    assert agent.post("/erasures/verify", {"receiptId": receipt["receiptId"]}).json()["verified"] is True
+    altered = agent.post("/erasures/verify", {"receipt": {**receipt, "memoryIds": []}}).json()
+    assert altered["verified"] is False and {c["name"]: c["ok"] for c in altered["checks"]} == {"digest": False, "onFile": False}
+    problem_of(agent.post("/erasures/verify", {"receiptId": "erasure-0000000000000000"}), 404)
+    problem_of(agent.post("/erasures/verify", {}), 400)
+    problem_of(agent.delete(f"/memories/{memory['id']}", mode="sometimes"), 422)
+
+
+def test_another_agent_can_neither_restore_nor_erase_nor_verify(server: HttpServer) -> None:
+    with client(server.url, KEY_A) as a, client(server.url, KEY_B) as b:
+        mine = b.post("/memories", json={"content": "B's soft secret " + secrets.token_hex(4)}).json()["memory"]
+        assert b.delete(f"/memories/{mine['id']}").status_code == 200
+        other = b.post("/memories", json={"content": "B's erased secret " + secrets.token_hex(4)}).json()["memory"]
+        receipt = b.delete(f"/memories/{other['id']}", params={"mode": "hard"}).json()["receipt"]
+        problem_of(a.post(f"/memories/{mine['id']}/restore"), 404)
+        problem_of(a.delete(f"/memories/{mine['id']}", params={"mode": "hard"}), 404)
+        problem_of(a.post("/erasures/verify", json={"receiptId": receipt["receiptId"]}), 404)
+        assert a.post("/erasures/verify", json={"receipt": receipt}).json()["verified"] is False
+        assert b.post("/erasures/verify", json={"receipt": receipt}).json()["verified"] is True
+        assert b.post(f"/memories/{mine['id']}/restore").status_code == 200
 
 
 def test_listing_pages_with_a_total(agent: Agent) -> None:
@@ -271,6 +310,8 @@ def test_a_read_only_key_reads_and_is_refused_every_write(server: HttpServer) ->
             reader.post("/memories", content=b"{not json"),  # refused before the body is read
             reader.put(f"/memories/{memory['id']}", json={"content": "changed"}),
             reader.delete(f"/memories/{memory['id']}"),
+            reader.delete(f"/memories/{memory['id']}", params={"mode": "hard"}),
+            reader.post(f"/memories/{memory['id']}/restore"),
             reader.post("/memories/consolidate", json={}),
             reader.post("/entities", json={"name": "X", "entity_type": "person"}),
             reader.put(f"/entities/{entity['id']}", json={"description": "changed"}),
@@ -313,6 +354,8 @@ def test_the_openapi_document_is_served_and_describes_every_route(server: HttpSe
         "/memories/search",
         "/memories/{memory_id}",
         "/memories/consolidate",
+        "/memories/{memory_id}/restore",
+        "/erasures/verify",
         "/entities",
         "/entities/{entity_id}",
         "/entities/{entity_id}/graph",

@@ -15,6 +15,7 @@ from memento.models import (
     CallContext,
     ContextInput,
     ForgetInput,
+    ForgetMode,
     GraphExploreInput,
     LinkInput,
     MemoryStatsInput,
@@ -187,7 +188,7 @@ def test_forget_removes_from_every_index(service: MemoryService, ctx: CallContex
     a = remember(service, ctx, "ephemeral zebra fact")
     b = remember(service, ctx, "points at the zebra")
     service.link(LinkInput(fromId=b, toId=a), ctx)
-    service.forget(ForgetInput(id=a), ctx)
+    service.forget(ForgetInput(id=a, mode=ForgetMode.HARD), ctx)
     assert recall_ids(service, ctx, text="ephemeral zebra", includeLinks=True) == [b]
     assert service.recall(RecallInput(text="zebra"), ctx).fragments[0].linked_to == []
     system = AgentScope("system")

@@ -5,6 +5,7 @@ happens to mask still fails here."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -385,3 +386,46 @@ def test_the_capabilities_every_backend_provides(service: MemoryService, app: An
     )
     assert [r["tool_pain_points"] for r in store.task_feedback("s-cap")] == [["slow"]]
     assert "0004_shared_record.sql" in store.migrations()
+
+
+def test_soft_deleted_rows_are_purged_after_the_retention_and_not_before(service: MemoryService, app: Any) -> None:
+    store: Store = app.store
+    maintenance: MaintenanceStore = service.consolidator.maintenance
+    old, fresh, theirs = put(service, "hidden long ago"), put(service, "hidden just now"), put(service, "bob's, hidden long ago", "bob")
+    store.soft_delete(A, [old], NOW - timedelta(days=40))
+    store.soft_delete(A, [fresh], NOW)
+    store.soft_delete(B, [theirs], NOW - timedelta(days=40))
+    assert maintenance.purge_forgotten(A, NOW - timedelta(days=30)) == 1
+    assert store.restore(A, [old]) == []  # gone for good
+    assert store.restore(A, [fresh]) == [fresh]
+    assert store.restore(B, [theirs]) == [theirs]  # alice's run never touches bob's rows
+
+
+def test_erasure_targets_erase_receipts_and_what_is_left(service: MemoryService, app: Any) -> None:
+    from memento.storage.protocol import AppStore, StoredReceipt, VersionRecord
+
+    store: AppStore = app.store
+    fid = put(service, "erase me with every trace")
+    other = put(service, "points at the erased one", links=(fid,))
+    store.add_version(A, fid, VersionRecord("an earlier text", "general", (), FragmentType.FACT, 0.5, "alice"), NOW)
+    assert store.get_many(A, [fid])[0].has_embedding
+    store.soft_delete(A, [fid], NOW)  # a hidden memory is erased all the same; hiding it dropped its vector
+    assert store.erasure_targets(B, [fid]).fragments == ()  # bob does not see it
+    targets = store.erasure_targets(A, [fid])
+    assert targets.ids == [fid] and [v.content for v in targets.versions] == ["an earlier text"]
+    seq = targets.fragments[0].seq
+    counts = store.erase(A, targets)
+    assert (counts["row"], counts["versions"], counts["vectors"]) == (1, 1, 0) and counts["links"] >= 2 and counts["fullText"] >= 1
+    assert store.get_many(A, [other])[0].linked_to == [] and store.neighbours(A, [other], list(RelationType), 10) == []
+    assert isinstance(store.scrub(["alice"]), dict)
+    receipt = StoredReceipt("erasure-contract", "alice", NOW, '{"receiptId":"erasure-contract"}', "sha256:0", ("0123456789abcdef",), (seq,))
+    store.save_receipt(receipt)
+    assert store.get_receipt(A, "erasure-contract") == receipt
+    assert store.get_receipt(B, "erasure-contract") is None and store.get_receipt(SYSTEM, "erasure-contract") == receipt
+    assert store.erased_hashes("alice") == {"0123456789abcdef"} and store.erased_hashes("bob") == set()
+    assert set(store.erasure_residue(A, receipt, [fid]).values()) == {0}
+    again = put(service, "erase me with every trace")  # the same text stored again: its hash is found
+    assert (
+        store.erasure_residue(A, replace(receipt, content_hashes=(store.get_many(A, [again])[0].content_hash,)), [fid])["contentHashes"]
+        == 1
+    )

@@ -23,7 +23,7 @@ from memento.models import MemoryStatsInput
 from memento.results import StatsResult
 from memento.service import MemoryService
 
-ELEVEN = TOOL_NAMES  # seed 000's eleven: the public contract, hard-coded in mcp_helpers
+ELEVEN = TOOL_NAMES  # seed 000's eleven and 004's restore, verify_erasure: the public contract, hard-coded in mcp_helpers
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "toolsets.md"
 
 
@@ -51,7 +51,7 @@ def test_selection_is_a_comma_list_in_registration_order_and_all_shows_everythin
         ]
     )
     assert [s.name for s in registry.select("vault, entity")] == ["store_memory", "recall_memories", "commit_memory"]
-    assert len(registry.select("all")) == 14 == len(registry.select("memento,all"))
+    assert len(registry.select("all")) == len(TOOLS) + 3 == len(registry.select("memento,all"))
     assert registry.select("entity,entity") == registry.select("entity") == registry.select(" Entity ")
     assert registry.select("ALL") == registry.select("all")
 

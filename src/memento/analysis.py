@@ -7,6 +7,7 @@ by its stem (`회의`). The same analyser runs at write and at query time.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from functools import lru_cache
@@ -130,3 +131,9 @@ def extract_keywords(text: str, limit: int = 5) -> list[str]:
 def normalise_keyword(keyword: str) -> str:
     """The stored form of a keyword: trimmed and lower-cased."""
     return " ".join(keyword.lower().split())
+
+
+def content_hash(text: str) -> str:
+    """First 16 hex characters of SHA-256 of the (redacted, truncated) content: the dedupe key of
+    a memory, and an erasure's tombstone of it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

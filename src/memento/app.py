@@ -88,6 +88,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     service = MemoryService(settings, store, maintenance, chosen, clock=clock, keyword_index=keyword_index, observers=observers)
     if keyword_index is not None:
         service.add_listener(keyword_index.on_change)
+        service.erasure.add_participant(keyword_index)  # a hard forget takes its keywords out of L1 at once
     if bus is not None:
         service.add_listener(bus.publish_change)
         bus.start()

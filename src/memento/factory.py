@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import secrets
@@ -10,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from .analysis import content_hash as content_hash
 from .analysis import extract_keywords, normalise_keyword
 from .models import Draft, FragmentType, RecordFields, TTLTier
 from .redaction import PLACEHOLDERS, redact_pii
@@ -39,11 +39,6 @@ def truncate(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 1].rstrip() + ELLIPSIS
-
-
-def content_hash(text: str) -> str:
-    """First 16 hex characters of SHA-256 of the (redacted, truncated) content."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def new_fragment_id() -> str:

@@ -6,6 +6,7 @@ them match the specification; every input model forbids unknown fields and coerc
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -409,13 +410,46 @@ class RecallInput(OperationInput):
         return self
 
 
+class ForgetMode(StrEnum):
+    """004 §5.1: how `forget` forgets."""
+
+    SOFT = "soft"  # hidden from every read, restorable within MEMENTO_FORGET_RETENTION_DAYS
+    HARD = "hard"  # the right to erasure: the text gone from every place, with a receipt
+
+
 class ForgetInput(OperationInput):
-    """Delete a fragment by id, or every fragment of a topic."""
+    """Forget a fragment by id, or every fragment of a topic."""
 
     id: FragmentId | None = Field(default=None, description="Memory id.")
     topic: Topic | None = Field(default=None, description="Delete this whole topic.")
     force: StrictBool = Field(default=False, description="Allow permanent ones.")
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    mode: ForgetMode = Field(default=ForgetMode.SOFT, description="soft: restorable; hard: erased for good, with a receipt.")
+
+
+MAX_RECEIPT_CHARS = 200_000  # a receipt of a large topic lists every id
+
+
+class RestoreInput(OperationInput):
+    """Bring back a soft-forgotten memory."""
+
+    id: FragmentId = Field(description="Memory id.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+
+
+class VerifyErasureInput(OperationInput):
+    """Check an erasure receipt: its digest, that it is on file, that nothing of it is left."""
+
+    receipt: dict[str, Any] | None = Field(default=None, description="The receipt forget returned.")
+    receiptId: ShortText | None = Field(default=None, description="Or just its id.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+
+    @field_validator("receipt")
+    @classmethod
+    def _receipt_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(json.dumps(value, default=str)) > MAX_RECEIPT_CHARS:
+            raise ValueError(f"must serialise to at most {MAX_RECEIPT_CHARS} characters of JSON")
+        return value
 
 
 class LinkInput(OperationInput):

@@ -166,12 +166,60 @@ class RememberResult(Result):
     message: str | None = Omitted()
 
 
+class DerivedMemory(Result):
+    """A memory an erasure changed because it carried the erased text or named an erased memory."""
+
+    id: str
+    action: str  # "merged text removed" (its version trail held text merged from an erased memory) | "reference removed"
+
+
+class ErasureReceipt(Result):
+    """The receipt of a hard forget (004 §5.1; docs/erasure.md): what was erased, where from,
+    when, by whom; `contentDigest` is the SHA-256 of the erased texts (so they need not be kept)
+    and `digest` the SHA-256 of this receipt's canonical JSON without `digest` itself."""
+
+    receipt_id: str
+    agent_id: str
+    erased_at: str
+    memory_ids: list[str]
+    derived: list[DerivedMemory]
+    locations: dict[str, int]  # place -> how many entries were removed (or 1/0: a step done or not)
+    backend: str
+    content_digest: str
+    digest: str
+
+
 class ForgetResult(Result):
     success: bool = True
     deleted: list[str]
     count: int
     kept: list[str] | None = Omitted(description="shared-pool fragments of the topic the caller may not change")
     message: str | None = Omitted()
+    mode: str = "soft"  # soft (restorable) | hard (erased)
+    restorable_until: str | None = Omitted(description="soft: restore works until then (ISO 8601); absent: kept until restored")
+    receipt: ErasureReceipt | None = Omitted(description="hard: the erasure receipt (verify_erasure checks it)")
+
+
+class RestoreResult(Result):
+    """A soft-forgotten memory brought back."""
+
+    success: bool = True
+    id: str
+    fragment: FragmentView
+
+
+class ErasureCheck(Result):
+    name: str  # digest | onFile | rows | versions | fullText | vectors | contentHashes | redis | ...
+    ok: bool
+    detail: str
+
+
+class VerifyErasureResult(Result):
+    """Whether an erasure receipt holds: every named check passed."""
+
+    verified: bool
+    receipt_id: str | None
+    checks: list[ErasureCheck]
 
 
 class ForgetPreview(Result):
@@ -368,5 +416,6 @@ class ConsolidateResult(Result):
     utility_recomputed: int
     embeddings_backfilled: int
     working_memory_expired: int
+    forgotten_purged: int = 0  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
     statistics: StoreStats
     elapsed_ms: float

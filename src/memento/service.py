@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar, cast
 
 import numpy as np
@@ -19,7 +19,8 @@ import numpy as np
 from .access import call_scope, refuse_foreign_session, refuse_unchangeable, writable_scope
 from .embeddings.protocol import Embedder
 from .entity_service import EntityService
-from .errors import Conflict, Forbidden, InvalidArgument, NotFound
+from .erasure import Erased, Erasure
+from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import ConfidencePrune, Consolidator
 from .models import (
@@ -31,6 +32,7 @@ from .models import (
     ConsolidateInput,
     ContextInput,
     ForgetInput,
+    ForgetMode,
     Fragment,
     FragmentType,
     GraphExploreInput,
@@ -43,9 +45,11 @@ from .models import (
     RecordInput,
     ReflectInput,
     RememberInput,
+    RestoreInput,
     Scope,
     ToolFeedbackInput,
     TTLTier,
+    VerifyErasureInput,
 )
 from .observe import Observer
 from .results import (
@@ -61,14 +65,16 @@ from .results import (
     ReflectedFragment,
     ReflectResult,
     RememberResult,
+    RestoreResult,
     StatsResult,
     ToolFeedbackResult,
+    VerifyErasureResult,
 )
 from .retrieval.context import explore, load_context
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .retrieval.search import Search
 from .settings import Settings
-from .storage.protocol import EntityStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, Store
+from .storage.protocol import EntityStore, ErasureStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -78,6 +84,7 @@ T = TypeVar("T")
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
 SHARED_SCOPES = (PrivacyScope.TEAM, PrivacyScope.PUBLIC)
+ERASE_ATTEMPTS = 3
 MAINTENANCE_SCOPE = "system"  # sees every namespace (models.MAINTENANCE_AGENTS)
 AMENDABLE = tuple(name for name in AmendInput.model_fields if name not in ("id", "supersedes", "agentId"))
 
@@ -110,7 +117,10 @@ class MemoryService:
         prune = ConfidencePrune(
             settings.confidence_prune_threshold, settings.confidence_half_life_days, settings.confidence_prune_action == "archive"
         )
-        self.consolidator = Consolidator(settings.memory, store, maintenance, self._backfill, clock, observers=self.observers, prune=prune)
+        retention = timedelta(days=settings.forget_retention_days) if settings.forget_retention_days > 0 else None
+        self.consolidator = Consolidator(
+            settings.memory, store, maintenance, self._backfill, clock, observers=self.observers, prune=prune, forget_retention=retention
+        )
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
         self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query)
@@ -118,6 +128,9 @@ class MemoryService:
             store, settings.memory, self.vectors.query, self.search_mode, self.factory.tokens, keyword_index, self.searcher
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
+        # Every backend is an AppStore, so the store is its erasure store too (004 §5.1 forget mode=hard).
+        self.erasure_store = cast(ErasureStore, store)
+        self.erasure = Erasure(self.erasure_store, settings.backend, clock)
         self.entities = EntityService(self)  # seed 001's face over this engine
         self.vault = VaultService(self)  # seed 002's face over this engine
 
@@ -304,11 +317,15 @@ class MemoryService:
         return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> ForgetResult:
-        """Delete by id or by topic; permanent-tier fragments need force. All or nothing. By
-        topic, shared-pool fragments the caller may not change are kept (and reported)."""
+        """Forget by id or by topic; permanent-tier fragments need force. All or nothing. By
+        topic, shared-pool fragments the caller may not change are kept (and reported).
+        mode=soft (the default) hides them, restorable for MEMENTO_FORGET_RETENTION_DAYS;
+        mode=hard erases them (004 §5.1, docs/erasure.md) and returns the receipt."""
         scope = self._writable(inp.agentId, ctx, pool=True)
         if (inp.id is None) == (inp.topic is None):
             raise InvalidArgument("give exactly one of 'id' or 'topic'")
+        if inp.mode is ForgetMode.HARD:
+            return self._erase(scope, inp)
         kept: list[str] = []
         if inp.id is not None:
             targets = self.store.get_many(scope, [inp.id])
@@ -321,18 +338,90 @@ class MemoryService:
             kept = [f.id for f in found if not scope.may_change(f)]
             if kept and not targets:
                 raise Forbidden(scope.pool_refusal(kept))
+        self._refuse_protected(targets, inp.force)
+        now = self.clock()
+        deleted = self.store.soft_delete(scope, [f.id for f in targets], now)
+        if deleted:
+            self._emit(ChangeEvent("deleted", scope.agent_id, tuple(deleted), tuple({f.topic for f in targets})))
+        days = self.settings.forget_retention_days
+        until = (now + timedelta(days=days)).isoformat() if days > 0 else None
+        message = scope.pool_refusal(kept).replace("nothing changed", "these were kept") if kept else None
+        return ForgetResult(deleted=deleted, count=len(deleted), kept=kept or None, message=message, mode="soft", restorable_until=until)
+
+    @staticmethod
+    def _refuse_protected(targets: list[Fragment], force: bool) -> None:
         protected = [f.id for f in targets if f.ttl_tier is TTLTier.PERMANENT or f.is_anchor]
-        if protected and not inp.force:
+        if protected and not force:
             raise Forbidden(
                 f"{len(protected)} permanent or anchored fragment(s) ({', '.join(protected[:5])}) need force=true; nothing deleted"
             )
-        deleted = self.store.delete(scope, [f.id for f in targets])
-        if deleted:
-            self._emit(ChangeEvent("deleted", scope.agent_id, tuple(deleted), tuple({f.topic for f in targets})))
-        if kept:
-            message = scope.pool_refusal(kept).replace("nothing changed", "these were kept")
-            return ForgetResult(deleted=deleted, count=len(deleted), kept=kept, message=message)
-        return ForgetResult(deleted=deleted, count=len(deleted))
+
+    def _erase(self, scope: AgentScope, inp: ForgetInput) -> ForgetResult:
+        """forget mode=hard: one transaction for the rows and the receipt, then the clean-up. A
+        transaction the database rolled back (a deadlock with another writer) runs again whole."""
+        for attempt in range(1, ERASE_ATTEMPTS + 1):
+            try:
+                return self._erase_once(scope, inp)
+            except Unavailable as exc:
+                sqlstate = str(getattr(exc.__cause__, "sqlstate", None) or "")
+                if attempt == ERASE_ATTEMPTS or not sqlstate.startswith("40"):  # class 40: transaction rollback
+                    raise
+                log.info("erasure rolled back by the database (SQLSTATE %s); running it again", sqlstate)
+        raise AssertionError("unreachable")
+
+    def _erase_once(self, scope: AgentScope, inp: ForgetInput) -> ForgetResult:
+        kept: list[str] = []
+        with self.store.atomic():
+            targets = self.erasure_store.erasure_targets(scope, [inp.id] if inp.id else [], inp.topic)
+            if inp.topic is not None:
+                kept = [f.id for f in targets.fragments if not scope.may_change(f)]
+                if kept and len(kept) == len(targets.fragments):
+                    raise Forbidden(scope.pool_refusal(kept))
+                if kept:  # the changeable ones, with their traces
+                    chosen = [f.id for f in targets.fragments if scope.may_change(f)]
+                    targets = self.erasure_store.erasure_targets(scope, chosen)
+            if not targets.fragments and not targets.versions:
+                if inp.id is not None:
+                    raise NotFound(f"fragment {inp.id!r} not found")
+                return ForgetResult(deleted=[], count=0, mode="hard")  # as a soft forget of an empty topic
+            refuse_unchangeable(scope, list(targets.fragments))  # force never overrides the pool rule
+            self._refuse_protected(list(targets.fragments), inp.force)
+            erased = Erased(targets, self.erasure_store.erase(scope, targets))
+            receipt, stored = self.erasure.receipt(scope.agent_id, erased)
+            self.erasure_store.save_receipt(stored)
+        receipt = self.erasure.finish(receipt, stored, list({f.agent_id for f in targets.fragments}), erased.texts())
+        ids = targets.ids
+        if ids:
+            self._emit(ChangeEvent("deleted", scope.agent_id, tuple(ids), tuple({f.topic for f in targets.fragments})))
+        changed = [d.id for d in receipt.derived]
+        if changed:
+            self._emit(ChangeEvent("amended", scope.agent_id, tuple(changed)))
+        message = scope.pool_refusal(kept).replace("nothing changed", "these were kept") if kept else None
+        return ForgetResult(
+            deleted=receipt.memory_ids, count=len(receipt.memory_ids), kept=kept or None, message=message, mode="hard", receipt=receipt
+        )
+
+    def restore(self, inp: RestoreInput, ctx: CallContext) -> RestoreResult:
+        """Undo a soft forget (004 §5.1): the memory is seen again by every read."""
+        scope = self._writable(inp.agentId, ctx, pool=True)
+        back = self.store.restore(scope, [inp.id])
+        if not back:
+            raise NotFound(f"fragment {inp.id!r} is not a soft-forgotten memory of yours")
+        fragment = self.store.get_many(scope, back)[0]
+        if not fragment.has_embedding and (vector := self.vectors.passage(fragment.content)) is not None:
+            self.store.set_embedding(fragment.id, vector)  # soft_delete dropped it; failing that, the backfill embeds it
+            fragment = self.store.get_many(scope, back)[0]
+        self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
+        return RestoreResult(id=fragment.id, fragment=FragmentView.of(fragment))
+
+    def verify_erasure(self, inp: VerifyErasureInput, ctx: CallContext) -> VerifyErasureResult:
+        """Check an erasure receipt: its digest, that it is this agent's, that nothing is left."""
+        return self.erasure.verify(self._scope(inp.agentId, ctx), inp)
+
+    def stored_hash(self, content: str) -> str:
+        """The content hash `content` would be stored under (redacted, as remember stores it): what
+        an erasure's tombstones are compared with (an import skips what was erased)."""
+        return content_hash(self.factory.clean_detail(content) or self.factory.clean_content(content))
 
     def link(self, inp: LinkInput, ctx: CallContext) -> LinkResult:
         """Create (or retype) a directed edge between two visible fragments."""

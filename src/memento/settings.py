@@ -348,6 +348,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_CONFIDENCE_PRUNE_ACTION"),
         description="archive: soft-delete (restorable); delete: remove for good.",
     )
+    forget_retention_days: float = Field(
+        30.0,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_FORGET_RETENTION_DAYS"),
+        description="Days a soft-forgotten memory stays restorable before consolidation deletes it for good (0: never deleted).",
+    )
     search_min_similarity: float = Field(
         0.5,
         ge=0,

@@ -34,7 +34,7 @@ from memento.auth.registry import token_verifiers
 from memento.endpoint import require_gate
 from memento.errors import Unavailable
 from memento.mcp.cluster import SessionDirectory
-from memento.mcp.events import EventStore
+from memento.mcp.events import EventStore, StoredEventEraser
 from memento.mcp.features import Feature
 from memento.mcp.http import McpHttp
 from memento.mcp.http_gate import HttpGate, allowed_hosts, check_exposure
@@ -68,7 +68,7 @@ def mcp_endpoint(app: App, features: Sequence[Feature] | None = None) -> McpHttp
         shared = Guarded(app.redis.loop, "MCP sessions and SSE events")  # the app's event-loop client
         store = RedisEventStore(shared, ttl_s)
         directory = RedisSessionDirectory(shared, app.bus, ttl_s)
-    return McpHttp(
+    endpoint = McpHttp(
         McpServer(app, features=default_features(app.settings) if features is None else features),
         gate=HttpGate(app, allowed_origins=app.settings.origins, allowed_hosts=allowed_hosts(app.settings)),
         session_ttl_s=ttl_s,
@@ -77,6 +77,8 @@ def mcp_endpoint(app: App, features: Sequence[Feature] | None = None) -> McpHttp
         max_sessions=app.settings.max_sessions,
         queue_limit=app.settings.stream_queue_limit,
     )
+    app.service.erasure.add_participant(StoredEventEraser(endpoint.store))  # a hard forget: no replay of the text
+    return endpoint
 
 
 def rest_api(app: App, mcp: McpHttp) -> RestApi:

@@ -25,7 +25,7 @@ from pydantic import TypeAdapter
 from ..app import App, build_app
 from ..errors import Forbidden, InvalidArgument, NotFound, Unavailable
 from ..fields import AgentId
-from ..models import MAINTENANCE_AGENTS, AgentScope, CallContext, ForgetInput, Fragment, FragmentType, RelationType
+from ..models import MAINTENANCE_AGENTS, AgentScope, CallContext, ForgetInput, ForgetMode, Fragment, FragmentType, RelationType
 from ..results import ForgetResult, FragmentView
 from ..settings import Settings
 from ..storage import sqlite_backup
@@ -60,13 +60,14 @@ def register(sub: Any) -> None:
     show.add_argument("--agent", help=agent_help)
     show.add_argument("--json", action="store_true", help="print JSON")
 
-    forget = sub.add_parser("forget", help="delete a memory by id, or every memory of a topic")
+    forget = sub.add_parser("forget", help="forget a memory by id, or every memory of a topic (restorable unless --hard)")
     forget.add_argument("id", nargs="?")
     forget.add_argument("--topic", help="forget every memory of this topic instead of one id")
     forget.add_argument("--force", action="store_true", help="also permanent-tier and anchored memories")
     forget.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal")
     forget.add_argument("--agent", help=agent_help)
     forget.add_argument("--json", action="store_true", help="print JSON")
+    forget.add_argument("--hard", action="store_true", help="erase for good, everywhere, and print the receipt (docs/erasure.md)")
 
     exp = sub.add_parser("export", help="write memories and links as JSON Lines (the memento export format)")
     exp.add_argument("path", nargs="?", default="-", help="file to write; - (the default) is stdout")
@@ -244,13 +245,14 @@ def _forget(app: App, args: argparse.Namespace) -> int:
     if (args.id is None) == (args.topic is None):
         raise InvalidArgument("give a memory id or --topic (one of them)")
     ctx = CallContext(agent_id=_agent(args.agent))
-    inp = ForgetInput(id=args.id, topic=args.topic, force=args.force)
+    inp = ForgetInput(id=args.id, topic=args.topic, force=args.force, mode=ForgetMode.HARD if args.hard else ForgetMode.SOFT)
     preview = app.service.views.preview_forget(inp, ctx)
     ask = preview.ids and (args.force or not preview.protected) and not args.yes and interactive()
     if ask:
         owners = sorted({f.agent_id for f in app.store.get_many(AgentScope(ctx.agent_id or MAINTENANCE_SCOPE), preview.ids)})
         what = f"memory {args.id}" if args.id else f"{_count(len(preview.ids), 'memory', 'memories')} of topic {args.topic!r}"
-        if not confirm(f"Forget {what} (agent {', '.join(owners)})? This cannot be undone."):
+        undo = "This cannot be undone." if args.hard else "It stays restorable until the retention period ends."
+        if not confirm(f"{'Erase' if args.hard else 'Forget'} {what} (agent {', '.join(owners)})? {undo}"):
             print("Nothing deleted.", file=sys.stderr)
             return 1
     try:
@@ -260,7 +262,12 @@ def _forget(app: App, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.dump())
         return 0
-    print(f"forgot {_count(result.count, 'memory', 'memories')}" + (": " + ", ".join(result.deleted) if result.deleted else ""))
+    verb = "erased" if result.mode == "hard" else "forgot"
+    print(f"{verb} {_count(result.count, 'memory', 'memories')}" + (": " + ", ".join(result.deleted) if result.deleted else ""))
+    if result.restorable_until:
+        print(f"restorable until {result.restorable_until}")
+    if result.receipt is not None:
+        print(f"receipt {result.receipt.receipt_id} (digest {result.receipt.digest}); --json prints it whole")
     if result.message:
         print(result.message)
     return 0

@@ -195,7 +195,14 @@ def write(service: MemoryService, planned: Plan, ctx: CallContext, progress: Pro
     report = _report(planned, dry_run=False)
     total = len(planned.memories) + len(planned.links)
     ids: dict[str, str] = {}
+    tombstones: dict[str, set[str]] = {}
     for done, item in enumerate(planned.memories, start=1):
+        owner = service._writable(item.inp.agentId, ctx, pool=True).agent_id
+        if owner not in tombstones:
+            tombstones[owner] = service.erasure_store.erased_hashes(owner)
+        if tombstones[owner] and service.stored_hash(item.inp.content) in tombstones[owner]:
+            report.skipped.append(Skipped(item.record.where, "erased before in this namespace (forget mode=hard): not brought back"))
+            continue
         try:
             result = service.remember(item.inp, ctx, fragment_id=item.record.keep_id)
         except MementoError as exc:
@@ -230,7 +237,7 @@ def _write_graph(service: MemoryService, planned: Plan, ids: dict[str, str], ctx
         rels = [r for a, r in planned.relations if a == owner]
         for chunk in _chunks(rels):
             report.relations += service.entities.create_relations(CreateRelationsInput(relations=chunk, agent_id=owner), ctx).created
-        links = [link for a, link in planned.entity_links if a == owner]
+        links = [link for a, link in planned.entity_links if a == owner and link.record_key in ids]
         if links:
             scope = service._writable(owner, ctx, pool=True)
             graph = cast(EntityStore, service.store)
@@ -241,6 +248,9 @@ def _write_graph(service: MemoryService, planned: Plan, ids: dict[str, str], ctx
 
 def _link(service: MemoryService, planned: PlannedLink, ids: dict[str, str], ctx: CallContext, report: ImportReport) -> None:
     link = planned.link
+    if link.from_key not in ids or link.to_key not in ids:
+        report.skipped.append(Skipped(link.where, "link to a memory that was erased before (not imported)"))
+        return
     source, target = ids[link.from_key], ids[link.to_key]
     if source == target:
         report.skipped.append(Skipped(link.where, "link between two items that are the same memory (identical content)"))

@@ -29,6 +29,7 @@ STAGES = (
     "decayed",
     "deduplicated",
     "contradictions",
+    "forgotten_purged",
     "orphan_links_pruned",
     "embeddings_backfilled",
     "statistics",
@@ -57,6 +58,7 @@ class Consolidator:
         session_ttl: timedelta = timedelta(hours=24),
         observers: Observer | None = None,
         prune: ConfidencePrune | None = None,
+        forget_retention: timedelta | None = None,
     ) -> None:
         self.observers = observers or Observer()
         self.prune = prune or ConfidencePrune()
@@ -66,6 +68,7 @@ class Consolidator:
         self.backfill = backfill
         self.clock = clock
         self.session_ttl = session_ttl
+        self.forget_retention = forget_retention  # 004 §4.2: soft-forgotten memories kept this long (None: for ever)
 
     def run(self, scope: AgentScope, progress: Progress | None = None) -> ConsolidateResult:
         """Every stage in order for `scope`; per-stage counts (observed as a consolidation run)."""
@@ -91,6 +94,10 @@ class Consolidator:
             removed = sum(m.expire_cold(scope, t, (), now - timedelta(days=stale.for_type(t))) for t in special)
             return removed + m.expire_cold(scope, None, special, now - timedelta(days=stale.default))
 
+        def purge() -> int:
+            retention = self.forget_retention
+            return 0 if retention is None else m.purge_forgotten(scope, now - retention)
+
         steps: list[tuple[str, Callable[[], Any]]] = [
             # First: it judges each memory by the tier it has been in since the last run.
             (
@@ -115,6 +122,7 @@ class Consolidator:
             ("decayed", lambda: m.decay_importance(scope, cfg.decayFactor, 1, 0.5, now - timedelta(days=cfg.hotDays))),
             ("deduplicated", lambda: m.deduplicate(scope)),
             ("contradictions", lambda: m.contradictions(scope)),
+            ("forgotten_purged", purge),
             ("orphan_links_pruned", lambda: m.prune_orphan_links(scope)),
             ("embeddings_backfilled", lambda: self.backfill(scope, None)),
         ]

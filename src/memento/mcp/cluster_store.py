@@ -13,10 +13,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from memento.mcp.events import MemoryEventStore, StoredEvent
+from memento.mcp.events import MemoryEventStore, StoredEvent, mentions, quoted
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,24 @@ class RedisEventStore:
             del self._mine[key]
         self.redis.call(lambda r: r.delete(EVENTS_KEY + session_id), 0)
         self.fallback.drop_session(session_id)
+
+    def erase_quoting(self, texts: Sequence[str]) -> int:
+        """Drop the events quoting one of `texts`, here and in every session's Redis stream."""
+        needles = quoted(texts)
+        removed = self.fallback.erase_quoting(texts)
+
+        def run(r: Any) -> int:
+            gone = 0
+            for key in r.scan_iter(match=EVENTS_KEY + "*", count=500):
+                doomed = [eid for eid, fields in r.xrange(key) if fields.get("m") and mentions(json.loads(fields["m"]), needles)]
+                if doomed:
+                    gone += int(r.xdel(key, *doomed))
+            return gone
+
+        found: int = self.redis.call(run, -1)
+        if found < 0:
+            raise RuntimeError("redis unavailable: the stored SSE events expire with their session")
+        return removed + found
 
     def forget_local(self, session_id: str) -> None:
         """This replica lets go of the session; the shared events stay for the others."""

@@ -1,4 +1,4 @@
-"""The eleven memory tools: schemas generated from the operation models, calls sent to the service.
+"""The memory tools (000's eleven, 004's restore and verify_erasure): schemas generated from the operation models, calls sent to the service.
 
 A tool call never fails at the protocol level once the tool is found: bad arguments and
 service errors become tool results with `isError: true`, so the model can read and correct them.
@@ -35,7 +35,9 @@ from memento.models import (
     RecallInput,
     ReflectInput,
     RememberInput,
+    RestoreInput,
     ToolFeedbackInput,
+    VerifyErasureInput,
 )
 from memento.results import (
     AmendResult,
@@ -48,9 +50,11 @@ from memento.results import (
     RecallResult,
     ReflectResult,
     RememberResult,
+    RestoreResult,
     Result,
     StatsResult,
     ToolFeedbackResult,
+    VerifyErasureResult,
 )
 from memento.service import MemoryService
 
@@ -263,7 +267,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "forget",
         "Forget",
-        "Delete a memory by id, or a whole topic.",
+        "Forget a memory by id, or a topic: soft (default, restorable) or hard (erased everywhere, with a receipt).",
         ForgetInput,
         MemoryService.forget,
         ForgetResult,
@@ -356,6 +360,24 @@ TOOLS: tuple[ToolSpec, ...] = (
         GraphExploreInput,
         MemoryService.graph_explore,
         GraphResult,
+        _READ,
+    ),
+    ToolSpec(
+        "restore",
+        "Restore",
+        "Bring back a memory forgotten with mode=soft.",
+        RestoreInput,
+        MemoryService.restore,
+        RestoreResult,
+        ToolHints(idempotent=True),
+    ),
+    ToolSpec(
+        "verify_erasure",
+        "Verify erasure",
+        "Check a hard forget's receipt: digest, on file, nothing left anywhere.",
+        VerifyErasureInput,
+        MemoryService.verify_erasure,
+        VerifyErasureResult,
         _READ,
     ),
 )

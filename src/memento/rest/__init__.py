@@ -67,11 +67,13 @@ def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> Res
         bus=app.bus,
     )
     app.service.add_listener(hub.on_change)
+    app.service.erasure.add_participant(hub)  # a hard forget takes its text out of the event rings
     api = FastAPI(
         title="Memento REST API", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_PATH, docs_url=None, redoc_url=None
     )
     problems.install(api)
-    api.include_router(memories.router(entities_api))
+    api.include_router(memories.router(entities_api, app.service))
+    api.include_router(memories.erasure_router(app.service))
     api.include_router(entities.entity_router(entities_api))
     api.include_router(entities.relation_router(entities_api))
     api.include_router(analytics.router(app.store, app.service))

@@ -182,13 +182,54 @@ class EventHub:
             self.bus.publish(BUS_CHANNEL, event.wire())
 
     def _on_remote(self, payload: dict[str, Any]) -> None:
-        """Bus thread: an event another replica made."""
+        """Bus thread: an event another replica made (or its erasure of some memories)."""
+        erased = payload.get("erase")
+        if isinstance(erased, list):
+            self._erase_local([str(i) for i in erased])
+            return
         try:
             event = LiveEvent.from_wire(payload)
         except (KeyError, TypeError, ValueError):
             log.warning("ignoring an unreadable live event from another replica")
             return
         self._deliver(event)
+
+    # ------------------------------------------------------------ erasure (004 §5.1 forget mode=hard)
+
+    name = "events"  # an ErasureParticipant: the receipt's location and verify_erasure's check
+
+    def erase(self, ids: Sequence[str], texts: Sequence[str] = ()) -> int:
+        """Drop the events that carry an erased memory's text (memory_created, memory_updated)
+        from this ring and the Redis list, and have the other replicas drop theirs; how many."""
+        removed = self._erase_local(ids)
+        if self.redis is not None:
+            import redis
+
+            try:
+                for raw in self.redis.lrange(REDIS_RING, 0, -1):
+                    if _carries(_parse(raw), ids):
+                        removed += int(self.redis.lrem(REDIS_RING, 0, raw))
+            except (redis.RedisError, OSError) as exc:
+                raise RuntimeError(f"redis unavailable: {exc}") from exc
+        if self.bus is not None:
+            self.bus.publish(BUS_CHANNEL, {"erase": list(ids)})
+        return removed
+
+    def residue(self, ids: Sequence[str]) -> int:
+        """How many events carrying an erased memory's text this ring and the Redis list hold."""
+        with self._lock:
+            left = sum(1 for e in self.ring if _carries(e, ids))
+        if self.redis is not None:
+            left += sum(1 for raw in self.redis.lrange(REDIS_RING, 0, -1) if _carries(_parse(raw), ids))
+        return left
+
+    def _erase_local(self, ids: Sequence[str]) -> int:
+        with self._lock:
+            kept = [e for e in self.ring if not _carries(e, ids)]
+            removed = len(self.ring) - len(kept)
+            self.ring.clear()
+            self.ring.extend(kept)
+        return removed
 
     def _remember_in_redis(self, event: LiveEvent) -> None:
         import redis
@@ -285,3 +326,17 @@ def _shared(f: Fragment) -> bool:
 
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
+
+
+TEXT_EVENTS = ("memory_created", "memory_updated")  # the events that may quote a memory's text
+
+
+def _carries(event: LiveEvent | None, ids: Sequence[str]) -> bool:
+    return event is not None and event.type in TEXT_EVENTS and event.data.get("id") in ids
+
+
+def _parse(raw: Any) -> LiveEvent | None:
+    try:
+        return LiveEvent.from_wire(json.loads(raw))
+    except (KeyError, TypeError, ValueError):
+        return None

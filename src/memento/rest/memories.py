@@ -8,13 +8,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.exceptions import RequestValidationError
-from pydantic import BeforeValidator, StringConstraints, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
-from ..errors import Forbidden, NotFound
 from ..graph import SearchMode
-from ..graph_inputs import ConsolidateMemoriesInput, DeleteMemoriesInput, SearchFilters, StoreMemoryInput, UpdateMemoryInput
-from ..graph_results import ConsolidationReport, DeletedMemories, MemoryHits, MemoryOut, MemoryPage, StoredMemory
-from ..models import FragmentType, MemorySystem
+from ..graph_inputs import ConsolidateMemoriesInput, SearchFilters, StoreMemoryInput, UpdateMemoryInput
+from ..graph_results import ConsolidationReport, MemoryHits, MemoryOut, MemoryPage, StoredMemory
+from ..models import ForgetInput, ForgetMode, FragmentType, MemorySystem, RestoreInput, VerifyErasureInput
+from ..results import ForgetResult, RestoreResult, VerifyErasureResult
+from ..service import MemoryService
 from .entity_api import EntityApi
 from .routing import Ctx, json_response, run
 
@@ -70,7 +71,7 @@ def filters(
 Filters = Annotated[SearchFilters, Depends(filters)]
 
 
-def router(entities: EntityApi) -> APIRouter:
+def router(entities: EntityApi, memory: MemoryService) -> APIRouter:
     api = APIRouter(prefix="/memories", tags=["memories"])
 
     @api.post(
@@ -111,13 +112,44 @@ def router(entities: EntityApi) -> APIRouter:
     async def update(memory_id: MemoryId, body: UpdateMemoryInput, ctx: Ctx) -> object:
         return json_response(await run(entities.update_memory, memory_id, body, ctx))
 
-    @api.delete("/{memory_id}", response_model=DeletedMemories, summary="Delete memory (its entities stay)")
-    async def delete(memory_id: MemoryId, ctx: Ctx) -> object:
-        result = await run(entities.delete_memories, DeleteMemoriesInput(memory_ids=[memory_id]), ctx)
-        if memory_id not in result.deleted:
-            if result.kept:
-                raise Forbidden(result.message or f"memory {memory_id!r} may not be deleted with this credential")
-            raise NotFound(f"memory {memory_id!r} not found")
-        return json_response(result)
+    @api.delete(
+        "/{memory_id}",
+        response_model=ForgetResult,
+        summary="Forget memory: soft (default, restorable) or hard (erased, with a receipt); its entities stay",
+    )
+    async def delete(
+        memory_id: MemoryId,
+        ctx: Ctx,
+        mode: Annotated[ForgetMode, Query(description="soft: hidden, restorable; hard: erased everywhere (004 §5.1).")] = ForgetMode.SOFT,
+    ) -> object:
+        return json_response(await run(memory.forget, ForgetInput(id=memory_id, mode=mode, force=True), ctx))
+
+    @api.post("/{memory_id}/restore", response_model=RestoreResult, summary="Restore a soft-forgotten memory")
+    async def restore(memory_id: MemoryId, ctx: Ctx) -> object:
+        return json_response(await run(memory.restore, RestoreInput(id=memory_id), ctx))
+
+    return api
+
+
+class VerifyBody(BaseModel):
+    """A receipt that `DELETE /memories/{id}?mode=hard` returned, or its id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    receipt: dict[str, Any] | None = Field(default=None, description="The receipt, as returned.")
+    receiptId: str | None = Field(default=None, min_length=1, max_length=2000, description="Or just its id.")
+
+
+def erasure_router(memory: MemoryService) -> APIRouter:
+    """`/api/erasures`: check an erasure receipt (004 §5.1 verify_erasure)."""
+    api = APIRouter(prefix="/erasures", tags=["memories"])
+
+    @api.post("/verify", response_model=VerifyErasureResult, summary="Verify an erasure receipt")
+    async def verify(body: VerifyBody, ctx: Ctx) -> object:
+        try:
+            inp = VerifyErasureInput(receipt=body.receipt, receiptId=body.receiptId)
+        except ValidationError as exc:
+            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from exc
+        return json_response(await run(memory.verify_erasure, inp, ctx))
 
     return api

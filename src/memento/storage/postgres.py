@@ -34,11 +34,13 @@ from .postgres_analytics import PostgresAnalytics
 from .postgres_bulk import PostgresBulk
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
 from .postgres_entities import PostgresEntities
+from .postgres_erasure import PostgresErasure
 from .postgres_fragments import PostgresFragments
 from .postgres_queries import PostgresQueries
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .protocol import (
     REINFORCEMENT,
+    ErasureTargets,
     FragmentChanges,
     GrowthPeriod,
     Hit,
@@ -46,6 +48,7 @@ from .protocol import (
     NewFragment,
     RankFeatures,
     SearchFilter,
+    StoredReceipt,
     VersionRecord,
 )
 
@@ -87,6 +90,7 @@ class PostgresStore:
         self.search = PostgresSearch(self.db, self.embedding_model, self.ef_search)
         self.bulk = PostgresBulk(self.db)
         self.entities = PostgresEntities(self.db, self.embedding_model)
+        self.erasure = PostgresErasure(self.db)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -351,3 +355,26 @@ class PostgresStore:
 
     def confidence_histogram(self, scope: AgentScope, now: datetime, half_life_days: float, buckets: int) -> list[int]:
         return PostgresAnalytics(self.db).confidence_histogram(scope, now, half_life_days, buckets)
+
+    # ------------------------------------------------------------ erasure (postgres_erasure.py)
+
+    def erasure_targets(self, scope: AgentScope, ids: Sequence[str], topic: str | None = None) -> ErasureTargets:
+        return self.erasure.erasure_targets(scope, ids, topic)
+
+    def erase(self, scope: AgentScope, targets: ErasureTargets) -> dict[str, int]:
+        return self.erasure.erase(scope, targets)
+
+    def scrub(self, agents: Sequence[str]) -> dict[str, int]:
+        return self.erasure.scrub(agents)
+
+    def save_receipt(self, receipt: StoredReceipt) -> None:
+        self.erasure.save_receipt(receipt)
+
+    def get_receipt(self, scope: AgentScope, receipt_id: str) -> StoredReceipt | None:
+        return self.erasure.get_receipt(scope, receipt_id)
+
+    def erased_hashes(self, agent_id: str) -> set[str]:
+        return self.erasure.erased_hashes(agent_id)
+
+    def erasure_residue(self, scope: AgentScope, receipt: StoredReceipt, ids: Sequence[str]) -> dict[str, int]:
+        return self.erasure.erasure_residue(scope, receipt, ids)

@@ -139,6 +139,22 @@ class PostgresDatabase:
             reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]  # libpq adds hint lines
             raise Unavailable(f"the database is unavailable: {reason}") from exc
 
+    @contextmanager
+    def autocommit(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A pooled connection in autocommit mode, for statements that cannot run inside a
+        transaction (VACUUM); it goes back to the pool as it came."""
+        try:
+            conn = self._checkout()
+        except PoolTimeout as exc:
+            raise Unavailable(f"the database is unavailable: no PostgreSQL connection within {self._pool.timeout:g}s") from exc
+        try:
+            conn.autocommit = True
+            yield conn
+        finally:
+            if not conn.closed:
+                conn.autocommit = False
+            self._pool.putconn(conn)
+
     @staticmethod
     def _set_context(cur: Cursor, agent: str, pool: PoolWrites) -> None:
         cur.execute("SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)", (agent, pool.value))

@@ -221,18 +221,27 @@ class PostgresFragments:
             return []
         refuse_unwritable(scope, found)
         gone = [f.id for f in found]
-        cur.execute("DELETE FROM agent_memory.fragments f WHERE f.id = ANY(%s)", (gone,))
+        self._remove(cur, scope, gone)
+        return gone
+
+    @staticmethod
+    def _remove(cur: Cursor, scope: AgentScope, gone: Sequence[str]) -> int:
+        """Delete these rows (their terms, keywords, versions, links and entity associations go
+        by cascade) and the references other rows' linked_to hold; how many references."""
+        cur.execute("DELETE FROM agent_memory.fragments f WHERE f.id = ANY(%s)", (list(gone),))
         # Other agents' fragments may point at the deleted ones: clean their arrays as the
         # system, then return to the caller's context.
         _as(cur, SYSTEM)
+        cur.execute("SELECT COUNT(*) AS n FROM agent_memory.fragments f, unnest(f.linked_to) AS u(x) WHERE u.x = ANY(%s)", (list(gone),))
+        row = cur.fetchone()
         cur.execute(
             "UPDATE agent_memory.fragments f SET linked_to = COALESCE((SELECT array_agg(u.x ORDER BY u.o)"
             " FROM unnest(f.linked_to) WITH ORDINALITY AS u(x, o) WHERE u.x <> ALL(%s)), '{}')"
             " WHERE f.linked_to && %s",
-            (gone, gone),
+            (list(gone), list(gone)),
         )
         _as(cur, scope.agent_id)
-        return gone
+        return int(row["n"]) if row else 0
 
     @retried
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
@@ -246,7 +255,11 @@ class PostgresFragments:
             refuse_unwritable(scope, found)
             gone = [f.id for f in found]
             if gone:
-                cur.execute("UPDATE agent_memory.fragments SET deleted_at = %s WHERE id = ANY(%s)", (now, gone))
+                # A hidden memory takes no place among the nearest neighbours; restore embeds it again.
+                cur.execute(
+                    "UPDATE agent_memory.fragments SET deleted_at = %s, embedding = NULL, embedding_model = NULL WHERE id = ANY(%s)",
+                    (now, gone),
+                )
             return gone
 
     @retried

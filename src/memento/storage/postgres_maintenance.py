@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 from ..models import AgentScope, TTLTier
 from .postgres import PostgresStore
 from .postgres_db import SYSTEM, retried
+from .postgres_fragments import PostgresFragments
 from .postgres_sql import POSTGRES, scope_sql, write_sql
+from .sqlfilter import live_sql
 
 _LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL AND f.memory_key IS NULL"  # keyed memories (002) stay until pruned
 
@@ -194,6 +196,21 @@ class PostgresMaintenance:
                     (now, ids, values),
                 )
         return len(ids)
+
+    @retried
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
+        """Delete for good the soft-deleted memories whose deletion is older than `deleted_before`."""
+        where, params = _changeable(scope)
+        where = where.replace(live_sql("f", "now()"), "TRUE", 1)
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"SELECT f.id FROM agent_memory.fragments f WHERE f.deleted_at IS NOT NULL AND f.deleted_at < %s AND {where}",
+                [deleted_before, *params],
+            )
+            ids = [r["id"] for r in cur.fetchall()]
+            if ids:
+                PostgresFragments._remove(cur, scope, ids)
+            return len(ids)
 
     @retried
     def expire_sessions(self, idle_before: datetime) -> int:

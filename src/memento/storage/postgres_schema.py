@@ -113,3 +113,6 @@ def _grant(conn: psycopg.Connection[Any], role: str) -> None:
         "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA agent_memory TO {}",
     ):
         conn.execute(sql.SQL(statement).format(who))
+    version = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
+    if version is not None and version[0] >= 170000:  # VACUUM after an erasure (postgres_erasure.py)
+        conn.execute(sql.SQL("GRANT MAINTAIN ON ALL TABLES IN SCHEMA agent_memory TO {}").format(who))

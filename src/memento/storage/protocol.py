@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -200,7 +201,8 @@ class Store(Protocol):
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]: ...
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]: ...
     def soft_delete(self, scope: AgentScope, ids: Sequence[str], now: datetime) -> list[str]:
-        """Mark visible fragments deleted (004 soft forget): hidden from every read, restorable."""
+        """Mark visible fragments deleted (004 soft forget): hidden from every read, restorable;
+        their vectors go (a hidden memory must not crowd the nearest neighbours; restore re-embeds)."""
         ...
 
     def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
@@ -343,6 +345,10 @@ class MaintenanceStore(Protocol):
     def prune_orphan_links(self, scope: AgentScope) -> int: ...
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int: ...
     def expire_sessions(self, idle_before: datetime) -> int: ...
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
+        """004 §4.2: delete for good the soft-deleted memories (forget mode=soft, archived by the
+        confidence prune) whose deletion is older than `deleted_before`; how many."""
+        ...
 
 
 # The tables a whole-store copy (`memento migrate`) moves, parents first, and the column each is
@@ -626,5 +632,123 @@ class AnalyticsStore(Protocol):
         ...
 
 
-class AppStore(Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, AnalyticsStore, Protocol):
+# ---------------------------------------------------------------- erasure (004 §5.1 forget mode=hard)
+
+
+@dataclass(frozen=True)
+class ErasedVersion:
+    """A version row that holds text of an erased memory: its own trail, or text merged from it
+    into another memory's trail (`fragment_id` is then that other memory)."""
+
+    id: int
+    fragment_id: str
+    content: str
+    merged_from: str | None = None  # the erased id whose text a merge archived here
+
+
+@dataclass(frozen=True)
+class ErasureTargets:
+    """What one hard erasure removes, read inside its transaction."""
+
+    fragments: tuple[Fragment, ...]
+    versions: tuple[ErasedVersion, ...]
+    derived: tuple[Fragment, ...]  # memories that name an erased one as their origin (the reference goes)
+
+    @property
+    def ids(self) -> list[str]:
+        return [f.id for f in self.fragments]
+
+
+@dataclass(frozen=True)
+class StoredReceipt:
+    """An erasure receipt as kept in `erasure_receipts` (migration 0009): the canonical JSON the
+    caller got, its digest, and the tombstones verify_erasure and imports check against."""
+
+    id: str
+    agent_id: str
+    erased_at: datetime
+    receipt: str  # canonical JSON
+    digest: str
+    content_hashes: tuple[str, ...]
+    memory_seqs: tuple[int, ...]
+
+
+def strip_reference(value: Any, ids: Sequence[str]) -> Any:
+    """`value` (JSON: metadata, an origin trace) without the strings that name any of `ids`,
+    and without object entries or list items that held them."""
+    if isinstance(value, str):
+        return None if any(i in value for i in ids) else value
+    if isinstance(value, list):
+        kept = [strip_reference(v, ids) for v in value]
+        return [v for v, old in zip(kept, value) if v is not None or old is None]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if any(i in k for i in ids):
+                continue
+            stripped = strip_reference(v, ids)
+            if stripped is None and v is not None:
+                continue
+            out[k] = stripped
+        return out
+    return value
+
+
+def names_any(fragment: Fragment, ids: Sequence[str]) -> bool:
+    """Whether `fragment` names one of `ids` as its origin (source, origin trace or metadata)."""
+    text = " ".join(
+        [
+            fragment.source or "",
+            json.dumps(fragment.origin_trace or {}, ensure_ascii=False),
+            json.dumps(fragment.metadata, ensure_ascii=False),
+        ]
+    )
+    return any(i in text for i in ids)
+
+
+class ErasureStore(Protocol):
+    """004 §5.1 forget mode=hard: the text of memories gone from every place the store keeps it.
+
+    `erasure_targets`, `erase` and `save_receipt` run inside one `atomic()` block (the service's);
+    `scrub` runs after it committed and cleans what a transaction cannot (SQLite: FTS segments,
+    free pages, the WAL, the saved vector index files; PostgreSQL: a VACUUM of the tables)."""
+
+    def erasure_targets(self, scope: AgentScope, ids: Sequence[str], topic: str | None = None) -> ErasureTargets:
+        """The fragments among `ids` (or of `topic`, when given) the scope sees, in any state
+        (soft-deleted and expired ones too), the version rows holding their text (their
+        trails, and text a merge archived from them into other memories, also for ids no longer
+        stored), and the memories naming them as their origin."""
+        ...
+
+    def erase(self, scope: AgentScope, targets: ErasureTargets) -> dict[str, int]:
+        """Delete the targets' rows, full-text entries, vectors, versions, links and entity links,
+        and strip the references of the derived memories; counts per location."""
+        ...
+
+    def scrub(self, agents: Sequence[str]) -> dict[str, int]:
+        """After commit: the physical clean-up of this backend; counts per step (0: not done)."""
+        ...
+
+    def save_receipt(self, receipt: StoredReceipt) -> None:
+        """Store a receipt, or replace the one with its id (the final counts after `scrub`)."""
+        ...
+
+    def get_receipt(self, scope: AgentScope, receipt_id: str) -> StoredReceipt | None:
+        """The scope's own receipt of that id (maintenance: anyone's)."""
+        ...
+
+    def erased_hashes(self, agent_id: str) -> set[str]:
+        """The content hashes of everything erased in the agent's name (the tombstones)."""
+        ...
+
+    def erasure_residue(self, scope: AgentScope, receipt: StoredReceipt, ids: Sequence[str]) -> dict[str, int]:
+        """What is left of an erasure, per place (rows, versions, fullText, vectors, contentHashes;
+        every count 0 when nothing is): rows and index entries are looked for in every namespace,
+        texts with an erased hash among the memories and versions the scope sees."""
+        ...
+
+
+class AppStore(
+    Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, AnalyticsStore, ErasureStore, Protocol
+):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

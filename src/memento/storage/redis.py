@@ -279,6 +279,51 @@ class RedisKeywordIndex:
         if ids:
             self._call(lambda: self._unindex(ids))
 
+    # ------------------------------------------------------------ erasure (004 §5.1 forget mode=hard)
+
+    name = "redis"  # an ErasureParticipant: the receipt's location and verify_erasure's check
+
+    def erase(self, ids: Sequence[str], texts: Sequence[str] = ()) -> int:
+        """Take erased memories out of L1 now (a keyword set left empty is gone, and with it the
+        keyword in its name); how many memberships and reverse keys were removed. Redis down:
+        RuntimeError; the rebuild when it is back prunes every id the store no longer has."""
+
+        def run() -> int:
+            pipe = self.client.pipeline(transaction=False)
+            for fid in ids:
+                pipe.smembers(REVERSE + fid)
+            held = pipe.execute()
+            self._unindex(ids)
+            return sum(len(keys) + 1 for keys in held if keys)
+
+        removed = self._call(run) if ids else 0
+        if removed is None:
+            raise RuntimeError("redis unavailable: the L1 keyword index is pruned when it is back")
+        return removed
+
+    def residue(self, ids: Sequence[str]) -> int:
+        """How many L1 keys still hold one of `ids` (reverse keys, and keyword sets found by a
+        SCAN of every one). RuntimeError when Redis does not answer."""
+
+        def run() -> int:
+            left = int(self.client.exists(*[REVERSE + fid for fid in ids])) if ids else 0
+            cursor: Any = 0
+            while True:
+                cursor, names = self.client.scan(cursor, match=PREFIX + "*", count=self.batch)
+                if names and ids:
+                    pipe = self.client.pipeline(transaction=False)
+                    for name in names:
+                        for fid in ids:
+                            pipe.sismember(name, fid)
+                    left += sum(1 for member in pipe.execute() if member)
+                if int(cursor) == 0:
+                    return left
+
+        found = self._call(run)
+        if found is None:
+            raise RuntimeError("redis unavailable")
+        return found
+
     def prune(self) -> int:
         """Remove ids the store no longer has (consolidation, session expiry). -1 on failure."""
         removed = 0

@@ -22,6 +22,7 @@ from . import terms as terms_policy
 from .access import AccessBuffer, Pending
 from .protocol import (
     REINFORCEMENT,
+    ErasureTargets,
     FragmentChanges,
     GrowthPeriod,
     Hit,
@@ -29,12 +30,14 @@ from .protocol import (
     NewFragment,
     RankFeatures,
     SearchFilter,
+    StoredReceipt,
     VersionRecord,
 )
 from .sqlite_analytics import SQLiteAnalytics
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
 from .sqlite_entities import SQLiteEntities
+from .sqlite_erasure import SQLiteErasure
 from .sqlite_fragments import SQLiteFragments
 from .sqlite_queries import SQLiteQueries
 from .sqlite_search import SQLiteSearch
@@ -85,6 +88,7 @@ class SQLiteStore:
         self.search = SQLiteSearch(self.db, self.vectors, embedding_model, agents)
         self.bulk = SQLiteBulk(self.db, agents)
         self.entities = SQLiteEntities(self.db, embedding_model)
+        self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -336,3 +340,26 @@ class SQLiteStore:
 
     def confidence_histogram(self, scope: AgentScope, now: datetime, half_life_days: float, buckets: int) -> list[int]:
         return SQLiteAnalytics(self.db).confidence_histogram(scope, now, half_life_days, buckets)
+
+    # ------------------------------------------------------------ erasure (sqlite_erasure.py)
+
+    def erasure_targets(self, scope: AgentScope, ids: Sequence[str], topic: str | None = None) -> ErasureTargets:
+        return self.erasure.erasure_targets(scope, ids, topic)
+
+    def erase(self, scope: AgentScope, targets: ErasureTargets) -> dict[str, int]:
+        return self.erasure.erase(scope, targets)
+
+    def scrub(self, agents: Sequence[str]) -> dict[str, int]:
+        return self.erasure.scrub(agents)
+
+    def save_receipt(self, receipt: StoredReceipt) -> None:
+        self.erasure.save_receipt(receipt)
+
+    def get_receipt(self, scope: AgentScope, receipt_id: str) -> StoredReceipt | None:
+        return self.erasure.get_receipt(scope, receipt_id)
+
+    def erased_hashes(self, agent_id: str) -> set[str]:
+        return self.erasure.erased_hashes(agent_id)
+
+    def erasure_residue(self, scope: AgentScope, receipt: StoredReceipt, ids: Sequence[str]) -> dict[str, int]:
+        return self.erasure.erasure_residue(scope, receipt, ids)

@@ -60,6 +60,9 @@ class SQLiteDatabase:
         _enable_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
+        # What SQLite frees (a deleted row, the old copy of a changed one, a page) is zeroed, so
+        # no text outlives its row in free space: the physical half of a hard erasure (004 §5.1).
+        conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA cache_size = -65536")
         # SearchFilter.min_confidence in SQL (sqlfilter.py): Python's own formula, on every connection
@@ -103,6 +106,15 @@ class SQLiteDatabase:
             done, self._committed = self._committed, []
         for apply in done:  # this process's vector index follows only what was committed
             apply()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection outside any transaction, other writers held off (statements
+        that cannot run in one: VACUUM, a WAL checkpoint)."""
+        with self._write_lock:
+            if self._depth:
+                raise RuntimeError("exclusive() inside a write transaction")
+            yield self.writer
 
     def on_commit(self, apply: Callable[[], None]) -> None:
         """Run `apply` once the current (outermost) write transaction has committed."""

@@ -200,29 +200,41 @@ class SQLiteFragments:
         return fragment, created
 
     def delete(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:
-        removed: dict[str, list[int]] = {}
         with self.db.tx() as conn:
             found = _visible(conn, scope, list(ids))
             if not found:
                 return []
             _writable(scope, found)
-            before = vector_clock(conn)
-            gone = [f.id for f in found]
-            marks = ",".join("?" * len(gone))
-            for f in found:
-                _unindex_text(conn, f.seq)
-                removed.setdefault(f.agent_id, []).append(f.seq)
-            conn.execute(
-                "UPDATE fragments SET linked_to = (SELECT json_group_array(j.value) FROM json_each(fragments.linked_to) j"
-                f" WHERE j.value NOT IN ({marks})) WHERE seq IN (SELECT f.seq FROM fragments f, json_each(f.linked_to) j"
-                f" WHERE j.value IN ({marks}))",
-                [*gone, *gone],
-            )
-            conn.execute(f"DELETE FROM fragments WHERE id IN ({marks})", gone)  # vectors go by cascade
-            span = before, vector_clock(conn)
-            for agent, seqs in removed.items():
-                self._vectors_removed(agent, seqs, span)
-        return gone
+            self.remove_rows(conn, found)
+        return [f.id for f in found]
+
+    def remove_rows(self, conn: sqlite3.Connection, found: Sequence[Fragment]) -> int:
+        """Delete these rows (in the caller's transaction) with their full-text entries, the
+        references other rows' linked_to hold, and by cascade their vectors, versions, links and
+        entity associations; this process's vector index follows on commit. How many references
+        to them were removed from linked_to."""
+        removed: dict[str, list[int]] = {}
+        before = vector_clock(conn)
+        gone = [f.id for f in found]
+        marks = ",".join("?" * len(gone))
+        for f in found:
+            _unindex_text(conn, f.seq)
+            removed.setdefault(f.agent_id, []).append(f.seq)
+        references = conn.execute(
+            f"SELECT COUNT(*) FROM fragments f, json_each(f.linked_to) j WHERE j.value IN ({marks}) AND f.id NOT IN ({marks})",
+            [*gone, *gone],
+        ).fetchone()[0]
+        conn.execute(
+            "UPDATE fragments SET linked_to = (SELECT json_group_array(j.value) FROM json_each(fragments.linked_to) j"
+            f" WHERE j.value NOT IN ({marks})) WHERE seq IN (SELECT f.seq FROM fragments f, json_each(f.linked_to) j"
+            f" WHERE j.value IN ({marks}))",
+            [*gone, *gone],
+        )
+        conn.execute(f"DELETE FROM fragments WHERE id IN ({marks})", gone)  # vectors go by cascade
+        span = before, vector_clock(conn)
+        for agent, seqs in removed.items():
+            self._vectors_removed(agent, seqs, span)
+        return int(references)
 
     def soft_delete(self, scope: AgentScope, ids: Sequence[str], now: datetime) -> list[str]:
         with self.db.tx() as conn:
@@ -232,6 +244,14 @@ class SQLiteFragments:
             if gone:
                 marks = ",".join("?" * len(gone))
                 conn.execute(f"UPDATE fragments SET deleted_at = ? WHERE id IN ({marks})", [ts(now), *gone])
+                # A hidden memory takes no place among the nearest neighbours (it would crowd out
+                # live ones); restore embeds it again.
+                before = vector_clock(conn)
+                seqs = [f.seq for f in found]
+                conn.execute(f"DELETE FROM fragment_embeddings WHERE seq IN ({','.join('?' * len(seqs))})", seqs)
+                span = before, vector_clock(conn)
+                for agent in {f.agent_id for f in found}:
+                    self._vectors_removed(agent, [f.seq for f in found if f.agent_id == agent], span)
         return gone
 
     def restore(self, scope: AgentScope, ids: Sequence[str]) -> list[str]:

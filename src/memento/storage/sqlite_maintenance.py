@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from ..models import AgentScope, TTLTier
+from .sqlfilter import live_sql
 from .sqlite import SQLiteStore
-from .sqlite_sql import SQLITE, _scope_sql, _write_sql, parse_ts, ts
+from .sqlite_sql import _FRAGMENT_COLUMNS, SQLITE, _row_to_fragment, _scope_sql, _write_sql, parse_ts, ts
 
 _LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL AND f.memory_key IS NULL"  # keyed memories (002) stay until pruned
 
@@ -191,6 +192,27 @@ class SQLiteMaintenance:
             with self.store.db.tx() as conn:
                 conn.executemany("UPDATE fragments SET utility_score = ?, verified_at = ? WHERE seq = ?", updates)
         return len(updates)
+
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
+        """Delete for good the soft-deleted memories whose deletion is older than `deleted_before`."""
+        where, params = _changeable(scope)
+        where = where.replace(live_sql("f", "?"), "1 = 1", 1)
+        ids = [
+            r[0]
+            for r in self.store.db.reader().execute(
+                f"SELECT f.id FROM fragments f WHERE f.deleted_at IS NOT NULL AND f.deleted_at < ? AND {where}",
+                [ts(deleted_before), *params[1:]],
+            )
+        ]
+        if not ids:
+            return 0
+        with self.store.db.tx() as conn:
+            found = [
+                _row_to_fragment(r)
+                for r in conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))})", ids)
+            ]
+            self.store.fragments.remove_rows(conn, found)
+        return len(found)
 
     def expire_sessions(self, idle_before: datetime) -> int:
         """Expunge the working memory of sessions idle since `idle_before`, per owning namespace

@@ -200,6 +200,20 @@ class VectorIndex:
                 return 0
             return int(np.count_nonzero(entry.index.contains(keys.astype(np.uint64))))
 
+    def rebuild(self, agent: str) -> int:
+        """Rebuild the agent's index from the database and replace its saved copy. A removal only
+        marks a vector deleted (its bytes stay in memory and in the next saved file); after an
+        erasure nothing of the removed vectors may remain. How many files were rewritten."""
+        entry = self._get(agent)
+        with entry.lock:
+            clock = self.source.clock()
+            entry.index = self._build(agent)
+            entry.stamp, entry.saved = clock, None
+            if self.directory is None:
+                return 0
+            self._write(agent, entry)
+            return 1
+
     def save(self) -> None:
         """Persist every loaded index that changed, stamped with what it has really seen."""
         if self.directory is None:
