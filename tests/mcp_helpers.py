@@ -37,6 +37,7 @@ TOOL_NAMES = {
     "memory_stats",
     "memory_consolidate",
     "graph_explore",
+    "feedback",
 }
 
 

@@ -45,7 +45,17 @@ import pytest
 DATABASE = "memento_test"
 OWNER = "memento_owner"
 APP_ROLE = "memento_app"
-TABLES = ("fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback", "entities", "relations", "entity_memories")
+TABLES = (
+    "fragments",
+    "fragment_links",
+    "fragment_versions",
+    "tool_feedback",
+    "task_feedback",
+    "entities",
+    "relations",
+    "entity_memories",
+    "feedback_events",
+)
 
 
 REQUIRE_ENV = "MEMENTO_REQUIRE_POSTGRES"

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from .models import Fragment, FragmentType, MemorySystem, PrivacyScope, RelationType, Scope, TTLTier
+from .models import FeedbackEvent, Fragment, FragmentType, MemorySystem, PrivacyScope, RelationType, Scope, TTLTier
 
 
 def _is_none(value: Any) -> bool:
@@ -223,6 +223,7 @@ class RecallItem(FragmentView):
     linked: bool | None = Omitted()
     via: Edge | None = Omitted()
     superseded_by: str | None = Omitted()  # the id of the memory that replaced this one
+    feedback: dict[str, int] | None = Omitted()  # the caller's feedback on it, by event (verbose view)
 
     @classmethod
     def of_recalled(cls, f: Fragment, **extra: Any) -> RecallItem:
@@ -337,6 +338,7 @@ class StoreStats(Result):
     index_coverage: float | None = Omitted()
     mean_utility_score: float | None
     mean_importance: float | None
+    feedback: dict[str, int] | None = Omitted(description="the caller's feedback events by kind (004)")
 
 
 class StatsResult(StoreStats):
@@ -359,5 +361,16 @@ class ConsolidateResult(Result):
     utility_recomputed: int
     embeddings_backfilled: int
     working_memory_expired: int
+    retention_expired: int  # past its memory system's retention (004 §4.2): archived, restorable
     statistics: StoreStats
     elapsed_ms: float
+
+
+class FeedbackResult(Result):
+    """The recorded feedback event, and the caller's feedback on the memory so far, by event."""
+
+    success: bool = True
+    id: int
+    memory_id: str
+    event: FeedbackEvent
+    counts: dict[str, int]

@@ -1,4 +1,4 @@
-"""The eleven memory tools: schemas generated from the operation models, calls sent to the service.
+"""The memento toolset's tools (seed 000's eleven, 004's feedback): schemas generated from the operation models, calls sent to the service.
 
 A tool call never fails at the protocol level once the tool is found: bad arguments and
 service errors become tool results with `isError: true`, so the model can read and correct them.
@@ -27,6 +27,7 @@ from memento.models import (
     CallContext,
     ConsolidateInput,
     ContextInput,
+    FeedbackInput,
     ForgetInput,
     GraphExploreInput,
     LinkInput,
@@ -40,6 +41,7 @@ from memento.results import (
     AmendResult,
     ConsolidateResult,
     ContextResult,
+    FeedbackResult,
     ForgetResult,
     GraphResult,
     LinkResult,
@@ -337,6 +339,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         MemoryService.graph_explore,
         GraphResult,
         _READ,
+    ),
+    ToolSpec(
+        "feedback",
+        "Feedback",
+        "Say how a recalled memory served: helpful, not_helpful, used, edited, neglected; ranks it.",
+        FeedbackInput,
+        MemoryService.feedback,
+        FeedbackResult,
     ),
 )
 

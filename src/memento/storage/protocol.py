@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,7 +11,19 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, effective_confidence
-from ..models import AgentScope, Draft, Fragment, FragmentType, Link, MemorySystem, PrivacyScope, RelationType, TTLTier, memory_system_for
+from ..models import (
+    AgentScope,
+    Draft,
+    FeedbackEvent,
+    Fragment,
+    FragmentType,
+    Link,
+    MemorySystem,
+    PrivacyScope,
+    RelationType,
+    TTLTier,
+    memory_system_for,
+)
 
 
 @dataclass(frozen=True)
@@ -163,6 +175,26 @@ class RankFeatures:
     importance: float
     created_at: datetime
     accessed_at: datetime | None
+    access_count: int = 0  # the score profile 004's usage
+
+
+@dataclass(frozen=True)
+class NewFeedback:
+    """A feedback event on a fragment (004 §3 feedback_event), recorded as the caller's."""
+
+    fragment_id: str
+    event: FeedbackEvent
+    score: float = 1.0
+    note: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class FeedbackTally:
+    """One fragment's feedback from the caller: how many events of each kind, and their summed scores."""
+
+    counts: dict[str, int]
+    scores: dict[str, float]
 
 
 class Store(Protocol):
@@ -228,6 +260,25 @@ class Store(Protocol):
     def add_tool_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int: ...
     def add_task_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int: ...
     def stats(self, scope: AgentScope) -> dict[str, object]: ...
+
+    # 004: feedback on memories, and what the score profile 004 reads
+    def add_feedback(self, scope: AgentScope, new: NewFeedback, now: datetime) -> int:
+        """Record feedback on a fragment the scope sees (NotFound otherwise) as a row of the scope's
+        agent, in one transaction; the row's id."""
+        ...
+
+    def feedback_tallies(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, FeedbackTally]:
+        """The scope's own feedback on these visible fragments (those that have any); the
+        maintenance scope's is every agent's."""
+        ...
+
+    def feedback_counts(self, scope: AgentScope) -> dict[str, int]:
+        """The scope's own feedback events on the fragments it sees, by kind."""
+        ...
+
+    def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors (the current embedding model's) of these visible fragments."""
+        ...
 
 
 class EntityStore(Protocol):
@@ -328,6 +379,11 @@ class MaintenanceStore(Protocol):
     def prune_orphan_links(self, scope: AgentScope) -> int: ...
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int: ...
     def expire_sessions(self, idle_before: datetime) -> int: ...
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+        """004 §4.2: soft-delete (at `now`, restorable) the memories of each system in `unused_since`
+        whose latest of creation and last access is before its cutoff; pinned, anchored, keyed and
+        permanent-tier memories are kept. One statement; how many."""
+        ...
 
 
 # The tables a whole-store copy (`memento migrate`) moves, parents first, and the column each is
@@ -341,6 +397,7 @@ BULK_TABLES: tuple[str, ...] = (
     "entities",
     "relations",
     "entity_memories",
+    "feedback_events",
 )
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
@@ -351,6 +408,7 @@ BULK_KEYS: dict[str, str] = {
     "entities": "seq",
     "relations": "seq",
     "entity_memories": "seq",
+    "feedback_events": "id",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -434,6 +492,7 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "updated_at",
     ),
     "entity_memories": ("agent_id", "entity_id", "fragment_id", "relevance", "created_at"),
+    "feedback_events": ("id", "agent_id", "fragment_id", "event", "score", "note", "session_id", "created_at"),
 }
 
 
