@@ -379,19 +379,17 @@ def test_an_import_with_old_dates_is_judged_by_them(service: MemoryService, cloc
 
 
 def test_pinned_memories_are_kept_by_every_consolidation_stage(service: MemoryService, clock: Clock) -> None:
-    kinds = {
-        "procedure": {"type": "procedure", "importance": 0.6},  # hot: demoted, decayed, expired
-        "cold fact": {"importance": 0.3},  # cold: expired
-        "unsure fact": {"importance": 0.6, "record": {"confidence": 0.05}},  # pruned below the confidence floor
-        "episode": {"type": "episode"},  # retention
-        "working note": {"record": {"memorySystem": "working"}},  # retention
+    kinds: dict[str, tuple[dict[str, object], dict[str, object]]] = {  # name: (arguments, record)
+        "procedure": ({"type": "procedure", "importance": 0.6}, {}),  # hot: demoted, decayed, expired
+        "cold fact": ({"importance": 0.3}, {}),  # cold: expired
+        "unsure fact": ({"importance": 0.6}, {"confidence": 0.05}),  # pruned below the confidence floor
+        "episode": ({"type": "episode"}, {}),  # retention
+        "working note": ({}, {"memorySystem": "working"}),  # retention
     }
     pinned, plain = {}, {}
-    for name, kw in kinds.items():
-        record = dict(kw.get("record", {}))  # type: ignore[call-overload]
-        rest = {k: v for k, v in kw.items() if k != "record"}
-        pinned[name] = remember(service, f"the pinned {name}", **rest, record={**record, "pinned": True})
-        plain[name] = remember(service, f"the plain {name}", **rest, record=record)
+    for name, (kw, record) in kinds.items():
+        pinned[name] = remember(service, f"the pinned {name}", **kw, record={**record, "pinned": True})
+        plain[name] = remember(service, f"the plain {name}", **kw, record=record)
     before = {f.id: f for f in service.store.get_many(AgentScope("system"), list(pinned.values()))}
     totals: dict[str, int] = {}
     for _ in range(6):  # a year and a half of monthly-ish runs
@@ -436,7 +434,7 @@ def duplicates_allowed(settings: Settings, request: pytest.FixtureRequest) -> It
     owner.execute("SELECT set_config('app.current_agent_id', 'system', false)")  # the table forces row-level security
 
     def run_postgres(sql: str, ids: list[str]) -> None:
-        owner.execute(sql.format(fragments="agent_memory.fragments", ids=",".join(["%s"] * len(ids))), ids)  # type: ignore[arg-type]
+        owner.execute(sql.format(fragments="agent_memory.fragments", ids=",".join(["%s"] * len(ids))), ids)
 
     try:
         owner.execute("DROP INDEX agent_memory.fragments_hash_permanent")
