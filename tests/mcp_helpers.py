@@ -37,7 +37,6 @@ TOOL_NAMES = {
     "memory_stats",
     "memory_consolidate",
     "graph_explore",
-    "feedback",
 }
 
 

@@ -1,4 +1,4 @@
-"""The memento toolset's tools (seed 000's eleven, 004's feedback): schemas generated from the operation models, calls sent to the service.
+"""The memento toolset's tools (seed 000's eleven and seed 004's): schemas generated from the operation models, calls sent to the service.
 
 A tool call never fails at the protocol level once the tool is found: bad arguments and
 service errors become tool results with `isError: true`, so the model can read and correct them.
@@ -32,6 +32,7 @@ from memento.models import (
     GraphExploreInput,
     LinkInput,
     MemoryStatsInput,
+    PinInput,
     RecallInput,
     ReflectInput,
     RememberInput,
@@ -45,6 +46,7 @@ from memento.results import (
     ForgetResult,
     GraphResult,
     LinkResult,
+    PinResult,
     RecallResult,
     ReflectResult,
     RememberResult,
@@ -286,6 +288,24 @@ TOOLS: tuple[ToolSpec, ...] = (
         MemoryService.amend,
         AmendResult,
         ToolHints(destructive=True),
+    ),
+    ToolSpec(
+        "pin",
+        "Pin",
+        "Pin a memory: it never expires, decays or gets merged.",
+        PinInput,
+        MemoryService.pin,
+        PinResult,
+        ToolHints(idempotent=True),
+    ),
+    ToolSpec(
+        "unpin",
+        "Unpin",
+        "Unpin a memory: the lifecycle may age it again.",
+        PinInput,
+        MemoryService.unpin,
+        PinResult,
+        ToolHints(idempotent=True),
     ),
     ToolSpec(
         "reflect",
