@@ -23,6 +23,7 @@ from memento.models import (
     ConsolidateInput,
     LinkInput,
     MemoryStatsInput,
+    PinInput,
     RecallInput,
     RecordInput,
     RememberInput,
@@ -496,5 +497,7 @@ def test_working_memory_cannot_be_pinned(service: MemoryService) -> None:
     scratch = service.remember(RememberInput(content="scratch two", topic="t", type="fact", scope="session"), ctx).id
     with pytest.raises(InvalidArgument, match="cannot be pinned"):
         service.amend(AmendInput(id=scratch, record=RecordInput(pinned=True)), ctx)
+    with pytest.raises(InvalidArgument, match="cannot be pinned"):
+        service.pin(PinInput(id=scratch), ctx)
     assert service.store.get_many(AgentScope("default"), [scratch])[0].pinned is False
     assert service.end_session("s-pin", ctx) == 1  # the session's end takes its working memory, as ever
