@@ -363,7 +363,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "feedback",
         "Feedback",
-        "Say how a recalled memory served: helpful, not_helpful, used, edited, neglected; ranks it.",
+        "Say how a recalled memory served: helpful, not_helpful, used, edited or neglected.",
         FeedbackInput,
         MemoryService.feedback,
         FeedbackResult,
