@@ -5,9 +5,10 @@ memory `"{speaker}: {text}"` (+ image caption) created at its session's date; "n
 conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@10, MRR.
 
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
-                           [--mode keyword|semantic|hybrid]
+                           [--mode keyword|semantic|hybrid] [--profile default|004]
 
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
+--profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004).
 """
 
 from __future__ import annotations
@@ -130,11 +131,12 @@ def main() -> int:
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--embedder", choices=["local", "hash", "none"], default="local")
     parser.add_argument("--mode", choices=["keyword", "semantic", "hybrid"], default=None, help="a 001 search mode (default: the cascade)")
+    parser.add_argument("--profile", choices=["default", "004"], default="default", help="MEMENTO_SCORE_PROFILE of the cascade")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     raw = args.data.read_bytes()
     data = json.loads(raw)[: args.limit_conversations]
-    settings = Settings(MEMENTO_SQLITE_SYNCHRONOUS="NORMAL")
+    settings = Settings(MEMENTO_SQLITE_SYNCHRONOUS="NORMAL", MEMENTO_SCORE_PROFILE=args.profile)
     mode = SearchMode(args.mode) if args.mode else None
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,7 +151,7 @@ def main() -> int:
     print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
     print(
         f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}), "
-        f"ranking={settings.memory.ranking.model_dump()}"
+        f"profile={args.profile}, ranking={settings.memory.ranking.model_dump()}"
     )
     header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]
     print("| " + " | ".join(header) + " |")

@@ -55,6 +55,7 @@ TABLES = (
     "relations",
     "entity_memories",
     "erasure_receipts",
+    "feedback_events",
 )
 
 

@@ -26,7 +26,17 @@ from terminal_helpers import memento_command, on_terminal
 from memento.app import App, build_app
 from memento.cli import main
 from memento.embeddings.hashing import HashEmbedder
-from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, LinkInput, RecallInput, RecordInput, RememberInput
+from memento.models import (
+    AgentScope,
+    AmendInput,
+    CallContext,
+    FeedbackInput,
+    ForgetInput,
+    LinkInput,
+    RecallInput,
+    RecordInput,
+    RememberInput,
+)
 from memento.settings import Settings
 from memento.storage import sqlite_backup
 from memento.storage.protocol import SearchFilter
@@ -246,6 +256,20 @@ def test_show_prints_every_field_links_both_ways_and_versions(seeded: Seeded, ca
     assert "privacyScope" in out and "memorySystem" in out and "episodic" in out
     code, _, err = cli(capsys, "show", "frag-does-not-exist")
     assert code == 1 and "frag-does-not-exist" in err and "not_found" in err
+
+
+def test_show_counts_the_feedback_on_a_memory(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
+    fid = seeded.ids["alice_fix"]
+    assert cli_json(capsys, "show", fid)["feedback"] == {}
+    app = open_app(seeded.db)
+    try:
+        for event, agent in (("helpful", "alice"), ("helpful", "alice"), ("used", "alice"), ("not_helpful", "alice")):
+            app.service.feedback(FeedbackInput.model_validate({"id": fid, "event": event}), CallContext(agent_id=agent))
+    finally:
+        app.close()
+    assert cli_json(capsys, "show", fid)["feedback"] == {"helpful": 2, "not_helpful": 1, "used": 1}
+    code, out, _ = cli(capsys, "show", fid)
+    assert code == 0 and "feedback: helpful 2, not_helpful 1, used 1" in out
 
 
 # ---------------------------------------------------------------- forget

@@ -85,7 +85,7 @@ A_FRAGMENT = {
     "type": "procedure",
     "keywords": ["penguin"],
 }
-WRITE_TOOLS = ("remember", "amend", "forget", "link", "reflect", "tool_feedback", "memory_consolidate", "restore")
+WRITE_TOOLS = ("remember", "amend", "forget", "link", "reflect", "tool_feedback", "memory_consolidate", "restore", "feedback")
 
 
 @pytest.fixture
@@ -265,6 +265,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             assert_code(await a.tool("link", {"fromId": own, "toId": fid}), "not_found")
             assert_code(await a.tool("link", {"fromId": fid, "toId": own}), "not_found")
             assert_code(await a.tool("graph_explore", {"startId": fid, "depth": 3}), "not_found")
+            assert_code(await a.tool("feedback", {"id": fid, "event": "not_helpful", "note": "planted by A"}), "not_found")
         forgot = await a.tool("forget", {"topic": B_TOPIC, "force": True})
         assert data(forgot)["count"] == 0
         # 004 §5.1: neither B's soft-forgotten memory, nor B's memories, nor B's receipt
@@ -283,6 +284,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             ("verify_erasure", {"receiptId": b_receipt["receiptId"], "agentId": "agent-b"}),
             ("link", {"fromId": b_ids[1], "toId": b_ids[2], "agentId": "agent-b"}),
             ("graph_explore", {"startId": b_ids[0], "agentId": "agent-b"}),
+            ("feedback", {"id": b_ids[0], "event": "not_helpful", "agentId": "agent-b"}),
             ("remember", {**A_FRAGMENT, "content": "planted by A in B's namespace", "agentId": "agent-b"}),
             ("reflect", {"summary": "planted by A in B's namespace", "agentId": "agent-b"}),
             ("context", {"agentId": "agent-b"}),
@@ -298,6 +300,8 @@ async def test_isolation_matrix(server: HttpServer) -> None:
         data(await a.tool("reflect", {"summary": "Agent A finished the penguin build"}))
         data(await a.tool("memory_consolidate", {}))
         data(await a.tool("graph_explore", {"startId": own}))
+        assert data(await a.tool("feedback", {"id": own, "event": "helpful"}))["counts"] == {"helpful": 1}
+        assert data(await a.tool("memory_stats", {}))["feedback"] == {"helpful": 1}  # A's own only
 
         # resources: list, read B's fragment/topic uris, subscribe
         listed = await a.call("resources/list", [], lambda: a_client.list_resources(cache_mode="refresh"))
@@ -382,6 +386,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             ("reflect", {"summary": "a read-only key reflected"}),
             ("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}),
             ("memory_consolidate", {}),
+            ("feedback", {"id": own, "event": "not_helpful"}),
         ):
             assert name in WRITE_TOOLS
             result = await ro.tool(name, args)
@@ -398,7 +403,8 @@ async def test_isolation_matrix(server: HttpServer) -> None:
     # ---- B's store is exactly what it was
     async with connect(server, KEY_B) as b:
         assert await snapshot(b) == before
-        assert data(await b.call_tool("memory_stats", {}))["total"] == 3
+        b_after = data(await b.call_tool("memory_stats", {}))
+        assert b_after["total"] == 3 and "feedback" not in b_after  # A's attempts left no feedback on B's memories
         again = data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))
         assert sorted(f["id"] for f in again["fragments"] if not f.get("linked")) == sorted(b_ids[:2])
         assert "penguin" not in json.dumps(again)

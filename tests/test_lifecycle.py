@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pysqlite3.dbapi2 as sqlite3
 import pytest
 from conftest import Clock
 
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.protocol import EmbeddingFailed
-from memento.models import AgentScope, CallContext, ConsolidateInput, LinkInput, MemoryStatsInput, RecallInput, RememberInput
+from memento.errors import InvalidArgument
+from memento.graph_inputs import ConsolidateMemoriesInput, StoreMemoryInput
+from memento.models import (
+    AgentScope,
+    AmendInput,
+    CallContext,
+    ConsolidateInput,
+    LinkInput,
+    MemoryStatsInput,
+    PinInput,
+    RecallInput,
+    RecordInput,
+    RememberInput,
+)
 from memento.results import ConsolidateResult, RecallResult, RecallTiers
 from memento.service import MemoryService
 from memento.settings import Settings
 from memento.storage.protocol import SearchFilter
+from memento.vault_models import CommitMemoryInput
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -112,6 +128,7 @@ def test_consolidation_returns_every_stage(service: MemoryService) -> None:
         "hotToWarm",
         "warmToCold",
         "expired",
+        "retentionExpired",
         "decayed",
         "deduplicated",
         "contradictions",
@@ -220,8 +237,10 @@ def test_one_run_moves_a_fragment_one_tier_at_most(service: MemoryService, clock
     """Regression (issue 13, defect 1): tier time is measured from when a fragment entered its
     tier, so a long-untouched hot fragment goes hot → warm → cold → expired over several runs."""
     clock.now = datetime(2026, 1, 1, tzinfo=UTC)
+    # a hot type whose memory system (procedural) has no retention limit by default: this is about the tiers
     fid = service.remember(
-        RememberInput(content="the deploy failed on a full disk", topic="ops", type="error", importance=0.6), CallContext()
+        RememberInput(content="restart the deploy after clearing the full disk", topic="ops", type="procedure", importance=0.6),
+        CallContext(),
     ).id
     system = AgentScope("system")
 
@@ -255,9 +274,13 @@ def test_an_import_with_old_creation_dates_survives_its_first_consolidation(serv
         ).id
         for i in range(5)
     ]
-    old_error = service.remember(
+    old_error = service.remember(  # a hot type without a retention limit (episodic retention: its own tests)
         RememberInput(
-            content="an imported old error", topic="import", type="error", importance=0.6, createdAt=datetime(2024, 1, 1, tzinfo=UTC)
+            content="an imported old procedure",
+            topic="import",
+            type="procedure",
+            importance=0.6,
+            createdAt=datetime(2024, 1, 1, tzinfo=UTC),
         ),
         CallContext(),
     ).id
@@ -265,3 +288,216 @@ def test_an_import_with_old_creation_dates_survives_its_first_consolidation(serv
     assert result.expired == 0
     assert len(service.store.get_many(AgentScope("system"), ids)) == 5
     assert service.store.get_many(AgentScope("system"), [old_error])[0].ttl_tier.value == "warm"  # one step, not deleted
+
+
+# ---------------------------------------------------------------- 004: retention per memory system
+
+
+def visible(service: MemoryService, ids: Sequence[str]) -> set[str]:
+    return {f.id for f in service.store.get_many(AgentScope("system"), ids)}
+
+
+def test_retention_archives_each_memory_system_after_its_own_period(service: MemoryService, clock: Clock) -> None:
+    """004 §7's defaults: working 48 h, episodic 90 days, semantic and procedural without limit."""
+    working = remember(service, "scratch: the build is on step four", record={"memorySystem": "working"})
+    episodic = remember(service, "we shipped the harbour release on a friday", type="episode")
+    semantic = remember(service, "the harbour service listens on port 7070")
+    procedural = remember(service, "restart the harbour worker before deploying", type="procedure", importance=0.6)
+    everything = [working, episodic, semantic, procedural]
+    clock.now += timedelta(hours=47)
+    assert consolidate(service).retention_expired == 0
+    clock.now += timedelta(hours=2)  # 49 hours
+    assert consolidate(service).retention_expired == 1
+    assert visible(service, everything) == {episodic, semantic, procedural}
+    clock.now += timedelta(days=91)
+    result = consolidate(service)
+    assert result.retention_expired == 1 and result.expired == 0  # the episode, archived; not yet by the tiers
+    assert visible(service, everything) == {semantic, procedural}
+    assert consolidate(service).retention_expired == 0
+
+
+def test_retention_counts_from_the_last_access_and_archives_restorably(service: MemoryService, clock: Clock) -> None:
+    kept = remember(service, "the harbour outage began with a full disk", type="episode")
+    archived = remember(service, "the lighthouse outage began with a power cut", type="episode")
+    clock.now += timedelta(days=80)
+    service.recall(RecallInput(text="harbour outage full disk", limit=1), CallContext())  # recalls `kept` only
+    service.store.flush_access()
+    clock.now += timedelta(days=11)  # 91 days after creation, 11 after the recall
+    assert consolidate(service).retention_expired == 1
+    assert visible(service, [kept, archived]) == {kept}
+    assert service.store.restore(AgentScope("system"), [archived]) == [archived]  # soft: restorable
+    assert visible(service, [archived]) == {archived}
+
+
+def test_retention_exempts_pinned_anchored_keyed_and_permanent_memories(service: MemoryService, clock: Clock) -> None:
+    exempt = [
+        remember(service, "the pinned launch-day story", type="episode", record={"pinned": True}),
+        remember(service, "the anchored launch-day story", type="episode", isAnchor=True),
+        remember(service, "the important launch-day story", type="episode", importance=0.9),  # permanent tier
+    ]
+    keyed = service.vault.commit(  # a keyed (002 vault) memory: kept until pruned
+        CommitMemoryInput.model_validate({"scope": "vault", "key": "launch_day", "content": "the keyed launch-day story"}), CallContext()
+    )
+    assert keyed.committed
+    plain = remember(service, "the plain launch-day story", type="episode")
+    clock.now += timedelta(days=91)
+    result = consolidate(service)
+    assert result.retention_expired == 1
+    assert visible(service, [*exempt, plain]) == set(exempt)
+    assert "the keyed launch-day story" in [f.content for f in service.store.list_fragments(AgentScope("system"), SearchFilter(), 20)]
+
+
+def test_retention_settings_change_or_lift_the_limits(settings: Settings, clock: Clock) -> None:
+    app = build_app(
+        settings.model_copy(update={"retention_episodic_days": 0, "retention_semantic_days": 10, "retention_working_hours": 0}),
+        embedder=HashEmbedder(256),
+        clock=clock,
+    )
+    try:
+        service = app.service
+        episode = remember(service, "the team offsite was in march", type="episode")
+        fact = remember(service, "the offsite budget is fixed")
+        working = remember(service, "scratch: offsite step two", record={"memorySystem": "working"})
+        clock.now += timedelta(days=11)
+        assert consolidate(service).retention_expired == 1
+        assert visible(service, [episode, fact, working]) == {episode, working}
+    finally:
+        app.close()
+
+
+def test_an_import_with_old_dates_is_judged_by_them(service: MemoryService, clock: Clock) -> None:
+    """Retention is about a memory's own dates: an imported episode older than the episodic
+    retention is archived (restorable) by the first run; an old imported fact is not (semantic)."""
+    old = datetime(2024, 1, 1, tzinfo=UTC)
+    # importance 0.3: born cold, so neither the tiers nor the confidence floor touch them on the first run
+    episode = remember(service, "the 2023 offsite in lisbon", type="episode", importance=0.3, createdAt=old.isoformat())
+    fact = remember(service, "lisbon is the offsite city", importance=0.3, createdAt=old.isoformat())
+    assert consolidate(service).retention_expired == 1
+    assert visible(service, [episode, fact]) == {fact}
+
+
+# ---------------------------------------------------------------- 004: pinned memories never expire, decay or get merged
+
+
+def test_pinned_memories_are_kept_by_every_consolidation_stage(service: MemoryService, clock: Clock) -> None:
+    kinds: dict[str, tuple[dict[str, object], dict[str, object]]] = {  # name: (arguments, record)
+        "procedure": ({"type": "procedure", "importance": 0.6}, {}),  # hot: demoted, decayed, expired
+        "cold fact": ({"importance": 0.3}, {}),  # cold: expired
+        "unsure fact": ({"importance": 0.6}, {"confidence": 0.05}),  # pruned below the confidence floor
+        "episode": ({"type": "episode"}, {}),  # retention
+        "working note": ({}, {"memorySystem": "working"}),  # retention
+    }
+    pinned, plain = {}, {}
+    for name, (kw, record) in kinds.items():
+        pinned[name] = remember(service, f"the pinned {name}", **kw, record={**record, "pinned": True})
+        plain[name] = remember(service, f"the plain {name}", **kw, record=record)
+    before = {f.id: f for f in service.store.get_many(AgentScope("system"), list(pinned.values()))}
+    totals: dict[str, int] = {}
+    for _ in range(6):  # a year and a half of monthly-ish runs
+        clock.now += timedelta(days=90)
+        for stage, count in consolidate(service).dump().items():
+            if isinstance(count, int):
+                totals[stage] = totals.get(stage, 0) + count
+    assert visible(service, list(plain.values())) == set()  # every plain memory went, by one stage or another
+    for stage in ("hotToWarm", "warmToCold", "expired", "confidencePruned", "retentionExpired", "decayed"):
+        assert totals[stage] >= 1, (stage, totals)
+    after = {f.id: f for f in service.store.get_many(AgentScope("system"), list(pinned.values()))}
+    assert set(after) == set(pinned.values())
+    for fid, old in before.items():
+        assert (after[fid].ttl_tier, after[fid].importance, after[fid].deleted_at) == (old.ttl_tier, old.importance, None)
+
+
+UNIQUE_HASH = (
+    "CREATE UNIQUE INDEX fragments_hash_permanent ON {fragments} (agent_id, content_hash) WHERE session_id IS NULL AND memory_key IS NULL"
+)
+
+
+@contextmanager
+def duplicates_allowed(settings: Settings, request: pytest.FixtureRequest) -> Iterator[Callable[[str, list[str]], None]]:
+    """Without the unique content-hash index (as in a store whose rows were loaded around it),
+    run statements on the fragments table (`{fragments}`, `{ids}`); the index comes back after."""
+    if settings.backend == "sqlite":
+        conn = sqlite3.connect(str(settings.sqlite_path), isolation_level=None)
+
+        def run_sqlite(sql: str, ids: list[str]) -> None:
+            conn.execute(sql.format(fragments="fragments", ids=",".join("?" * len(ids))), ids)
+
+        try:
+            conn.execute("DROP INDEX fragments_hash_permanent")
+            yield run_sqlite
+        finally:
+            conn.execute(UNIQUE_HASH.format(fragments="fragments"))
+            conn.close()
+        return
+    import psycopg
+
+    owner = psycopg.connect(request.getfixturevalue("postgres_server").owner_dsn, autocommit=True)
+    owner.execute("SELECT set_config('app.current_agent_id', 'system', false)")  # the table forces row-level security
+
+    def run_postgres(sql: str, ids: list[str]) -> None:
+        owner.execute(sql.format(fragments="agent_memory.fragments", ids=",".join(["%s"] * len(ids))), ids)
+
+    try:
+        owner.execute("DROP INDEX agent_memory.fragments_hash_permanent")
+        yield run_postgres
+    finally:
+        owner.execute(UNIQUE_HASH.format(fragments="agent_memory.fragments"))
+        owner.close()
+
+
+def test_deduplication_never_merges_a_pinned_memory_away(
+    service: MemoryService, settings: Settings, request: pytest.FixtureRequest
+) -> None:
+    older = remember(service, "the harbour gate code is 4417 (old copy)")
+    pinned = remember(service, "the harbour gate code is 4417 (pinned copy)", record={"pinned": True})
+    second_pin = remember(service, "the harbour gate code is 4417 (second pin)", record={"pinned": True})
+    with duplicates_allowed(settings, request) as run:  # rows loaded around the unique index: one content hash
+        run("UPDATE {fragments} SET content_hash = 'same-hash' WHERE id IN ({ids})", [older, pinned, second_pin])
+        assert consolidate(service).deduplicated == 1
+        assert visible(service, [older, pinned, second_pin]) == {pinned, second_pin}  # the old copy merged into the pinned one
+        run("DELETE FROM {fragments} WHERE id IN ({ids})", [second_pin])  # so the index can come back
+
+
+def test_entity_consolidation_never_absorbs_a_pinned_memory(service: MemoryService) -> None:
+    ctx = CallContext()
+    primary = service.entities.store_memory(StoreMemoryInput(content="The staging database listens on port 5433", confidence=1.0), ctx)
+    twin = service.entities.store_memory(StoreMemoryInput(content="Staging database listens on port 5433 now", confidence=0.9), ctx)
+    service.amend(AmendInput(id=twin.memory.id, record=RecordInput(pinned=True)), ctx)
+    report = service.entities.consolidate_memories(ConsolidateMemoriesInput(similarity_threshold=0.01), ctx)
+    assert report.clusters_found == 1 and all(twin.memory.id not in c.absorbed_ids for c in report.clusters)
+    kept = service.store.get_many(AgentScope("system"), [primary.memory.id, twin.memory.id])
+    assert [(f.id, f.content, f.pinned) for f in kept] == [(twin.memory.id, twin.memory.content, True)]  # it absorbs, keeping its text
+
+
+def test_a_pinned_memory_is_shown_past_its_expiry_until_unpinned(service: MemoryService) -> None:
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()  # stores hide rows by the wall clock
+    pinned = remember(service, "the pinned visitor badge rule", record={"pinned": True})
+    plain = remember(service, "the plain visitor badge rule")
+    for fid in (pinned, plain):
+        service.amend(AmendInput.model_validate({"id": fid, "record": {"expiresAt": past}}), CallContext())
+    found = service.recall(RecallInput(text="visitor badge rule", includeLinks=False), CallContext())
+    assert [f.id for f in found.fragments] == [pinned]  # pin wins over expiresAt, in the shared SQL filter
+    again = service.remember(RememberInput(content="the pinned visitor badge rule", topic="t", type="fact"), CallContext())
+    assert again.id == pinned and again.created is False  # still live: the same memory, not a revival
+    service.amend(AmendInput.model_validate({"id": pinned, "record": {"pinned": False}}), CallContext())
+    assert visible(service, [pinned, plain]) == set()  # unpinned, its expiry applies
+
+
+def test_working_memory_cannot_be_pinned(service: MemoryService) -> None:
+    """A pinned memory never expires, and working memory ends with its session: refused, nothing changed."""
+    ctx = CallContext(session_id="s-pin")
+    with pytest.raises(InvalidArgument, match="cannot be pinned"):
+        service.remember(
+            RememberInput.model_validate(
+                {"content": "scratch", "topic": "t", "type": "fact", "scope": "session", "record": {"pinned": True}}
+            ),
+            ctx,
+        )
+    assert service.memory_stats(MemoryStatsInput(), ctx).working_memory == 0
+    scratch = service.remember(RememberInput(content="scratch two", topic="t", type="fact", scope="session"), ctx).id
+    with pytest.raises(InvalidArgument, match="cannot be pinned"):
+        service.amend(AmendInput(id=scratch, record=RecordInput(pinned=True)), ctx)
+    with pytest.raises(InvalidArgument, match="cannot be pinned"):
+        service.pin(PinInput(id=scratch), ctx)
+    assert service.store.get_many(AgentScope("default"), [scratch])[0].pinned is False
+    assert service.end_session("s-pin", ctx) == 1  # the session's end takes its working memory, as ever

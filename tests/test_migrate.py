@@ -23,6 +23,8 @@ from memento.models import (
     AgentScope,
     AmendInput,
     CallContext,
+    FeedbackEvent,
+    FeedbackInput,
     FragmentType,
     LinkInput,
     MemorySystem,
@@ -121,6 +123,8 @@ def build_source(path: Path, clock: Clock) -> Path:
         s.amend(AmendInput(id=ids["agent-b-1"], content="deploy rollback now uses canaries", supersedes=True, agentId="agent-b"), ctx)
         s.tool_feedback(ToolFeedbackInput(toolName="recall", relevant=True, sufficient=False, suggestion="more", sessionId="s-1"), ctx)
         s.tool_feedback(ToolFeedbackInput(toolName="context", relevant=False, sufficient=True, triggerType="sampled"), ctx)
+        s.feedback(FeedbackInput(id=shared, event=FeedbackEvent.HELPFUL, score=0.7, note="the right one", agentId="agent-a"), ctx)
+        s.feedback(FeedbackInput(id=ids["default-0"], event=FeedbackEvent.NEGLECTED, agentId="agent-b"), ctx)  # a pool memory
         s.reflect(
             ReflectInput(
                 summary="moved billing to Postgres",

@@ -14,9 +14,20 @@ import pytest
 
 from memento.analysis import query_terms
 from memento.errors import Conflict, Forbidden, NotFound
-from memento.models import AgentScope, CallContext, FragmentType, PoolWrites, RecallInput, RecordFields, RelationType, TTLTier
+from memento.models import (
+    AgentScope,
+    CallContext,
+    FeedbackEvent,
+    FragmentType,
+    MemorySystem,
+    PoolWrites,
+    RecallInput,
+    RecordFields,
+    RelationType,
+    TTLTier,
+)
 from memento.service import MemoryService
-from memento.storage.protocol import FragmentChanges, MaintenanceStore, NewFragment, SearchFilter, Store
+from memento.storage.protocol import FragmentChanges, MaintenanceStore, NewFeedback, NewFragment, SearchFilter, Store
 from memento.storage.terms import COMMON_TERM_MIN_DOCS
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -429,3 +440,88 @@ def test_erasure_targets_erase_receipts_and_what_is_left(service: MemoryService,
         store.erasure_residue(A, replace(receipt, content_hashes=(store.get_many(A, [again])[0].content_hash,)), [fid])["contentHashes"]
         == 1
     )
+
+
+def test_feedback_rows_are_the_callers_and_need_a_fragment_it_sees(service: MemoryService, store: Store) -> None:
+    mine = put(service, "the release train leaves on thursdays")
+    pooled = put(service, "deploys freeze on fridays", "default")
+    bobs = put(service, "bob keeps his notes in the attic", "bob")
+    first = store.add_feedback(A, NewFeedback(mine, FeedbackEvent.HELPFUL, 0.5), NOW)
+    second = store.add_feedback(A, NewFeedback(mine, FeedbackEvent.HELPFUL, 1.0, "the 9:40 one", "s-1"), NOW)
+    store.add_feedback(A, NewFeedback(mine, FeedbackEvent.NOT_HELPFUL), NOW)
+    assert second > first
+    store.add_feedback(A, NewFeedback(pooled, FeedbackEvent.USED), NOW)  # a pool memory A sees
+    store.add_feedback(B, NewFeedback(pooled, FeedbackEvent.NOT_HELPFUL), NOW)
+    for scope, target in ((A, bobs), (A, "frag-missing"), (B, mine)):
+        with pytest.raises(NotFound):
+            store.add_feedback(scope, NewFeedback(target, FeedbackEvent.HELPFUL), NOW)
+    tallies = store.feedback_tallies(A, [mine, pooled, bobs, "frag-missing"])
+    assert set(tallies) == {mine, pooled}
+    assert tallies[mine].counts == {"helpful": 2, "not_helpful": 1} and tallies[mine].scores["helpful"] == pytest.approx(1.5)
+    assert tallies[pooled].counts == {"used": 1}  # bob's row on the same memory stays bob's
+    assert store.feedback_counts(A) == {"helpful": 2, "not_helpful": 1, "used": 1}
+    assert store.feedback_counts(B) == {"not_helpful": 1}
+    assert store.feedback_counts(SYSTEM) == {"helpful": 2, "not_helpful": 2, "used": 1}  # maintenance: every agent's
+    store.soft_delete(A, [mine], NOW)
+    assert store.feedback_tallies(A, [mine]) == {} and "helpful" not in store.feedback_counts(A)  # hidden with its memory
+    store.restore(A, [mine])
+    assert store.feedback_tallies(A, [mine])[mine].counts["helpful"] == 2  # and back with it
+    store.delete(A, [mine])
+    assert store.feedback_counts(SYSTEM) == {"not_helpful": 1, "used": 1}  # deleted with it
+
+
+def test_embeddings_of_gives_the_stored_vectors_of_visible_fragments(service: MemoryService, store: Store) -> None:
+    mine = put(service, "vectors for the duplicate check")
+    bobs = put(service, "bob's own vector", "bob")
+    got = store.embeddings_of(A, [mine, bobs, "frag-missing"])
+    assert list(got) == [mine]
+    assert service.embedder is not None
+    expected = service.embedder.embed_passages([store.get_many(A, [mine])[0].content])[0]
+    np.testing.assert_allclose(got[mine], expected, rtol=1e-6)
+    assert store.embeddings_of(A, []) == {}
+
+
+def test_expire_retention_archives_past_each_systems_cutoff_and_keeps_the_exempt(service: MemoryService, store: Store) -> None:
+    maintenance: MaintenanceStore = service.consolidator.maintenance
+    old = NOW - timedelta(days=100)
+    episode = put(service, "an old episode at the lake", type_="episode", created=old)
+    kept = {
+        "semantic": put(service, "an old fact about lakes", created=old),
+        "pinned": put(service, "a pinned old episode", type_="episode", created=old, pinned=True),
+        "keyed": put(service, "a keyed old episode", type_="episode", created=old, memory_key="lake-trip"),
+        "anchored": put(service, "an anchored old episode", type_="episode", created=old, is_anchor=True),
+        "permanent": put(service, "an important old episode", type_="episode", created=old, importance=0.9),
+        "recalled": put(service, "an old episode recalled lately", type_="episode", created=old),
+    }
+    bobs = put(service, "bob's old episode", "bob", type_="episode", created=old)
+    store.record_access([kept["recalled"]], NOW - timedelta(days=1))
+    store.flush_access()
+    cutoffs = {MemorySystem.EPISODIC: NOW - timedelta(days=90)}
+    assert maintenance.expire_retention(A, {}, NOW) == 0
+    assert maintenance.expire_retention(A, cutoffs, NOW) == 1
+    assert {f.id for f in store.get_many(A, [episode, *kept.values()])} == set(kept.values())
+    assert store.get_many(B, [bobs])  # another agent's memories are not A's to archive
+    assert maintenance.expire_retention(A, cutoffs, NOW) == 0  # already archived
+    assert store.restore(A, [episode]) == [episode]  # soft: restorable
+    assert maintenance.expire_retention(SYSTEM, cutoffs, NOW) == 2  # the maintenance scope: every namespace
+
+
+def test_pinned_fragments_are_kept_by_every_maintenance_primitive(service: MemoryService, store: Store) -> None:
+    maintenance: MaintenanceStore = service.consolidator.maintenance
+    old = NOW - timedelta(days=400)
+    for pinned in (True, False):
+        tag = "pinned" if pinned else "plain"
+        put(service, f"a {tag} old hot procedure", type_="procedure", created=old, importance=0.6, pinned=pinned)
+        put(service, f"a {tag} old cold fact", created=old, importance=0.3, pinned=pinned)
+        put(service, f"a {tag} unsure old fact", created=old, importance=0.6, pinned=pinned, confidence=0.01)
+    before = {f.content: f for f in store.list_fragments(A, SearchFilter(), 10) if f.pinned}
+    # each primitive acts on the plain copies (and only on them)
+    assert maintenance.demote(A, TTLTier.HOT, TTLTier.WARM, NOW - timedelta(days=7), None, NOW) == 1
+    assert maintenance.demote(A, TTLTier.WARM, TTLTier.COLD, NOW - timedelta(days=30), NOW - timedelta(days=30), NOW) == 1
+    assert maintenance.expire_cold(A, None, [], NOW - timedelta(days=1)) == 1  # the cold fact, cold since its creation
+    assert maintenance.prune_low_confidence(A, 0.05, 30.0, NOW + timedelta(days=1), archive=True) == 1  # the unsure fact
+    assert maintenance.decay_importance(A, 0.5, 10, 2.0, NOW) == 1
+    assert maintenance.expire_retention(A, {MemorySystem.PROCEDURAL: NOW + timedelta(days=1)}, NOW) == 1
+    left = {f.content: f for f in store.list_fragments(A, SearchFilter(), 10)}
+    assert sorted(left) == sorted(before) == ["a pinned old cold fact", "a pinned old hot procedure", "a pinned unsure old fact"]
+    assert {c: (f.ttl_tier, f.importance) for c, f in left.items()} == {c: (f.ttl_tier, f.importance) for c, f in before.items()}

@@ -210,8 +210,8 @@ class Fragment:
     client_embedding: bytes | None = None  # 002: the agent's own vector of it (float32, any dimension)
 
     def is_live(self, now: datetime) -> bool:
-        """Neither soft-deleted nor past its expiry: what every read may show."""
-        return self.deleted_at is None and (self.expires_at is None or self.expires_at > now)
+        """Neither soft-deleted nor past its expiry (a pinned memory never expires): what every read may show."""
+        return self.deleted_at is None and (self.expires_at is None or self.expires_at > now or self.pinned)
 
 
 @dataclass(frozen=True)
@@ -557,6 +557,26 @@ class GraphExploreInput(OperationInput):
     depth: Annotated[int, Strict(), Field(ge=1, le=3)] = Field(default=1, description="Hops to follow.")
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
     verbose: StrictBool = Field(default=False, description=VERBOSE)
+
+
+class FeedbackEvent(StrEnum):
+    """004 §3 feedback_event: what happened to a memory the agent was given."""
+
+    USED = "used"  # it went into an answer (a reuse, counted as usage)
+    EDITED = "edited"  # it had to be corrected
+    NEGLECTED = "neglected"  # it was recalled but ignored
+    HELPFUL = "helpful"
+    NOT_HELPFUL = "not_helpful"
+
+
+class FeedbackInput(OperationInput):
+    """Say how a memory served (004 §5.1 feedback); the score profile 004 ranks by it."""
+
+    id: FragmentId = Field(description="Memory id.")
+    event: FeedbackEvent = Field(description="What happened.")
+    score: Unit | None = Field(default=None, description="Strength 0-1 (default 1).")
+    note: ShortText | None = Field(default=None, description="E.g. the correct answer.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
 @dataclass(frozen=True)

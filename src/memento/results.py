@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from .models import Fragment, FragmentType, MemorySystem, PrivacyScope, RelationType, Scope, TTLTier
+from .models import FeedbackEvent, Fragment, FragmentType, MemorySystem, PrivacyScope, RelationType, Scope, TTLTier
 
 
 def _is_none(value: Any) -> bool:
@@ -280,6 +280,7 @@ class RecallItem(FragmentView):
     linked: bool | None = Omitted()
     via: Edge | None = Omitted()
     superseded_by: str | None = Omitted()  # the id of the memory that replaced this one
+    feedback: dict[str, int] | None = Omitted()  # the caller's feedback on it, by event (verbose view)
 
     @classmethod
     def of_recalled(cls, f: Fragment, **extra: Any) -> RecallItem:
@@ -394,6 +395,7 @@ class StoreStats(Result):
     index_coverage: float | None = Omitted()
     mean_utility_score: float | None
     mean_importance: float | None
+    feedback: dict[str, int] | None = Omitted(description="the caller's feedback events by kind (004)")
 
 
 class StatsResult(StoreStats):
@@ -417,5 +419,16 @@ class ConsolidateResult(Result):
     embeddings_backfilled: int
     working_memory_expired: int
     forgotten_purged: int = 0  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
+    retention_expired: int  # past its memory system's retention (004 §4.2): archived, restorable
     statistics: StoreStats
     elapsed_ms: float
+
+
+class FeedbackResult(Result):
+    """The recorded feedback event, and the caller's feedback on the memory so far, by event."""
+
+    success: bool = True
+    id: int
+    memory_id: str
+    event: FeedbackEvent
+    counts: dict[str, int]

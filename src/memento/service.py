@@ -22,7 +22,7 @@ from .entity_service import EntityService
 from .erasure import Erased, Erasure
 from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
-from .lifecycle.consolidate import ConfidencePrune, Consolidator
+from .lifecycle.consolidate import ConfidencePrune, Consolidator, Retention
 from .models import (
     DEFAULT_AGENT,
     AgentScope,
@@ -31,6 +31,7 @@ from .models import (
     ChangeEvent,
     ConsolidateInput,
     ContextInput,
+    FeedbackInput,
     ForgetInput,
     ForgetMode,
     Fragment,
@@ -56,6 +57,7 @@ from .results import (
     AmendResult,
     ConsolidateResult,
     ContextResult,
+    FeedbackResult,
     ForgetResult,
     FragmentView,
     GraphResult,
@@ -71,10 +73,11 @@ from .results import (
     VerifyErasureResult,
 )
 from .retrieval.context import explore, load_context
+from .retrieval.profile import Profile004
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .retrieval.search import Search
 from .settings import Settings
-from .storage.protocol import EntityStore, ErasureStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
+from .storage.protocol import EntityStore, ErasureStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFeedback, NewFragment, Store
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -87,10 +90,37 @@ SHARED_SCOPES = (PrivacyScope.TEAM, PrivacyScope.PUBLIC)
 ERASE_ATTEMPTS = 3
 MAINTENANCE_SCOPE = "system"  # sees every namespace (models.MAINTENANCE_AGENTS)
 AMENDABLE = tuple(name for name in AmendInput.model_fields if name not in ("id", "supersedes", "agentId"))
+# 004: a pinned memory never expires, but working memory ends with its session (docs/record.md).
+PINNED_SESSION = "working memory (scope 'session') ends with its session and cannot be pinned: remember it with scope 'permanent'"
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def retention_of(settings: Settings) -> Retention:
+    """004 §4.2's retention per memory system, from the MEMENTO_RETENTION_* settings (0: no limit)."""
+
+    def limit(value: int, unit: str) -> timedelta | None:
+        return timedelta(**{unit: value}) if value > 0 else None
+
+    return Retention(
+        working=limit(settings.retention_working_hours, "hours"),
+        episodic=limit(settings.retention_episodic_days, "days"),
+        semantic=limit(settings.retention_semantic_days, "days"),
+        procedural=limit(settings.retention_procedural_days, "days"),
+    )
+
+
+def score_profile(settings: Settings) -> Profile004 | None:
+    """The score profile 004 when MEMENTO_SCORE_PROFILE chooses it; None: 000's ranking."""
+    if settings.score_profile != "004":
+        return None
+    return Profile004(
+        recency_lambda=settings.score_recency_lambda,
+        duplication=settings.score_duplication_weight,
+        duplicate_similarity=settings.score_duplicate_similarity,
+    )
 
 
 class MemoryService:
@@ -117,15 +147,30 @@ class MemoryService:
         prune = ConfidencePrune(
             settings.confidence_prune_threshold, settings.confidence_half_life_days, settings.confidence_prune_action == "archive"
         )
-        retention = timedelta(days=settings.forget_retention_days) if settings.forget_retention_days > 0 else None
+        forget_retention = timedelta(days=settings.forget_retention_days) if settings.forget_retention_days > 0 else None
         self.consolidator = Consolidator(
-            settings.memory, store, maintenance, self._backfill, clock, observers=self.observers, prune=prune, forget_retention=retention
+            settings.memory,
+            store,
+            maintenance,
+            self._backfill,
+            clock,
+            observers=self.observers,
+            prune=prune,
+            retention=retention_of(settings),
+            forget_retention=forget_retention,
         )
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
         self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query)
         self.recaller = Recall(
-            store, settings.memory, self.vectors.query, self.search_mode, self.factory.tokens, keyword_index, self.searcher
+            store,
+            settings.memory,
+            self.vectors.query,
+            self.search_mode,
+            self.factory.tokens,
+            keyword_index,
+            self.searcher,
+            profile=score_profile(settings),
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
         # Every backend is an AppStore, so the store is its erasure store too (004 §5.1 forget mode=hard).
@@ -197,6 +242,8 @@ class MemoryService:
         expires = inp.record.expiresAt if inp.record else None
         if expires is not None and expires <= utc_now():  # stores hide rows by the wall clock
             raise InvalidArgument(f"expiresAt {expires.isoformat()} is not in the future; nothing stored")
+        if inp.scope is Scope.SESSION and inp.record and inp.record.pinned:
+            raise InvalidArgument(PINNED_SESSION + "; nothing stored")
         fragment, created = self._insert(
             scope,
             self._prepare(
@@ -448,6 +495,8 @@ class MemoryService:
         if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
             raise Forbidden(scope.pool_refusal([old.id]))
         record = inp.record or RecordInput()
+        if record.pinned and old.session_id is not None:
+            raise InvalidArgument(PINNED_SESSION + "; nothing changed")
         if record.privacyScope in SHARED_SCOPES and old.agent_id != DEFAULT_AGENT:
             raise InvalidArgument(
                 f"privacyScope {record.privacyScope} memories live in the shared pool 'default'; {old.id} is in namespace"
@@ -515,6 +564,8 @@ class MemoryService:
         refuse_unchangeable(scope, found)
         if found[0].pinned is pinned:
             return PinResult(id=inp.id, pinned=pinned, changed=False)
+        if pinned and found[0].session_id is not None:
+            raise InvalidArgument(PINNED_SESSION + "; nothing changed")
         fragment = self.store.update(scope, inp.id, FragmentChanges(pinned=pinned), scope.agent_id, self.clock())
         self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), (fragment.topic,), details={"pinned": pinned}))
         return PinResult(id=fragment.id, pinned=fragment.pinned, changed=True)
@@ -627,12 +678,22 @@ class MemoryService:
         feedback_id = self.store.add_tool_feedback(scope.agent_id, row, self.clock())
         return ToolFeedbackResult(id=feedback_id)
 
+    def feedback(self, inp: FeedbackInput, ctx: CallContext) -> FeedbackResult:
+        """004 §5.1: record how a visible memory served (the caller's own row); the score profile 004
+        reads it as usage. A memory of another namespace is not found."""
+        scope = self._writable(inp.agentId, ctx, pool=True)  # a row of the caller's; the memory itself is not changed
+        note = self.factory.clean_text(inp.note) if inp.note is not None else None
+        new = NewFeedback(inp.id, inp.event, 1.0 if inp.score is None else inp.score, note or None, ctx.session_id)
+        feedback_id = self.store.add_feedback(scope, new, self.clock())
+        tally = self.store.feedback_tallies(scope, [inp.id]).get(inp.id)
+        return FeedbackResult(id=feedback_id, memory_id=inp.id, event=inp.event, counts=dict(tally.counts) if tally else {})
+
     def memory_stats(self, inp: MemoryStatsInput, ctx: CallContext) -> StatsResult:
-        """Counts by tier and type, embedding coverage, mean utility, search mode."""
+        """Counts by tier and type, embedding coverage, mean utility, feedback, search mode."""
         scope = self._scope(inp.agentId, ctx)
-        return StatsResult.model_validate(
-            self.store.stats(scope) | {"search_mode": self.search_mode(), "embedding_model": self.embedder.name if self.embedder else None}
-        )
+        feedback = self.store.feedback_counts(scope) or None
+        extra = {"search_mode": self.search_mode(), "embedding_model": self.embedder.name if self.embedder else None, "feedback": feedback}
+        return StatsResult.model_validate(self.store.stats(scope) | extra)
 
     def memory_consolidate(
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
@@ -646,7 +707,9 @@ class MemoryService:
         agent = DEFAULT_AGENT if scope.is_maintenance else scope.agent_id
         self._emit(
             ChangeEvent(
-                "consolidated", agent, details={"merged": result.deduplicated, "deleted": result.expired + result.confidence_pruned}
+                "consolidated",
+                agent,
+                details={"merged": result.deduplicated, "deleted": result.expired + result.confidence_pruned + result.retention_expired},
             )
         )
         # The run also embedded what was stored without a vector: 001's "background sync done".

@@ -389,6 +389,57 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_CONSOLIDATION_THRESHOLD", "CONSOLIDATION_THRESHOLD"),
         description="Default similarity of consolidate_memories clusters, calibrated scale (001 §6.2).",
     )
+    # ---- seed 004 (score profile §4.1/§7, retention per memory system §4.2/§7)
+    score_profile: Literal["default", "004"] = Field(
+        "default",
+        validation_alias=AliasChoices("MEMENTO_SCORE_PROFILE"),
+        description="How recall's cascade ranks: default (000's fused relevance and prior, MEMORY_CONFIG.ranking) or 004 (S = 0.5·relevance + 0.2·recency + 0.2·importance + 0.1·usage − ε·duplication; docs/search.md).",
+    )
+    score_recency_lambda: float = Field(
+        0.0231,
+        ge=0,
+        le=10,
+        validation_alias=AliasChoices("MEMENTO_SCORE_RECENCY_LAMBDA"),
+        description="Profile 004: λ of recency = exp(−λ·age in days); 0.0231 halves it every 30 days, 0 turns it off.",
+    )
+    score_duplication_weight: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SCORE_DUPLICATION_WEIGHT"),
+        description="Profile 004: ε, the weight of the penalty of a result near-identical to a higher-ranked one in the same list.",
+    )
+    score_duplicate_similarity: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SCORE_DUPLICATE_SIMILARITY"),
+        description="Profile 004: raw cosine at which a result counts as a duplicate of a higher-ranked one.",
+    )
+    retention_working_hours: int = Field(
+        48,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_RETENTION_WORKING_HOURS"),
+        description="Consolidation archives working-system memories unused (neither created nor recalled) for this many hours; 0: kept.",
+    )
+    retention_episodic_days: int = Field(
+        90,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_RETENTION_EPISODIC_DAYS"),
+        description="The same for episodic memories, in days; 0: kept.",
+    )
+    retention_semantic_days: int = Field(
+        0,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_RETENTION_SEMANTIC_DAYS"),
+        description="The same for semantic memories, in days; 0 (the default): kept without limit.",
+    )
+    retention_procedural_days: int = Field(
+        0,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_RETENTION_PROCEDURAL_DAYS"),
+        description="The same for procedural memories, in days; 0 (the default): kept without limit.",
+    )
     conformance_fixtures: bool = Field(
         False,
         validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"),

@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
     lst.add_argument("--include-sessions", action="store_true", help="also working memory (session scope)")
     lst.add_argument("--json", action="store_true", help="print JSON")
 
-    show = sub.add_parser("show", help="everything about one memory: its fields, links both ways, earlier versions")
+    show = sub.add_parser("show", help="everything about one memory: its fields, links both ways, earlier versions, feedback")
     show.add_argument("id")
     show.add_argument("--agent", help=agent_help)
     show.add_argument("--json", action="store_true", help="print JSON")
@@ -193,8 +193,10 @@ def _show(app: App, args: argparse.Namespace) -> int:
     versions = [
         {_camel(k): v.isoformat() if hasattr(v, "isoformat") else v for k, v in row.items()} for row in app.store.versions(scope, f.id)
     ]
+    tally = app.store.feedback_tallies(scope, [f.id]).get(f.id)
+    feedback = dict(sorted(tally.counts.items())) if tally else {}  # 004: the feedback events on it, by kind
     if args.json:
-        _print_json({"fragment": _record(f), "links": links, "versions": versions})
+        _print_json({"fragment": _record(f), "links": links, "versions": versions, "feedback": feedback})
         return 0
     record = _record(f)
     content = record.pop("content")
@@ -211,6 +213,8 @@ def _show(app: App, args: argparse.Namespace) -> int:
     print(f"versions ({len(versions)}):")
     for i, v in enumerate(versions, start=1):
         print(f"  {i}. {v['amendedAt']} by {v['amendedBy']}: [{v['type']}/{v['topic']}] {_snippet(str(v['content']), 60)}")
+    if feedback:
+        print("feedback: " + ", ".join(f"{event} {n}" for event, n in feedback.items()))
     return 0
 
 

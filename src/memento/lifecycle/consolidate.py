@@ -1,4 +1,5 @@
-"""The consolidation pipeline of 000 §8, returning per-stage counts. Anchors are exempt."""
+"""The consolidation pipeline of 000 §8 (and 004 §4.2's retention), returning per-stage counts.
+Anchored and pinned memories are exempt."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..models import AgentScope, TTLTier
+from ..models import AgentScope, MemorySystem, TTLTier
 from ..observe import Observer
 from ..results import ConsolidateResult, FragmentPair, StoreStats
 from ..settings import MemoryConfig
@@ -25,6 +26,7 @@ STAGES = (
     "hot_to_warm",
     "warm_to_cold",
     "expired",
+    "retention_expired",
     "utility_recomputed",
     "decayed",
     "deduplicated",
@@ -45,8 +47,28 @@ class ConfidencePrune:
     archive: bool = True
 
 
+@dataclass(frozen=True)
+class Retention:
+    """004 §4.2 / §7: how long each memory system's memories are kept unused (None: without limit)."""
+
+    working: timedelta | None = timedelta(hours=48)
+    episodic: timedelta | None = timedelta(days=90)
+    semantic: timedelta | None = None
+    procedural: timedelta | None = None
+
+    def cutoffs(self, now: datetime) -> dict[MemorySystem, datetime]:
+        """{system: the time before which its memories, unused since, are past retention}."""
+        limits = {
+            MemorySystem.WORKING: self.working,
+            MemorySystem.EPISODIC: self.episodic,
+            MemorySystem.SEMANTIC: self.semantic,
+            MemorySystem.PROCEDURAL: self.procedural,
+        }
+        return {system: now - limit for system, limit in limits.items() if limit}
+
+
 class Consolidator:
-    """Runs the eleven stages in order; each stage is one call on the maintenance store."""
+    """Runs the stages in order; each stage is one call on the maintenance store."""
 
     def __init__(
         self,
@@ -59,9 +81,11 @@ class Consolidator:
         observers: Observer | None = None,
         prune: ConfidencePrune | None = None,
         forget_retention: timedelta | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self.observers = observers or Observer()
         self.prune = prune or ConfidencePrune()
+        self.retention = retention or Retention()
         self.config = config
         self.store = store
         self.maintenance = maintenance
@@ -117,6 +141,7 @@ class Consolidator:
                 ),
             ),
             ("expired", expire),
+            ("retention_expired", lambda: m.expire_retention(scope, self.retention.cutoffs(now), now)),
             # Utility first: decay reads it, and a store's first run would otherwise decay nothing.
             ("utility_recomputed", lambda: m.recompute_utility(scope, now, cfg.ranking.recencyHalfLifeDays)),
             ("decayed", lambda: m.decay_importance(scope, cfg.decayFactor, 1, 0.5, now - timedelta(days=cfg.hotDays))),

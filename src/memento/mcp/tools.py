@@ -1,4 +1,4 @@
-"""The memory tools (000's eleven, 004's restore and verify_erasure): schemas generated from the operation models, calls sent to the service.
+"""The memento toolset's tools (seed 000's eleven and seed 004's): schemas generated from the operation models, calls sent to the service.
 
 A tool call never fails at the protocol level once the tool is found: bad arguments and
 service errors become tool results with `isError: true`, so the model can read and correct them.
@@ -27,6 +27,7 @@ from memento.models import (
     CallContext,
     ConsolidateInput,
     ContextInput,
+    FeedbackInput,
     ForgetInput,
     GraphExploreInput,
     LinkInput,
@@ -43,6 +44,7 @@ from memento.results import (
     AmendResult,
     ConsolidateResult,
     ContextResult,
+    FeedbackResult,
     ForgetResult,
     GraphResult,
     LinkResult,
@@ -379,6 +381,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         MemoryService.verify_erasure,
         VerifyErasureResult,
         _READ,
+    ),
+    ToolSpec(
+        "feedback",
+        "Feedback",
+        "Say how a recalled memory served: helpful, not_helpful, used, edited or neglected.",
+        FeedbackInput,
+        MemoryService.feedback,
+        FeedbackResult,
     ),
 )
 

@@ -6,7 +6,7 @@ scope and filter); this engine decides what comes back and in which order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -15,8 +15,9 @@ from ..analysis import normalise_keyword, query_terms
 from ..models import AgentScope, Fragment, FragmentType, MemorySystem, RecallFilters, RecallInput, RelationType
 from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
-from ..storage.protocol import Hit, KeywordIndex, SearchFilter, Store
+from ..storage.protocol import Hit, KeywordIndex, RankFeatures, SearchFilter, Store
 from .budget import Counter, WireBudget
+from .profile import Profile004, penalise_duplicates
 from .rank import Candidate, composite, fuse, prior, reason
 from .search import MAX_LIMIT, Search, SearchPage, SearchRequest
 
@@ -65,8 +66,10 @@ class Recall:
         tokens: Counter,
         keyword_index: KeywordIndex | None = None,
         search: Search | None = None,
+        profile: Profile004 | None = None,
     ) -> None:
         self.store = store
+        self.profile = profile  # the score profile 004 (MEMENTO_SCORE_PROFILE=004); None: 000's ranking
         self.search = search
         self.tokens = tokens
         self.config = config
@@ -178,16 +181,50 @@ class Recall:
             return []
         features = self.store.rank_features(scope, list(cands))
         best = max(c.relevance for c in cands.values())
-        successors = self._successors(scope, [c for c in cands.values() if c.id in features])
-        scored = [
-            (c, composite(c, features[c.id], best, now, cfg) * (SUPERSEDED_FACTOR if c.id in successors else 1.0))
-            for c in cands.values()
-            if c.id in features
-        ]
-        scored.sort(key=lambda t: -t[1])
+        present = [c for c in cands.values() if c.id in features]
+        successors = self._successors(scope, present)
+        if self.profile is not None:
+            relevance = {c.id: c.relevance / best if best > 0 else 0.0 for c in present}
+            scored = self._profiled(scope, self.profile, present, relevance, features, successors, now, limit)
+        else:
+            scored = [
+                (c, composite(c, features[c.id], best, now, cfg) * (SUPERSEDED_FACTOR if c.id in successors else 1.0)) for c in present
+            ]
+            scored.sort(key=lambda t: -t[1])
         top = scored[:limit]
         fragments = {f.id: f for f in self.store.get_many(scope, [c.id for c, _ in top])}
         return [(fragments[c.id], c, score) for c, score in top if c.id in fragments]
+
+    def _profiled(
+        self,
+        scope: AgentScope,
+        profile: Profile004,
+        cands: list[Candidate],
+        relevance: dict[str, float],
+        features: Mapping[str, RankFeatures],
+        successors: Mapping[str, str],
+        now: datetime,
+        limit: int,
+    ) -> list[tuple[Candidate, float]]:
+        """The candidates scored by the profile 004, best first, each with its terms as its `why`.
+        The duplication penalty is judged among the best 2·limit (at least 40) before it."""
+        tallies = self.store.feedback_tallies(scope, [c.id for c in cands])
+        terms = {c.id: profile.terms(relevance.get(c.id, 0.0), features[c.id], tallies.get(c.id), now) for c in cands}
+
+        def factor(c: Candidate) -> float:
+            return SUPERSEDED_FACTOR if c.id in successors else 1.0
+
+        cands = sorted(cands, key=lambda c: -terms[c.id].total * factor(c))
+        window = [c.id for c in cands[: max(2 * limit, CANDIDATE_POOL)]]
+        vectors = self.store.embeddings_of(scope, window) if profile.duplication > 0 else {}
+        terms = penalise_duplicates(window, terms, vectors, profile)
+        scored = []
+        for c in cands:
+            why = terms[c.id].why()
+            c.why = f"{why}; superseded by {c.superseded_by}" if c.superseded_by else why
+            scored.append((c, terms[c.id].total * factor(c)))
+        scored.sort(key=lambda t: -t[1])
+        return scored
 
     def _successors(self, scope: AgentScope, cands: list[Candidate]) -> dict[str, str]:
         """Candidates that a visible memory supersedes, marked (`superseded_by`) and returned as
@@ -210,6 +247,11 @@ class Recall:
             rows = self.store.recent(scope, filt, limit)
             return [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
         rows = self.store.list_fragments(scope, filt, max(limit * 5, 200))
+        if self.profile is not None:  # no query: every relevance is 0
+            features = {f.id: RankFeatures(f.importance, f.created_at, f.accessed_at, f.access_count) for f in rows}
+            by_id = {f.id: f for f in rows}
+            profiled = self._profiled(scope, self.profile, [Candidate(f.id) for f in rows], {}, features, {}, now, limit)
+            return [(by_id[c.id], c, score) for c, score in profiled]
         scored = [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
         scored.sort(key=lambda t: -t[2])
         return scored
@@ -234,7 +276,9 @@ class Recall:
         budget = WireBudget(self.tokens, inp.tokenBudget, copies, envelope.dump())
         out: list[RecallItem] = []
         truncated = False
+        tallies = self.store.feedback_tallies(scope, [f.id for f, _, _ in ranked]) if verbose else {}
         for fragment, cand, score in ranked:
+            tally = tallies.get(fragment.id)
             item = RecallItem.of_recalled(
                 fragment,
                 score=round(score, 4),
@@ -242,6 +286,7 @@ class Recall:
                 matched=sorted(cand.matched),
                 similarity=round(cand.similarity, 4) if cand.similarity is not None else None,
                 superseded_by=cand.superseded_by,
+                feedback=dict(tally.counts) if tally else None,
             )
             if not budget.take(item.wire(verbose)):
                 truncated = True

@@ -35,16 +35,19 @@ from .postgres_bulk import PostgresBulk
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
 from .postgres_entities import PostgresEntities
 from .postgres_erasure import PostgresErasure
+from .postgres_feedback import PostgresFeedback
 from .postgres_fragments import PostgresFragments
 from .postgres_queries import PostgresQueries
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
+    FeedbackTally,
     FragmentChanges,
     GrowthPeriod,
     Hit,
     MemoryOverview,
+    NewFeedback,
     NewFragment,
     RankFeatures,
     SearchFilter,
@@ -91,6 +94,7 @@ class PostgresStore:
         self.bulk = PostgresBulk(self.db)
         self.entities = PostgresEntities(self.db, self.embedding_model)
         self.erasure = PostgresErasure(self.db)
+        self.feedback = PostgresFeedback(self.db, self.embedding_model)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -250,6 +254,20 @@ class PostgresStore:
 
     def stats(self, scope: AgentScope) -> dict[str, object]:
         return self.queries.stats(scope)
+
+    # ------------------------------------------------------------ 004 feedback (postgres_feedback.py)
+
+    def add_feedback(self, scope: AgentScope, new: NewFeedback, now: datetime) -> int:
+        return self.feedback.add_feedback(scope, new, now)
+
+    def feedback_tallies(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, FeedbackTally]:
+        return self.feedback.feedback_tallies(scope, ids)
+
+    def feedback_counts(self, scope: AgentScope) -> dict[str, int]:
+        return self.feedback.feedback_counts(scope)
+
+    def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.feedback.embeddings_of(scope, ids)
 
     # ------------------------------------------------------------ retrieval tiers (postgres_search.py)
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ..models import AgentScope, TTLTier
+from ..models import AgentScope, MemorySystem, TTLTier
 from .postgres import PostgresStore
 from .postgres_db import SYSTEM, retried
 from .postgres_fragments import PostgresFragments
 from .postgres_sql import POSTGRES, scope_sql, write_sql
 from .sqlfilter import live_sql
 
-_LIFECYCLE = "NOT f.is_anchor AND f.session_id IS NULL AND f.memory_key IS NULL"  # keyed memories (002) stay until pruned
+# Anchored, pinned (004: never expire, decay or get merged) and keyed (002: stay until pruned) memories
+# are kept by every stage; working memory has its own life (expire_sessions).
+_LIFECYCLE = "NOT f.is_anchor AND NOT f.pinned AND f.session_id IS NULL AND f.memory_key IS NULL"
+# What retention (004 §4.2) may archive: any memory system's rows, working memory included, but
+# never pinned, anchored, keyed or permanent-tier ones.
+_RETAINED = "NOT f.is_anchor AND NOT f.pinned AND f.memory_key IS NULL AND f.ttl_tier <> 'permanent'"
 
 
 def _changeable(scope: AgentScope) -> tuple[str, list[object]]:
@@ -79,7 +84,7 @@ class PostgresMaintenance:
         eff, eparams = POSTGRES.effective_confidence("f", now, half_life_days, since_tier=True)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND NOT f.pinned AND f.ttl_tier NOT IN ('hot', 'permanent')"
+                f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND f.ttl_tier NOT IN ('hot', 'permanent')"
                 f" AND f.deleted_at IS NULL AND {eff} < %s AND {where}",
                 [*eparams, threshold, *params],
             )
@@ -103,6 +108,8 @@ class PostgresMaintenance:
     @retried
     def deduplicate(self, scope: AgentScope) -> int:
         """Merge fragments sharing a content hash into the oldest (sums access counts, moves links).
+        A pinned fragment is never merged away: it survives in preference to the oldest, and a
+        second pinned copy stays as it is.
 
         The unique indexes already prevent duplicates within an agent; this stays for stores
         whose rows were loaded around them."""
@@ -116,15 +123,18 @@ class PostgresMaintenance:
             )
             for group in cur.fetchall():
                 cur.execute(
-                    "SELECT f.id, f.access_count FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s"
-                    f" AND f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.created_at, f.seq",
+                    "SELECT f.id, f.access_count, f.pinned FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s"
+                    f" AND f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.pinned DESC, f.created_at, f.seq",
                     (group["agent_id"], group["content_hash"], *params),
                 )
                 rows = cur.fetchall()
-                survivor, duplicates = rows[0]["id"], [r["id"] for r in rows[1:]]
+                merged_rows = [r for r in rows[1:] if not r["pinned"]]
+                if not merged_rows:
+                    continue
+                survivor, duplicates = rows[0]["id"], [r["id"] for r in merged_rows]
                 cur.execute(
                     "UPDATE agent_memory.fragments SET access_count = access_count + %s WHERE id = %s",
-                    (sum(r["access_count"] for r in rows[1:]), survivor),
+                    (sum(r["access_count"] for r in merged_rows), survivor),
                 )
                 for column, other in (("from_id", "to_id"), ("to_id", "from_id")):
                     cur.execute(
@@ -211,6 +221,21 @@ class PostgresMaintenance:
             if ids:
                 PostgresFragments._remove(cur, scope, ids)
             return len(ids)
+
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+        """004 §4.2: archive (soft-delete at `now`) each system's memories unused since its cutoff,
+        in one statement; pinned, anchored, keyed and permanent-tier memories are kept."""
+        if not unused_since:
+            return 0
+        where, params = _changeable(scope)
+        systems = " OR ".join(["(f.memory_system = %s AND GREATEST(f.created_at, f.accessed_at) < %s)"] * len(unused_since))
+        values = [v for system, cutoff in unused_since.items() for v in (system.value, cutoff)]
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"UPDATE agent_memory.fragments f SET deleted_at = %s WHERE {_RETAINED} AND ({systems}) AND {where}",
+                [now, *values, *params],
+            )
+            return int(cur.rowcount)
 
     @retried
     def expire_sessions(self, idle_before: datetime) -> int:

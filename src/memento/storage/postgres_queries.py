@@ -87,10 +87,11 @@ class PostgresQueries:
         where, params = scope_sql(scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"SELECT f.id, f.importance, f.created_at, f.accessed_at FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
+                "SELECT f.id, f.importance, f.created_at, f.accessed_at, f.access_count FROM agent_memory.fragments f"
+                f" WHERE f.id = ANY(%s) AND {where}",
                 [list(ids), *params],
             )
-            return {r["id"]: RankFeatures(r["importance"], r["created_at"], r["accessed_at"]) for r in cur.fetchall()}
+            return {r["id"]: RankFeatures(r["importance"], r["created_at"], r["accessed_at"], r["access_count"]) for r in cur.fetchall()}
 
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         where, params = scope_sql(scope)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,6 +15,7 @@ from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, R
 from ..models import (
     AgentScope,
     Draft,
+    FeedbackEvent,
     Fragment,
     FragmentType,
     Link,
@@ -179,6 +180,26 @@ class RankFeatures:
     importance: float
     created_at: datetime
     accessed_at: datetime | None
+    access_count: int = 0  # the score profile 004's usage
+
+
+@dataclass(frozen=True)
+class NewFeedback:
+    """A feedback event on a fragment (004 §3 feedback_event), recorded as the caller's."""
+
+    fragment_id: str
+    event: FeedbackEvent
+    score: float = 1.0
+    note: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class FeedbackTally:
+    """One fragment's feedback from the caller: how many events of each kind, and their summed scores."""
+
+    counts: dict[str, int]
+    scores: dict[str, float]
 
 
 class Store(Protocol):
@@ -245,6 +266,25 @@ class Store(Protocol):
     def add_tool_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int: ...
     def add_task_feedback(self, agent_id: str, row: dict[str, object], now: datetime) -> int: ...
     def stats(self, scope: AgentScope) -> dict[str, object]: ...
+
+    # 004: feedback on memories, and what the score profile 004 reads
+    def add_feedback(self, scope: AgentScope, new: NewFeedback, now: datetime) -> int:
+        """Record feedback on a fragment the scope sees (NotFound otherwise) as a row of the scope's
+        agent, in one transaction; the row's id."""
+        ...
+
+    def feedback_tallies(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, FeedbackTally]:
+        """The scope's own feedback on these visible fragments (those that have any); the
+        maintenance scope's is every agent's."""
+        ...
+
+    def feedback_counts(self, scope: AgentScope) -> dict[str, int]:
+        """The scope's own feedback events on the fragments it sees, by kind."""
+        ...
+
+    def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors (the current embedding model's) of these visible fragments."""
+        ...
 
 
 class EntityStore(Protocol):
@@ -350,6 +390,12 @@ class MaintenanceStore(Protocol):
         confidence prune) whose deletion is older than `deleted_before`; how many."""
         ...
 
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+        """004 §4.2: soft-delete (at `now`, restorable) the memories of each system in `unused_since`
+        whose latest of creation and last access is before its cutoff; pinned, anchored, keyed and
+        permanent-tier memories are kept. One statement; how many."""
+        ...
+
 
 # The tables a whole-store copy (`memento migrate`) moves, parents first, and the column each is
 # paged by: fragments by their insertion counter, the others by their own id (which is kept).
@@ -362,6 +408,7 @@ BULK_TABLES: tuple[str, ...] = (
     "entities",
     "relations",
     "entity_memories",
+    "feedback_events",
 )
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
@@ -372,6 +419,7 @@ BULK_KEYS: dict[str, str] = {
     "entities": "seq",
     "relations": "seq",
     "entity_memories": "seq",
+    "feedback_events": "id",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -455,6 +503,7 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "updated_at",
     ),
     "entity_memories": ("agent_id", "entity_id", "fragment_id", "relevance", "created_at"),
+    "feedback_events": ("id", "agent_id", "fragment_id", "event", "score", "note", "session_id", "created_at"),
 }
 
 

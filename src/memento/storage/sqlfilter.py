@@ -164,5 +164,6 @@ def _record_clauses(filt: SearchFilter, alias: str, dialect: Dialect, agent: str
 
 
 def live_sql(alias: str, now: str) -> str:
-    """Rows that are neither soft-deleted nor past their expiry; `now` is an SQL expression."""
-    return f"{alias}.deleted_at IS NULL AND ({alias}.expires_at IS NULL OR {alias}.expires_at > {now})"
+    """Rows that are neither soft-deleted nor past their expiry; `now` is an SQL expression. A
+    pinned row never expires (004: pin wins over expiresAt; unpinning lets the expiry apply)."""
+    return f"{alias}.deleted_at IS NULL AND ({alias}.expires_at IS NULL OR {alias}.expires_at > {now} OR {alias}.pinned)"

@@ -23,10 +23,12 @@ from .access import AccessBuffer, Pending
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
+    FeedbackTally,
     FragmentChanges,
     GrowthPeriod,
     Hit,
     MemoryOverview,
+    NewFeedback,
     NewFragment,
     RankFeatures,
     SearchFilter,
@@ -38,6 +40,7 @@ from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
 from .sqlite_entities import SQLiteEntities
 from .sqlite_erasure import SQLiteErasure
+from .sqlite_feedback import SQLiteFeedback
 from .sqlite_fragments import SQLiteFragments
 from .sqlite_queries import SQLiteQueries
 from .sqlite_search import SQLiteSearch
@@ -89,6 +92,7 @@ class SQLiteStore:
         self.bulk = SQLiteBulk(self.db, agents)
         self.entities = SQLiteEntities(self.db, embedding_model)
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
+        self.feedback = SQLiteFeedback(self.db, embedding_model)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -235,6 +239,20 @@ class SQLiteStore:
 
     def stats(self, scope: AgentScope) -> dict[str, object]:
         return self.queries.stats(scope)
+
+    # ------------------------------------------------------------ 004 feedback (sqlite_feedback.py)
+
+    def add_feedback(self, scope: AgentScope, new: NewFeedback, now: datetime) -> int:
+        return self.feedback.add_feedback(scope, new, now)
+
+    def feedback_tallies(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, FeedbackTally]:
+        return self.feedback.feedback_tallies(scope, ids)
+
+    def feedback_counts(self, scope: AgentScope) -> dict[str, int]:
+        return self.feedback.feedback_counts(scope)
+
+    def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.feedback.embeddings_of(scope, ids)
 
     # ------------------------------------------------------------ retrieval tiers (sqlite_search.py)
 

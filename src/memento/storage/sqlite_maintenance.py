@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ..models import AgentScope, TTLTier
+from ..models import AgentScope, MemorySystem, TTLTier
 from .sqlfilter import live_sql
 from .sqlite import SQLiteStore
 from .sqlite_sql import _FRAGMENT_COLUMNS, SQLITE, _row_to_fragment, _scope_sql, _write_sql, parse_ts, ts
 
-_LIFECYCLE = "f.is_anchor = 0 AND f.session_id IS NULL AND f.memory_key IS NULL"  # keyed memories (002) stay until pruned
+# Anchored, pinned (004: never expire, decay or get merged) and keyed (002: stay until pruned) memories
+# are kept by every stage; working memory has its own life (expire_sessions).
+_LIFECYCLE = "f.is_anchor = 0 AND f.pinned = 0 AND f.session_id IS NULL AND f.memory_key IS NULL"
+# What retention (004 §4.2) may archive: any memory system's rows, working memory included, but
+# never pinned, anchored, keyed or permanent-tier ones.
+_RETAINED = "f.is_anchor = 0 AND f.pinned = 0 AND f.memory_key IS NULL AND f.ttl_tier != 'permanent'"
 
 
 def _changeable(scope: AgentScope) -> tuple[str, list[object]]:
@@ -81,7 +86,7 @@ class SQLiteMaintenance:
         ids = [
             r[0]
             for r in self.store.db.reader().execute(
-                f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.pinned = 0 AND f.ttl_tier NOT IN ('hot', 'permanent')"
+                f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier NOT IN ('hot', 'permanent')"
                 f" AND f.deleted_at IS NULL AND {eff} < ? AND {where}",
                 [*eparams, threshold, *params],
             )
@@ -103,7 +108,9 @@ class SQLiteMaintenance:
             )
 
     def deduplicate(self, scope: AgentScope) -> int:
-        """Merge fragments sharing a content hash into the oldest (sums access counts, moves links)."""
+        """Merge fragments sharing a content hash into the oldest (sums access counts, moves links).
+        A pinned fragment is never merged away: it survives in preference to the oldest, and a
+        second pinned copy stays as it is."""
         where, params = _changeable(scope)
         groups = (
             self.store.db.reader()
@@ -119,17 +126,22 @@ class SQLiteMaintenance:
             rows = (
                 self.store.db.reader()
                 .execute(
-                    "SELECT f.id, f.access_count FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ? AND f.session_id IS NULL"
-                    " AND f.memory_key IS NULL"
-                    f" AND {where} ORDER BY f.created_at, f.seq",
+                    "SELECT f.id, f.access_count, f.pinned FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ?"
+                    " AND f.session_id IS NULL AND f.memory_key IS NULL"
+                    f" AND {where} ORDER BY f.pinned DESC, f.created_at, f.seq",
                     (agent, digest, *params),
                 )
                 .fetchall()
             )
-            survivor, duplicates = rows[0][0], [r[0] for r in rows[1:]]
+            merged_rows = [r for r in rows[1:] if not r[2]]
+            if not merged_rows:
+                continue
+            survivor, duplicates = rows[0][0], [r[0] for r in merged_rows]
             marks = ",".join("?" * len(duplicates))
             with self.store.db.tx() as conn:
-                conn.execute("UPDATE fragments SET access_count = access_count + ? WHERE id = ?", (sum(r[1] for r in rows[1:]), survivor))
+                conn.execute(
+                    "UPDATE fragments SET access_count = access_count + ? WHERE id = ?", (sum(r[1] for r in merged_rows), survivor)
+                )
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET from_id = ? WHERE from_id IN ({marks})", [survivor, *duplicates])
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET to_id = ? WHERE to_id IN ({marks})", [survivor, *duplicates])
                 conn.execute("DELETE FROM fragment_links WHERE from_id = to_id")
@@ -213,6 +225,23 @@ class SQLiteMaintenance:
             ]
             self.store.fragments.remove_rows(conn, found)
         return len(found)
+
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+        """004 §4.2: archive (soft-delete at `now`) each system's memories unused since its cutoff,
+        in one statement; pinned, anchored, keyed and permanent-tier memories are kept."""
+        if not unused_since:
+            return 0
+        where, params = _changeable(scope)
+        systems = " OR ".join(
+            ["(f.memory_system = ? AND MAX(f.created_at, COALESCE(f.accessed_at, f.created_at)) < ?)"] * len(unused_since)
+        )
+        values = [v for system, cutoff in unused_since.items() for v in (system.value, ts(cutoff))]
+        with self.store.db.tx() as conn:
+            return int(
+                conn.execute(
+                    f"UPDATE fragments AS f SET deleted_at = ? WHERE {_RETAINED} AND ({systems}) AND {where}", [ts(now), *values, *params]
+                ).rowcount
+            )
 
     def expire_sessions(self, idle_before: datetime) -> int:
         """Expunge the working memory of sessions idle since `idle_before`, per owning namespace

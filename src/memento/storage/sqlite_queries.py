@@ -120,13 +120,13 @@ class SQLiteQueries:
         rows = (
             self.db.reader()
             .execute(
-                "SELECT f.id, f.importance, f.created_at, f.accessed_at FROM fragments f"
+                "SELECT f.id, f.importance, f.created_at, f.accessed_at, f.access_count FROM fragments f"
                 f" WHERE f.id IN ({','.join('?' * len(ids))}) AND {where}",
                 [*ids, *params],
             )
             .fetchall()
         )
-        return {r[0]: RankFeatures(r[1], parse_ts(r[2]) or datetime.now(UTC), parse_ts(r[3])) for r in rows}
+        return {r[0]: RankFeatures(r[1], parse_ts(r[2]) or datetime.now(UTC), parse_ts(r[3]), r[4]) for r in rows}
 
     def count(self, scope: AgentScope, filt: SearchFilter) -> int:
         where, params = _scope_sql(scope, use_index=True)
