@@ -36,6 +36,7 @@ from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
 from .postgres_entities import PostgresEntities
 from .postgres_fragments import PostgresFragments
 from .postgres_queries import PostgresQueries
+from .postgres_records import PostgresRecords
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .protocol import (
     REINFORCEMENT,
@@ -48,6 +49,7 @@ from .protocol import (
     SearchFilter,
     VersionRecord,
 )
+from .records import RecordQuery, RestoreOutcome
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
 
@@ -87,6 +89,7 @@ class PostgresStore:
         self.search = PostgresSearch(self.db, self.embedding_model, self.ef_search)
         self.bulk = PostgresBulk(self.db)
         self.entities = PostgresEntities(self.db, self.embedding_model)
+        self.records = PostgresRecords(self.db, self.embedding_model)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -351,3 +354,14 @@ class PostgresStore:
 
     def confidence_histogram(self, scope: AgentScope, now: datetime, half_life_days: float, buckets: int) -> list[int]:
         return PostgresAnalytics(self.db).confidence_histogram(scope, now, half_life_days, buckets)
+
+    # ------------------------------------------------------------ whole records (postgres_records.py)
+
+    def record_owners(self, scope: AgentScope, query: RecordQuery) -> dict[str, int]:
+        return self.records.record_owners(scope, query)
+
+    def record_page(self, scope: AgentScope, table: str, query: RecordQuery, after: int, limit: int) -> list[dict[str, object]]:
+        return self.records.record_page(scope, table, query, after, limit)
+
+    def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
+        return self.records.restore_records(scope, records)

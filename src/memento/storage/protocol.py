@@ -6,12 +6,15 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
 from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, effective_confidence
 from ..models import AgentScope, Draft, Fragment, FragmentType, Link, MemorySystem, PrivacyScope, RelationType, TTLTier, memory_system_for
+
+if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
+    from .records import RecordQuery, RestoreOutcome
 
 
 @dataclass(frozen=True)
@@ -530,6 +533,27 @@ class BulkStore(Protocol):
     def finish_import(self) -> None: ...
 
 
+class RecordStore(Protocol):
+    """An agent's whole records, read and restored losslessly (export format version 2; the
+    tables and their owners: storage/records.py). Every method enforces `scope`: its own rows
+    (every agent's for the maintenance scope)."""
+
+    def record_owners(self, scope: AgentScope, query: RecordQuery) -> dict[str, int]:
+        """Each agent with fragments the query exports, and how many."""
+        ...
+
+    def record_page(self, scope: AgentScope, table: str, query: RecordQuery, after: int, limit: int) -> list[dict[str, object]]:
+        """Up to `limit` exported rows of `table` whose paging key (`_key` in each row) is above
+        `after`, in key order; a fragment row carries its nested tables' rows (its `versions`)."""
+        ...
+
+    def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
+        """Write (table, row) records as they are, in one transaction: ids and fields kept, rows
+        whose id (or unique key) is already stored skipped and reported, never overwritten.
+        Forbidden, restoring nothing, for a row of an agent the scope may not write."""
+        ...
+
+
 class KeywordIndex(Protocol):
     """The L1 keyword index of 000 §4.1 (Redis): candidate ids by keyword intersection.
 
@@ -611,5 +635,7 @@ class AnalyticsStore(Protocol):
         ...
 
 
-class AppStore(Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, AnalyticsStore, Protocol):
+class AppStore(
+    Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, AnalyticsStore, RecordStore, Protocol
+):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

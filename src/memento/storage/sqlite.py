@@ -31,12 +31,14 @@ from .protocol import (
     SearchFilter,
     VersionRecord,
 )
+from .records import RecordQuery, RestoreOutcome
 from .sqlite_analytics import SQLiteAnalytics
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
 from .sqlite_entities import SQLiteEntities
 from .sqlite_fragments import SQLiteFragments
 from .sqlite_queries import SQLiteQueries
+from .sqlite_records import SQLiteRecords
 from .sqlite_search import SQLiteSearch
 from .sqlite_sql import parse_ts, ts
 from .sqlite_vectors import SQLiteVectorSource
@@ -85,6 +87,7 @@ class SQLiteStore:
         self.search = SQLiteSearch(self.db, self.vectors, embedding_model, agents)
         self.bulk = SQLiteBulk(self.db, agents)
         self.entities = SQLiteEntities(self.db, embedding_model)
+        self.records = SQLiteRecords(self.db, embedding_model, agents)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -336,3 +339,14 @@ class SQLiteStore:
 
     def confidence_histogram(self, scope: AgentScope, now: datetime, half_life_days: float, buckets: int) -> list[int]:
         return SQLiteAnalytics(self.db).confidence_histogram(scope, now, half_life_days, buckets)
+
+    # ------------------------------------------------------------ whole records (sqlite_records.py)
+
+    def record_owners(self, scope: AgentScope, query: RecordQuery) -> dict[str, int]:
+        return self.records.record_owners(scope, query)
+
+    def record_page(self, scope: AgentScope, table: str, query: RecordQuery, after: int, limit: int) -> list[dict[str, object]]:
+        return self.records.record_page(scope, table, query, after, limit)
+
+    def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
+        return self.records.restore_records(scope, records)
