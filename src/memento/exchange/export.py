@@ -83,6 +83,7 @@ class Exporter:
         self.fmt = fmt
         self.page = page
         self.counts = Counts()
+        self.listed: list[str] = []  # the agents the header named (set by `stream`)
         # NDJSON carries every table (nested ones inside their fragments); the readable formats the memories
         self.tables: tuple[RecordTable, ...] = tuple(t for t in RECORD_TABLES if not t.nested) if fmt == "ndjson" else (FRAGMENTS,)
 
@@ -147,7 +148,8 @@ class Exporter:
         """The whole export, piece by piece; `progress` after every page of memories."""
         owners = self.owners()
         total = sum(owners.values())
-        yield self.head(self.agents(owners), total, now or datetime.now(UTC))
+        self.listed = self.agents(owners)
+        yield self.head(self.listed, total, now or datetime.now(UTC))
         written = 0
         for text, position in self.body():
             yield text

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import Forbidden, InvalidArgument
 from ..models import AgentScope
 from ..storage.protocol import RecordStore
-from ..storage.records import ENTITIES, FRAGMENTS, RECORD_TABLES, RecordTable, RestoreSkip
+from ..storage.records import ALREADY_PRESENT, ENTITIES, FRAGMENTS, RECORD_TABLES, RecordTable, RestoreSkip
 from . import wire
 
 BATCH = 500  # records per transaction
@@ -51,10 +51,14 @@ class RestoreReport:
     restored: dict[str, int] = field(default_factory=dict)
     skipped: list[RestoreSkip] = field(default_factory=list)
     skipped_total: int = 0
+    present: dict[str, int] = field(default_factory=dict)  # records skipped as already stored, by kind
     agents: dict[str, int] = field(default_factory=dict)  # memories restored per agent
 
     def take(self, skips: list[RestoreSkip]) -> None:
         self.skipped_total += len(skips)
+        for s in skips:
+            if s.reason == ALREADY_PRESENT:
+                self.present[kind_of(s.table)] = self.present.get(kind_of(s.table), 0) + 1
         room = MAX_SKIPS_LISTED - len(self.skipped)
         self.skipped.extend(skips[: max(room, 0)])
 
@@ -63,12 +67,13 @@ class RestoreReport:
             "read": self.read,
             "restored": self.restored,
             "skipped": self.skipped_total,
-            "skippedRecords": [{"kind": _kind(s.table), "key": s.key, "reason": s.reason} for s in self.skipped],
+            "alreadyPresent": self.present,
+            "skippedRecords": [{"kind": kind_of(s.table), "key": s.key, "reason": s.reason} for s in self.skipped],
             "agents": self.agents,
         }
 
 
-def _kind(table: str) -> str:
+def kind_of(table: str) -> str:
     return next((t.kind for t in RECORD_TABLES if t.table == table), table)
 
 
@@ -163,7 +168,7 @@ def restore(
         _embed(batch, embed)
         outcome = store.restore_records(scope, batch)
         for table, n in outcome.restored.items():
-            report.restored[_kind(table)] = report.restored.get(_kind(table), 0) + n
+            report.restored[kind_of(table)] = report.restored.get(kind_of(table), 0) + n
         restored = set(outcome.fragment_ids)
         for table, row in batch:
             if table == FRAGMENTS.table and row["id"] in restored:

@@ -16,6 +16,7 @@ from .postgres_db import SYSTEM, Cursor, PostgresDatabase, _as, retried
 from .postgres_rows import _SEARCH
 from .postgres_sql import POSTGRES, search_vector
 from .records import (
+    ALREADY_PRESENT,
     ENTITIES,
     FRAGMENTS,
     LINKS,
@@ -189,7 +190,7 @@ def _fragment_conflict(cur: Cursor, scope: AgentScope, row: dict[str, object]) -
     finally:
         _as(cur, scope.agent_id)
     if holder is not None:
-        return "already present" if holder["agent_id"] == row["agent_id"] else "the id is taken in another namespace"
+        return ALREADY_PRESENT if holder["agent_id"] == row["agent_id"] else "the id is taken in another namespace"
     session = "session_id IS NULL" if row.get("session_id") is None else "session_id = %s"
     extra = [] if row.get("session_id") is None else [row["session_id"]]
     if row.get("memory_key") is not None:
@@ -215,4 +216,4 @@ def _conflict(cur: Cursor, spec: RecordTable, row: dict[str, object]) -> str:
                 if other is not None:
                     return f"an entity of this name is already stored as {other['id']}"
             return "conflicts with a stored row"
-    return "already present"
+    return ALREADY_PRESENT

@@ -166,6 +166,9 @@ class RecordQuery:
     agents: tuple[str, ...] | None = None  # the maintenance scope: only these agents' rows (None: every agent's)
 
 
+ALREADY_PRESENT = "already present"  # the reason of a skipped row that is stored already (same id, same owner)
+
+
 @dataclass(frozen=True)
 class RestoreSkip:
     """A record a restore left out, and why (it is already there, or what it names is not)."""

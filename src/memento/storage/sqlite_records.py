@@ -13,6 +13,7 @@ from ..graph import name_key
 from ..models import DEFAULT_AGENT, AgentScope
 from . import terms as terms_policy
 from .records import (
+    ALREADY_PRESENT,
     ENTITIES,
     FRAGMENTS,
     LINKS,
@@ -114,7 +115,7 @@ class SQLiteRecords:
     def _fragment_conflict(conn: sqlite3.Connection, row: dict[str, object]) -> str:
         """Why a fragment's insert did nothing: which stored row holds its id, content or key."""
         if conn.execute("SELECT 1 FROM fragments WHERE id = ? AND agent_id = ?", (row["id"], row["agent_id"])).fetchone():
-            return "already present"
+            return ALREADY_PRESENT
         if conn.execute("SELECT 1 FROM fragments WHERE id = ?", (row["id"],)).fetchone():
             return "the id is taken in another namespace"
         session = "session_id IS NULL" if row.get("session_id") is None else "session_id = ?"
@@ -192,7 +193,7 @@ class SQLiteRecords:
                 if other is not None:
                     return f"an entity of this name is already stored as {other[0]}"
             return "conflicts with a stored row"
-        return "already present"
+        return ALREADY_PRESENT
 
 
 def _marks(values: Sequence[Any]) -> str:
