@@ -14,6 +14,7 @@ from memento.app import App
 from memento.mcp import jsonrpc
 from memento.mcp.features import Handler, NotificationHandler, RequestContext, ServerHub
 from memento.mcp.server import McpServer, Session
+from memento.mcp.tools import TOOLS
 
 pytestmark = pytest.mark.anyio
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -247,7 +248,7 @@ async def test_batches_only_for_2025_03_26(app: App) -> None:
         ]
     )
     assert [r["id"] for r in replies] == [1, 2, 3]
-    assert replies[0]["result"] == {} and len(replies[1]["result"]["tools"]) == 11
+    assert replies[0]["result"] == {} and len(replies[1]["result"]["tools"]) == len(TOOLS)
     assert replies[2]["error"]["code"] == jsonrpc.METHOD_NOT_FOUND
     assert await old.send([{"jsonrpc": "2.0", "method": "notifications/initialized"}]) is None
     assert (await old.send([]))["error"]["code"] == jsonrpc.INVALID_REQUEST

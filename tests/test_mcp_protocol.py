@@ -194,7 +194,7 @@ async def test_tools_list_has_the_eleven_tools_with_self_contained_object_schema
     result = (await peer.request("tools/list"))["result"]
     assert "nextCursor" not in result
     tools = result["tools"]
-    assert {t["name"] for t in tools} == TOOL_NAMES and len(tools) == 11
+    assert {t["name"] for t in tools} == TOOL_NAMES and len(tools) == len(TOOL_NAMES)
     for tool in tools:
         assert tool["description"]
         schema = tool["inputSchema"]
@@ -299,6 +299,8 @@ async def test_every_tool_result_validates_against_its_advertised_output_schema(
     await call("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": False})
     await call("memory_stats", {})
     await call("memory_consolidate", {})
+    first = await call("export", {"format": "csv", "limit": 1})
+    assert first["nextCursor"] and (await call("export", {"format": "csv", "cursor": first["nextCursor"]}))["nextCursor"] is None
     await call("forget", {"topic": "scratch"})
     assert set(checked) == TOOL_NAMES
 
@@ -429,7 +431,7 @@ async def test_stdio_answers_line_by_line_and_closes_the_app_at_eof(app: App) ->
     by_id = {r["id"]: r for r in replies}
     assert len(replies) == 3  # the notification and the blank line got no reply
     assert by_id[1]["result"]["protocolVersion"] == "2025-03-26"
-    assert len(by_id[2]["result"]["tools"]) == 11
+    assert len(by_id[2]["result"]["tools"]) == len(TOOL_NAMES)
     assert by_id[None]["error"]["code"] == jsonrpc.PARSE_ERROR
     assert app._closed
 

@@ -34,15 +34,16 @@ Progress = Callable[[int, int], None]  # (memories written, memories in all)
 
 @dataclass(frozen=True)
 class Position:
-    """Where a stream stands: the table being read (its index among the format's tables) and the
-    paging key of the last row written."""
+    """Where a stream stands: the table being read (its index among the format's tables), the
+    paging key of the last row written, and what was written before it (the trailer counts it)."""
 
     phase: int = 0
     after: int = 0
+    counts: tuple[tuple[str, int], ...] = ()
 
     def token(self, fmt: Format) -> str:
         """An opaque cursor for the next page."""
-        raw = json.dumps([fmt, self.phase, self.after], separators=(",", ":")).encode()
+        raw = json.dumps([fmt, self.phase, self.after, dict(self.counts)], separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
     @classmethod
@@ -50,12 +51,13 @@ class Position:
         """The position of a cursor; InvalidArgument for one this server did not give for `fmt`."""
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-            kind, phase, after = json.loads(raw)
+            kind, phase, after, counts = json.loads(raw)
         except (binascii.Error, ValueError, TypeError):
             raise InvalidArgument("cursor: not a cursor this server gave; start again without one") from None
-        if kind != fmt or not isinstance(phase, int) or not isinstance(after, int) or phase < 0 or after < 0:
+        fine = isinstance(phase, int) and isinstance(after, int) and phase >= 0 and after >= 0 and isinstance(counts, dict)
+        if kind != fmt or not fine or not all(isinstance(k, str) and isinstance(v, int) for k, v in counts.items()):
             raise InvalidArgument(f"cursor: not a cursor of a {fmt} export; start again without one")
-        return cls(phase, after)
+        return cls(phase, after, tuple(sorted(counts.items())))
 
 
 @dataclass
@@ -115,7 +117,8 @@ class Exporter:
         return formats.csv_header()
 
     def body(self, start: Position = Position()) -> Iterator[tuple[str, Position]]:
-        """Each record's text from `start` on, with the position after it."""
+        """Each record's text from `start` on (the counts go on from its), with the position after it."""
+        self.counts = Counts(dict(start.counts))
         for phase in range(start.phase, len(self.tables)):
             spec = self.tables[phase]
             after = start.after if phase == start.phase else 0
@@ -123,7 +126,8 @@ class Exporter:
                 rows = self.store.record_page(self.scope, spec.table, self.query, after, self.page)
                 for row in rows:
                     after = int(row["_key"])  # type: ignore[call-overload]
-                    yield self._render(spec, row), Position(phase, after)
+                    text = self._render(spec, row)
+                    yield text, Position(phase, after, tuple(sorted(self.counts.by_kind.items())))
                 if len(rows) < self.page:
                     break
 
