@@ -12,19 +12,26 @@ after a failure resumes it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..access import writable_scope
 from ..errors import Forbidden, InvalidArgument
-from ..models import AgentScope
+from ..models import AgentScope, CallContext
 from ..storage.protocol import RecordStore
 from ..storage.records import ALREADY_PRESENT, ENTITIES, FRAGMENTS, RECORD_TABLES, RecordTable, RestoreSkip
 from . import wire
 
+if TYPE_CHECKING:
+    from ..service import MemoryService
+
+log = logging.getLogger(__name__)
 BATCH = 500  # records per transaction
+MAINTENANCE_SCOPE = "system"
 MAX_SKIPS_LISTED = 1000  # a report lists this many skipped records, and counts the rest
 Embed = Callable[[list[str]], list[np.ndarray | None]]
 Progress = Callable[[int, int], None]  # (memories written or skipped, memories in the file)
@@ -212,3 +219,34 @@ def _embed(batch: list[tuple[str, dict[str, object]]], embed: Embed | None) -> N
     if texts:
         for row, vector in zip(targets, embed(texts), strict=True):
             row["embedding"] = vector
+
+
+def scope_of(service: MemoryService, ctx: CallContext, agent: str | None = None) -> tuple[AgentScope, str | None]:
+    """The scope an import writes in, and the agent its records must name (None: any). `agent`
+    (the operator's --agent) puts every record in that namespace; an agent credential restores
+    its own records only (a read-only one nothing); the operator and admin credentials keep each
+    record's agent."""
+    if agent is not None:
+        return AgentScope(agent), None
+    if ctx.agent_id is None or AgentScope(ctx.agent_id).is_maintenance:
+        if ctx.read_only:
+            raise Forbidden("this credential is read-only")
+        return AgentScope(MAINTENANCE_SCOPE), None
+    scope = writable_scope(None, ctx, service.settings.shared_pool, pool=True)
+    return scope, scope.agent_id
+
+
+def embedder_of(service: MemoryService) -> Embed | None:
+    """The service's passage vectors in batches; None per text when the provider fails (the
+    consolidation embeds those later, as for any memory stored while it was down)."""
+    if service.embedder is None:
+        return None
+
+    def embed(texts: list[str]) -> list[np.ndarray | None]:
+        try:
+            return list(service.vectors.passages(texts))
+        except Exception as exc:  # noqa: BLE001 - any provider failure leaves the vectors pending
+            log.warning("import: embedding failed (%s); those memories are embedded later", exc)
+            return [None] * len(texts)
+
+    return embed
