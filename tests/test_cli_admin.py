@@ -7,6 +7,8 @@ store and the files as they were.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import os
@@ -382,6 +384,44 @@ def test_export_refuses_to_overwrite_and_bad_targets(seeded: Seeded, capsys: pyt
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")) == []
     assert cli_json(capsys, "export", str(target), "--force")["fragments"] == 5
     assert target.read_text(encoding="utf-8").startswith('{"format":"memento-export"')
+
+
+def test_export_with_forgotten_rows_restores_into_an_empty_store_as_it_was(
+    seeded: Seeded, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = seeded.ids
+    target = tmp_path / "all.jsonl"
+    summary = cli_json(capsys, "export", str(target), "--include-forgotten", "--include-sessions")
+    _, fragments, _ = read_export(target.read_text(encoding="utf-8"))
+    by_id = {f["id"]: f for f in fragments}
+    assert summary["fragments"] == 8 and by_id[ids["alice_deleted"]]["deletedAt"] and by_id[ids["alice_gone"]]["expiresAt"]
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'copy.db'}")
+    report = cli_json(capsys, "import", str(target))
+    assert (report["stored"], report["alreadyKnown"], report["links"], report["skipped"]) == (8, 0, 2, [])
+    again = cli_json(capsys, "import", str(target))  # a second time: everything is there already
+    assert (again["stored"], again["alreadyKnown"], again["linksKnown"]) == (0, 8, 2)
+    copy = tmp_path / "copy.jsonl"
+    cli_json(capsys, "export", str(copy), "--include-forgotten", "--include-sessions")
+    assert copy.read_text(encoding="utf-8").splitlines()[1:] == target.read_text(encoding="utf-8").splitlines()[1:]
+
+
+def test_export_as_csv_markdown_and_a_folder_of_notes(seeded: Seeded, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ids = seeded.ids
+    summary = cli_json(capsys, "export", str(tmp_path / "m.csv"), "--format", "csv", "--agent", "alice")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "m.csv").read_text(encoding="utf-8"), newline="")))
+    assert summary["format"] == "csv" and {r["id"] for r in rows} == {ids["alice_error"], ids["alice_fix"], ids["alice_pref"]}
+    code, out, err = cli(capsys, "export", "--format", "markdown", "--agent", "alice")
+    assert code == 0 and out.startswith("# Memento export") and out.count("\n## ") == 3 and "exported 3 memories of 1 agent" in err
+    notes = tmp_path / "notes"
+    assert cli_json(capsys, "export", str(notes), "--format", "markdown", "--folder")["fragments"] == 5
+    assert sorted(p.name for p in notes.iterdir()) == sorted(
+        f"{ids[n]}.md" for n in ("pool_fact", "alice_error", "alice_fix", "alice_pref", "bob_secret")
+    )
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    code, _, err = cli(capsys, "export", str(notes), "--format", "markdown", "--folder")
+    assert code == 1 and "not empty" in err
+    code, _, err = cli(capsys, "export", str(tmp_path / "x.csv"), "--folder")
+    assert code == 1 and "--format markdown" in err
 
 
 @pytest.mark.slow

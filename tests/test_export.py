@@ -280,3 +280,38 @@ def test_a_markdown_note_has_front_matter_with_the_record(app: App, clock: Clock
     assert meta["topic"] == "team" and meta["memorySystem"] == "semantic" and meta["tags"] == []
     assert meta["createdAt"] == wire.timestamp(row["created_at"])  # type: ignore[arg-type]
     assert text.strip() == "# team\n\nAlice reviews on Tuesdays"
+
+
+@pytest.mark.backends("postgres")
+def test_a_sqlite_export_restores_into_postgresql_identically(app: App, clock: Clock, tmp_path: Path) -> None:
+    source = build_app(
+        Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'source.db'}", EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256), clock=clock
+    )
+    try:
+        ids = populate(source, clock)
+        text = export_text(source)
+        before = {f.id: f for f in source.store.get_many(SYSTEM, list(ids.values()))}
+    finally:
+        source.close()
+    report = import_text(app, text)  # `app` is the emptied PostgreSQL
+    assert report.skipped_total == 0, report.skipped
+    assert [json.loads(x) for x in body(export_text(app))] == [json.loads(x) for x in body(text)]
+    after = {f.id: f for f in app.store.get_many(SYSTEM, list(ids.values()))}
+    assert {k: {**asdict(f), "seq": 0} for k, f in after.items()} == {k: {**asdict(f), "seq": 0} for k, f in before.items()}
+
+
+def test_a_folder_of_notes_imports_through_the_basic_memory_reader(app: App, clock: Clock, empty: Any, tmp_path: Path) -> None:
+    from memento.cli.export import export_notes
+    from memento.importers import import_path
+
+    ids = populate(app, clock)
+    folder = tmp_path / "notes"
+    report = export_notes(app.store, folder, agents=["alice"])  # type: ignore[arg-type]
+    assert report.fragments == 4 and sorted(p.name for p in folder.iterdir()) == sorted(
+        f"{ids[n]}.md" for n in ("long", "fix", "pref", "keyed")
+    )
+    target = empty()
+    imported = import_path(target.service, folder, fmt="basic-memory", agent="alice")
+    assert imported.stored >= 4
+    texts = " ".join(f.content + " " + (f.detail or "") for f in target.store.page(AgentScope("alice"), SearchFilter(), None, 100))
+    assert "Alice reviews on Tuesdays" in texts and "frame39 in module_39.py" in texts

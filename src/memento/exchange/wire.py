@@ -112,6 +112,12 @@ def _value(value: object) -> object:
     return value
 
 
+@cache
+def _names(spec: RecordTable) -> tuple[tuple[str, str], ...]:
+    """(column, wire name) of each column a line carries (a nested row leaves out its parent's id)."""
+    return tuple((c, to_camel(c)) for c in spec.columns if not (spec.nested and c == spec.fragments[0]))
+
+
 def encode(spec: RecordTable, row: dict[str, object]) -> dict[str, Any]:
     """The line of a stored row (as RecordStore.record_page returns it): kind first, then its
     columns by camelCase name; a fragment's nested rows under their table's key. A table owned
@@ -119,10 +125,8 @@ def encode(spec: RecordTable, row: dict[str, object]) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": spec.kind}
     if spec.owner is None and "agent_id" in row:
         out["agentId"] = row["agent_id"]
-    for column in spec.columns:
-        if spec.nested and column == spec.fragments[0]:
-            continue
-        out[to_camel(column)] = _value(row.get(column))
+    for column, name in _names(spec):
+        out[name] = _value(row.get(column))
     for child in NESTED if spec is FRAGMENTS else ():
         out[child.kind] = [encode(child, r) for r in row.get(child.kind) or []]  # type: ignore[attr-defined]
     if spec.nested:
