@@ -306,7 +306,7 @@ def test_a_folder_of_notes_imports_through_the_basic_memory_reader(app: App, clo
 
     ids = populate(app, clock)
     folder = tmp_path / "notes"
-    report = export_notes(app.store, folder, agents=["alice"])  # type: ignore[arg-type]
+    report = export_notes(app.store, folder, agents=["alice"])
     assert report.fragments == 4 and sorted(p.name for p in folder.iterdir()) == sorted(
         f"{ids[n]}.md" for n in ("long", "fix", "pref", "keyed")
     )

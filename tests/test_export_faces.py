@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from conftest import StoreEnv
 from mcp import Client
@@ -89,7 +90,7 @@ async def test_the_tool_over_http_pages_the_callers_own_export(server: HttpServe
     with client(server.url, KEY_A) as a, client(server.url, KEY_B) as b:
         mine, theirs = seed(a, "heron"), seed(b, "egret")
     headers = {"Authorization": f"Bearer {KEY_A}"}
-    async with httpx.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http:
+    async with httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http:
         async with Client(streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S) as mcp:
             tool = {t.name: t for t in (await mcp.list_tools()).tools}["export"]
             assert tool.input_schema == EXPORT_SCHEMA and tool.description

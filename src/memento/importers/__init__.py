@@ -104,9 +104,8 @@ def import_path(
             _AGENT_ID.validate_python(agent)
         except ValidationError:
             raise InvalidArgument(f"agent {agent!r} is not a valid agent id (1-128 of A-Z a-z 0-9 _ . : @ -); nothing imported") from None
-    chosen = detect_format(path) if fmt == "auto" else fmt
-    if chosen == memento_export.FORMAT and path.is_file() and lossless.is_v2_file(path):
+    if fmt in ("auto", memento_export.FORMAT) and path.is_file() and lossless.is_v2_file(path):  # read a line at a time
         return lossless.import_v2(service, path, agent=agent, dry=dry, ctx=ctx or CallContext(), progress=progress)
-    planned = plan(read(path, chosen), agent)
+    planned = plan(read(path, fmt), agent)
     report = dry_run(planned) if dry else write(service, planned, ctx or CallContext(), progress)
     return replace(report, source=str(path))

@@ -19,13 +19,13 @@ from .writer import ImportReport
 
 
 def is_v2_file(path: Path) -> bool:
-    """Whether `path` opens with a version 2 memento-export header."""
-    with path.open(encoding="utf-8") as f:
-        for text in f:
-            if text.strip():
+    """Whether `path` opens with a version 2 memento-export header (its first line read, up to 64 KiB)."""
+    with path.open("rb") as f:
+        while raw := f.readline(1 << 16):
+            if raw.strip():
                 try:
-                    return is_v2(json.loads(text))
-                except json.JSONDecodeError:
+                    return is_v2(json.loads(raw))
+                except ValueError:  # not JSON, not UTF-8 (another format: the other readers say which)
                     return False
     return False
 
