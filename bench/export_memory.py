@@ -7,7 +7,8 @@ entity per hundred memories with its associations). Then each format is exported
 the NDJSON export imported into an empty store, each in a fresh child process that reports:
 
   rows/s         records written (memories, versions, links, entities, associations) per second
-  peak RSS       the child's ru_maxrss (the whole process: interpreter, libraries, SQLite's cache)
+  peak RSS       the child's peak resident set (VmHWM: the whole process, interpreter, libraries
+                 and SQLite's page cache, at most 64 MiB per connection)
   heap peak      tracemalloc's peak of Python allocations during the export itself (a second run,
                  since tracing slows it down)
 
@@ -119,8 +120,19 @@ def child(url: dict[str, str], action: str, path: Path, trace: bool) -> dict[str
         heap = tracemalloc.get_traced_memory()[1] if trace else None
     finally:
         app.close()
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"rows": rows, "seconds": seconds, "rss_mb": rss_kb / 1024, "heap_mb": None if heap is None else heap / 2**20, "bytes": path.stat().st_size}
+    return {"rows": rows, "seconds": seconds, "rss_mb": peak_rss_kb() / 1024, "heap_mb": None if heap is None else heap / 2**20, "bytes": path.stat().st_size}
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set: VmHWM (Linux; ru_maxrss would carry over the parent's
+    peak across fork and exec), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _lines(path: Path) -> Iterator[str]:

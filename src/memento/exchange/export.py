@@ -86,6 +86,7 @@ class Exporter:
         self.page = page
         self.counts = Counts()
         self.listed: list[str] = []  # the agents the header named (set by `stream`)
+        self._csv = formats.CsvLines()
         # NDJSON carries every table (nested ones inside their fragments); the readable formats the memories
         self.tables: tuple[RecordTable, ...] = tuple(t for t in RECORD_TABLES if not t.nested) if fmt == "ndjson" else (FRAGMENTS,)
 
@@ -114,7 +115,7 @@ class Exporter:
             return wire.line(header)
         if self.fmt == "markdown":
             return formats.markdown_title(agents, now)
-        return formats.csv_header()
+        return self._csv.header()
 
     def body(self, start: Position = Position()) -> Iterator[tuple[str, Position]]:
         """Each record's text from `start` on (the counts go on from its), with the position after it."""
@@ -140,7 +141,7 @@ class Exporter:
             return wire.line(wire.encode(spec, row))
         if self.fmt == "markdown":
             return formats.markdown_section(row)
-        return formats.csv_row(row)
+        return self._csv.row(row)
 
     def tail(self) -> str:
         """What closes the export: the NDJSON trailer with every count (nothing for the others)."""

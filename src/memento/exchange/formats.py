@@ -73,19 +73,25 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def csv_header() -> str:
-    return _csv_line(list(CSV_COLUMNS))
+class CsvLines:
+    """CSV lines one at a time (RFC 4180 quoting by the csv module, CRLF line ends)."""
 
+    def __init__(self) -> None:
+        self._buffer = io.StringIO()
+        self._writer = csv.writer(self._buffer, lineterminator="\r\n")
 
-def csv_row(row: dict[str, object]) -> str:
-    """One memory as a CSV line (RFC 4180 quoting, CRLF line end)."""
-    return _csv_line([_cell(row.get(_SOURCE.get(c, c))) for c in CSV_COLUMNS])
+    def line(self, cells: list[str]) -> str:
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        self._writer.writerow(cells)
+        return self._buffer.getvalue()
 
+    def header(self) -> str:
+        return self.line(list(CSV_COLUMNS))
 
-def _csv_line(cells: list[str]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\r\n").writerow(cells)
-    return buffer.getvalue()
+    def row(self, row: dict[str, object]) -> str:
+        """One memory as a CSV line."""
+        return self.line([_cell(row.get(_SOURCE.get(c, c))) for c in CSV_COLUMNS])
 
 
 # ---------------------------------------------------------------- Markdown
