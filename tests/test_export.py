@@ -315,3 +315,32 @@ def test_a_folder_of_notes_imports_through_the_basic_memory_reader(app: App, clo
     assert imported.stored >= 4
     texts = " ".join(f.content + " " + (f.detail or "") for f in target.store.page(AgentScope("alice"), SearchFilter(), None, 100))
     assert "Alice reviews on Tuesdays" in texts and "frame39 in module_39.py" in texts
+
+
+def test_the_tool_pages_join_into_the_whole_export_within_the_character_cap(app: App, clock: Clock) -> None:
+    from memento.exchange.page import PAGE_CHARS, ExportInput, export_page
+
+    s, alice = app.service, CallContext(agent_id="alice")
+    for i in range(12):  # each line over 3,000 characters (the whole text travels as `detail`): more than one page
+        s.remember(
+            RememberInput(
+                content=f"Runbook step {i}: " + "restart the worker and check the queue depth. " * 70, topic="ops", type="procedure"
+            ),
+            alice,
+        )
+    s.remember(RememberInput(content="Bob's own note", topic="ops", type="fact"), CallContext(agent_id="bob"))
+    pages = [export_page(s, ExportInput(limit=500), alice)]
+    while pages[-1].next_cursor:
+        pages.append(export_page(s, ExportInput(limit=500, cursor=pages[-1].next_cursor), alice))
+    assert len(pages) > 1 and all(len(p.text) <= PAGE_CHARS for p in pages)
+    joined = "".join(p.text for p in pages)
+    assert body(joined) == body(export_text(app, AgentScope("alice"), RecordQuery(SearchFilter())))
+    assert sum(p.count for p in pages) == 12 and "Bob's own note" not in joined
+    checked = check(joined.splitlines(), "pages")
+    assert checked.counts == {"fragment": 12, "versions": 0}
+    with pytest.raises(Forbidden):
+        export_page(s, ExportInput(agentId="bob"), alice)
+    with pytest.raises(InvalidArgument, match="agentId"):
+        export_page(s, ExportInput(agentId="system"), CallContext(agent_id="admin"))
+    only = export_page(s, ExportInput(format="csv", filters={"tags": ["none-such"]}), alice)  # type: ignore[arg-type]
+    assert only.count == 0 and only.next_cursor is None and only.text.startswith("id,agentId")

@@ -167,6 +167,8 @@ def decode(spec: RecordTable, item: dict[str, Any]) -> dict[str, object]:
             RelationType(str(row["relation_type"]))
         except ValueError:
             raise WireError(f"relationType: unknown relation {row['relation_type']!r}") from None
+        if row["from_id"] == row["to_id"]:
+            raise WireError("toId: a memory cannot link to itself")
     if "client_embedding" in row and row["client_embedding"] is not None:
         try:
             row["client_embedding"] = base64.b64decode(str(row["client_embedding"]), validate=True)
