@@ -342,5 +342,5 @@ def test_the_tool_pages_join_into_the_whole_export_within_the_character_cap(app:
         export_page(s, ExportInput(agentId="bob"), alice)
     with pytest.raises(InvalidArgument, match="agentId"):
         export_page(s, ExportInput(agentId="system"), CallContext(agent_id="admin"))
-    only = export_page(s, ExportInput(format="csv", filters={"tags": ["none-such"]}), alice)  # type: ignore[arg-type]
+    only = export_page(s, ExportInput(format="csv", filters={"tags": ["none-such"]}), alice)
     assert only.count == 0 and only.next_cursor is None and only.text.startswith("id,agentId")
