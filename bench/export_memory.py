@@ -14,7 +14,8 @@ the NDJSON export imported into an empty store, each in a fresh child process th
 
 Memory that does not grow from 10k to 100k is what "streaming" means here. No embeddings are
 computed (EMBEDDING_PROVIDER=none: an export never reads vectors; an import would embed each
-batch, which bench/latency.py times).
+batch, which bench/latency.py times). On PostgreSQL (`--backend postgres`: a throw-away server,
+bench/pg_server.py) each fill is followed by VACUUM (ANALYZE), as autovacuum would.
 
     python bench/export_memory.py [--sizes 10000,100000] [--backend sqlite|postgres]
 """
@@ -152,11 +153,23 @@ def run_child(url: dict[str, str], action: str, path: Path, trace: bool) -> dict
 # ---------------------------------------------------------------- the benchmark
 
 
+def analyze(url: dict[str, str]) -> None:
+    """PostgreSQL: what autovacuum would have done by now (statistics, the visibility map), as
+    bench/latency.py does after its fill."""
+    owner = url.get("DATABASE_MIGRATION_URL")
+    if owner:
+        import psycopg
+
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute("VACUUM (ANALYZE)")
+
+
 def measure(url_of: Any, sizes: list[int], folder: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for n in sizes:
         url = url_of(f"store-{n}")
         rate = fill(url, n)
+        analyze(url)
         print(f"filled {n:,} memories ({rate:,.0f}/s through restore_records)", file=sys.stderr, flush=True)
         for action in ("ndjson", "markdown", "csv", "import"):
             path = folder / f"export-{n}.{'jsonl' if action in ('ndjson', 'import') else action}"
