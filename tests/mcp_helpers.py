@@ -24,8 +24,8 @@ from runtime_env import runtime_python
 TIMEOUT_S = 30.0
 
 # The public contract: the tools every server serves by default (conformance fixtures off), seed
-# 000's eleven and 004's export. Hard-coded on purpose, not derived from memento.mcp.tools, so that
-# renaming or dropping a tool fails a test.
+# 000's eleven and 004's as they land. Hard-coded on purpose, not derived from memento.mcp.tools,
+# so that renaming or dropping a tool fails a test.
 TOOL_NAMES = {
     "remember",
     "recall",
@@ -38,6 +38,8 @@ TOOL_NAMES = {
     "memory_stats",
     "memory_consolidate",
     "graph_explore",
+    "pin",  # 004 §5.1
+    "unpin",
     "export",  # 004 §5.1 (docs/export.md)
 }
 

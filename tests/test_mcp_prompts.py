@@ -68,7 +68,7 @@ async def test_prompts_list_describes_both_prompts_with_their_arguments(app: App
     by_name = {p["name"]: p for p in listed["prompts"]}
     assert set(by_name) == {"memory_injection", "session_start"}
     args = {a["name"]: a["required"] for a in by_name["memory_injection"]["arguments"]}
-    assert args == {"query": True, "tokenBudget": False, "topic": False, "type": False}
+    assert args == {"query": True, "tokenBudget": False, "token_budget": False, "topic": False, "type": False}
     assert "nextCursor" not in listed
 
 
@@ -129,6 +129,10 @@ async def test_memory_injection_honours_topic_and_budget(app: App) -> None:
     assert "blue green" in text and "migrations" not in text
     tiny = text_of(await get(prompts, FakeContext(session), "memory_injection", {"query": "deploy", "tokenBudget": "1"}))
     assert "No stored memories matched" in tiny
+    seed = text_of(await get(prompts, FakeContext(session), "memory_injection", {"query": "deploy", "token_budget": "1"}))
+    assert "No stored memories matched" in seed  # 004's name for the same argument
+    both = await get(prompts, FakeContext(session), "memory_injection", {"query": "deploy", "token_budget": "900", "tokenBudget": "900"})
+    assert "blue green" in text_of(both)
 
 
 @pytest.mark.parametrize(
@@ -137,6 +141,8 @@ async def test_memory_injection_honours_topic_and_budget(app: App) -> None:
         ("memory_injection", None),
         ("memory_injection", {"query": ""}),
         ("memory_injection", {"query": "x", "tokenBudget": "lots"}),
+        ("memory_injection", {"query": "x", "token_budget": "0"}),
+        ("memory_injection", {"query": "x", "tokenBudget": "100", "token_budget": "200"}),
         ("memory_injection", {"query": "x", "type": "gossip"}),
         ("memory_injection", {"query": "x", "colour": "red"}),
         ("memory_injection", {"query": 3}),

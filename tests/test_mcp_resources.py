@@ -197,3 +197,32 @@ async def test_an_amend_updates_the_fragment_uri(app: App) -> None:
     await anyio.to_thread.run_sync(app.service.amend, AmendInput(id=fid, content="the cache TTL is 90 seconds"), CallContext())
     (note,) = await session.wait_for("notifications/resources/updated")
     assert note == {"uri": fragment_uri(fid)}
+
+
+async def test_seed_004_memory_view_and_search_preview(app: App) -> None:
+    from memento.mcp.memory_resources import MemoryResources, memory_uri
+
+    target = remember(app, "The harbour lighthouse keeper is called Ansel")
+    remember(app, "The bakery opens at seven")
+    other = remember(app, "Agent b's lighthouse key is under the mat", agent="agent-b")
+    session = FakeSession("s1")
+    feature = setup(app, session)
+    MemoryResources(feature).install()
+    ctx = FakeContext(session)
+    templates = await call(feature, ctx, "resources/templates/list", {})
+    assert "memory://memory/{id}" in [t["uriTemplate"] for t in templates["resourceTemplates"]]
+    listed = await call(feature, ctx, "resources/list", {})
+    assert "memory://memory/search" in [r["uri"] for r in listed["resources"]]
+    view = payload(await call(feature, ctx, "resources/read", {"uri": memory_uri(target)}))
+    assert view == payload(await call(feature, ctx, "resources/read", {"uri": fragment_uri(target)}))
+    assert view["content"] == "The harbour lighthouse keeper is called Ansel"
+    found = payload(await call(feature, ctx, "resources/read", {"uri": "memory://memory/search?query=lighthouse%20keeper&limit=1"}))
+    assert found["query"] == "lighthouse keeper" and found["count"] == 1
+    (item,) = found["items"]
+    assert item["id"] == target and item["snippet"].startswith("The harbour") and item["recallReason"] and item["score"] is not None
+    every = payload(await call(feature, ctx, "resources/read", {"uri": "memory://memory/search?query=lighthouse"}))
+    assert other not in [i["id"] for i in every["items"]]  # the operator's namespace is the pool, not agent-b's
+    for bad in ("memory://memory/search", "memory://memory/search?query=x&limit=0", "memory://memory/search?query=x&colour=red"):
+        with pytest.raises(JsonRpcError) as err:
+            await call(feature, ctx, "resources/read", {"uri": bad})
+        assert err.value.code == -32602

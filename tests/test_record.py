@@ -81,7 +81,8 @@ def test_defaults_and_the_memory_system_derived_from_type_and_scope(service: Mem
     working = remember(service, ctx, "scratch note for this session", scope="session").fragment
     assert working.memory_system == "working"
     plain = remember(service, ctx, "a plain fact with defaults").fragment
-    assert (plain.confidence, plain.tags, plain.pinned, plain.privacy_scope) == (1.0, [], False, "private")
+    # the shared pool (this ctx's namespace) holds what it shares: team unless told otherwise
+    assert (plain.confidence, plain.tags, plain.pinned, plain.privacy_scope) == (1.0, [], False, "team")
     assert plain.metadata == {} and plain.expires_at is None and plain.origin_trace is None
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, StrictBool, StringConstraints, field_validator
+from pydantic import Field, Strict, StrictBool, StringConstraints, WithJsonSchema, field_validator, model_validator
 
 from .fields import MAX_INPUT_CHARS as MAX_INPUT_CHARS
 from .fields import MAX_LIST_ITEMS as MAX_LIST_ITEMS
@@ -56,12 +56,33 @@ _SYSTEM_OF_TYPE: dict[str, MemorySystem] = {
 }
 
 
+# 004 §5.1: remember's `type` may name a memory system; each maps onto the fragment type it
+# stores as (and the system is recorded as given).
+TYPE_OF_SYSTEM: dict[MemorySystem, FragmentType] = {
+    MemorySystem.EPISODIC: FragmentType.EPISODE,
+    MemorySystem.SEMANTIC: FragmentType.FACT,
+    MemorySystem.PROCEDURAL: FragmentType.PROCEDURE,
+    MemorySystem.WORKING: FragmentType.OBSERVATION,
+}
+
+
 def memory_system_for(type_: FragmentType, *, working: bool = False) -> MemorySystem:
     """The memory system a memory gets when none is given: working memory (session scope) is
     `working`; events (episode, error) are `episodic`; procedures `procedural`; the rest `semantic`."""
     if working:
         return MemorySystem.WORKING
     return _SYSTEM_OF_TYPE.get(type_.value, MemorySystem.SEMANTIC)
+
+
+def privacy_for(agent_id: str, session_id: str | None, given: PrivacyScope | None) -> PrivacyScope:
+    """The privacy scope a new memory gets when none is given: the shared pool's (non-session)
+    rows are there to be shared, so `team`; every other row `private` (docs/privacy.md)."""
+    if given is not None:
+        return given
+    return PrivacyScope.TEAM if agent_id == DEFAULT_AGENT and session_id is None else PrivacyScope.PRIVATE
+
+
+KIND_OR_SYSTEM = [*(t.value for t in FragmentType), *(m.value for m in MemorySystem)]
 
 
 class TTLTier(StrEnum):
@@ -205,7 +226,7 @@ class RecordFields:
     expires_at: datetime | None = None
     pinned: bool = False
     memory_system: MemorySystem | None = None
-    privacy_scope: PrivacyScope = PrivacyScope.PRIVATE
+    privacy_scope: PrivacyScope | None = None  # None: by namespace (see privacy_for)
     origin_trace: dict[str, Any] | None = None
     detail: str | None = None  # the full (masked) text when content was cut; set by the factory
     memory_key: str | None = None  # 002: a keyed memory (exempt from the content-hash dedupe)
@@ -273,7 +294,9 @@ class RememberInput(OperationInput):
 
     content: Content = Field(description="The knowledge (cut at 300 chars, full text kept; PII masked).")
     topic: Topic = Field(description="Category.")
-    type: FragmentType = Field(description="Kind.")
+    type: Annotated[FragmentType | MemorySystem, WithJsonSchema({"type": "string", "enum": KIND_OR_SYSTEM})] = Field(
+        description="Kind, or a memory system (episodic: an episode, semantic: a fact)."
+    )
     keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Keywords (default: extracted).")
     importance: Unit | None = Field(default=None, description="0-1 (default: by type).")
     source: ShortText | None = Field(default=None, description="Provenance.")
@@ -284,14 +307,37 @@ class RememberInput(OperationInput):
     sessionId: ShortText | None = Field(default=None, description="Session for scope=session.")
     createdAt: datetime | None = Field(default=None, strict=False, description="Creation time (imports).")
     tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Tags, e.g. project:x.")
+    privacyScope: PrivacyScope | None = Field(default=None, description="private (default); team/public: in the shared pool.")
     record: RecordInput | None = Field(default=None, description=RECORD, json_schema_extra={"collapse": True})
 
     _content_not_blank = field_validator("content")(non_blank)
     _times_aware = field_validator("createdAt")(aware)
 
+    @model_validator(mode="after")
+    def _one_privacy(self) -> RememberInput:
+        given = self.record.privacyScope if self.record else None
+        if given is not None and self.privacyScope is not None and given is not self.privacyScope:
+            raise ValueError("privacyScope and record.privacyScope disagree: give one")
+        system = self.type if isinstance(self.type, MemorySystem) else None
+        chosen = self.record.memorySystem if self.record else None
+        if system is not None and chosen is not None and chosen is not system:
+            raise ValueError(f"type {system.value!r} and record.memorySystem {chosen.value!r} disagree: give one")
+        return self
+
+    @property
+    def fragment_type(self) -> FragmentType:
+        """The fragment type stored: the given kind, or the one a memory system maps onto."""
+        return TYPE_OF_SYSTEM[self.type] if isinstance(self.type, MemorySystem) else self.type
+
+    @property
+    def privacy(self) -> PrivacyScope | None:
+        """The privacy scope asked for (top level or in record), None when not given."""
+        return self.privacyScope or (self.record.privacyScope if self.record else None)
+
     def record_fields(self) -> RecordFields:
-        """The shared-record fields of this input."""
+        """The shared-record fields of this input (privacy as given: the service settles it)."""
         r = self.record or RecordInput()
+        system = self.type if isinstance(self.type, MemorySystem) else None
         return RecordFields(
             tags=tuple(dict.fromkeys(self.tags or ())),
             confidence=1.0 if r.confidence is None else r.confidence,
@@ -299,16 +345,39 @@ class RememberInput(OperationInput):
             metadata=dict(r.metadata or {}),
             expires_at=r.expiresAt,
             pinned=bool(r.pinned),
-            memory_system=r.memorySystem,
-            privacy_scope=r.privacyScope or PrivacyScope.PRIVATE,
+            memory_system=system or r.memorySystem,
+            privacy_scope=self.privacy,
             origin_trace=r.originTrace,
         )
+
+
+class RecallFilters(OperationInput):
+    """004 §5.1 recall filters (each narrows; all apply together)."""
+
+    type: list[MemorySystem | FragmentType] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Systems or kinds (any).")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Has every tag.")
+    projectId: ShortText | None = Field(default=None, description="Tagged project:<id>.")
+    timeFrom: datetime | None = Field(default=None, strict=False, description="Created at or after.")
+    timeTo: datetime | None = Field(default=None, strict=False, description="Created at or before.")
+    agent: AgentId | None = Field(default=None, description="Namespace (as agentId).")
+
+    _times_aware = field_validator("timeFrom", "timeTo")(aware)
+
+    @model_validator(mode="after")
+    def _window(self) -> RecallFilters:
+        if self.timeFrom is not None and self.timeTo is not None and self.timeFrom > self.timeTo:
+            raise ValueError("timeFrom is after timeTo")
+        return self
 
 
 class RecallInput(OperationInput):
     """Find fragments by keywords, natural-language text, topic and type."""
 
     text: Content | None = Field(default=None, description="Query text.")
+    query: Content | None = Field(default=None, description="Same as text.")
+    filters: RecallFilters | None = Field(
+        default=None, description="{type: [system|kind], tags, projectId, timeFrom, timeTo, agent}", json_schema_extra={"collapse": True}
+    )
     keywords: list[Keyword] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Match any.")
     topic: Topic | None = Field(default=None, description="Only this topic.")
     type: FragmentType | None = Field(default=None, description="Only this type.")
@@ -324,6 +393,20 @@ class RecallInput(OperationInput):
     sessionId: ShortText | None = Field(default=None, description="Plus its working memory.")
     verbose: StrictBool = Field(default=False, description=VERBOSE)
     mode: SearchMode | None = Field(default=None, description="Search mode.")
+
+    @model_validator(mode="after")
+    def _aliases(self) -> RecallInput:
+        """004's `query` is `text`; its `filters.agent` is `agentId` (given twice, they must agree)."""
+        if self.query is not None:
+            if self.text is not None and self.text != self.query:
+                raise ValueError("text and query are the same parameter: give one")
+            self.text = self.query
+        agent = self.filters.agent if self.filters else None
+        if agent is not None:
+            if self.agentId is not None and self.agentId != agent:
+                raise ValueError("agentId and filters.agent disagree: give one")
+            self.agentId = agent
+        return self
 
 
 class ForgetInput(OperationInput):
@@ -360,6 +443,13 @@ class AmendInput(OperationInput):
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
     _content_not_blank = field_validator("content")(non_blank)
+
+
+class PinInput(OperationInput):
+    """Pin or unpin a memory (004 §5.1)."""
+
+    id: FragmentId = Field(description="Memory id.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
 class TaskEffectiveness(OperationInput):

@@ -188,6 +188,15 @@ class LinkResult(Result):
     relation_type: RelationType
 
 
+class PinResult(Result):
+    """A pin or unpin: the memory's pin state now, and whether this call changed it."""
+
+    success: bool = True
+    id: str
+    pinned: bool
+    changed: bool
+
+
 class AmendResult(Result):
     """An amendment in place (versionArchived), or a superseding fragment (supersededId, original)."""
 

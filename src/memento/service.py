@@ -36,6 +36,8 @@ from .models import (
     GraphExploreInput,
     LinkInput,
     MemoryStatsInput,
+    PinInput,
+    PrivacyScope,
     RecallInput,
     RecordFields,
     RecordInput,
@@ -54,6 +56,7 @@ from .results import (
     FragmentView,
     GraphResult,
     LinkResult,
+    PinResult,
     RecallResult,
     ReflectedFragment,
     ReflectResult,
@@ -62,10 +65,10 @@ from .results import (
     ToolFeedbackResult,
 )
 from .retrieval.context import explore, load_context
-from .retrieval.recall import CANDIDATE_POOL, Recall  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
+from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .retrieval.search import Search
 from .settings import Settings
-from .storage.protocol import EntityStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, SearchFilter, Store
+from .storage.protocol import EntityStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFragment, Store
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -74,6 +77,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
+SHARED_SCOPES = (PrivacyScope.TEAM, PrivacyScope.PUBLIC)
 MAINTENANCE_SCOPE = "system"  # sees every namespace (models.MAINTENANCE_AGENTS)
 AMENDABLE = tuple(name for name in AmendInput.model_fields if name not in ("id", "supersedes", "agentId"))
 
@@ -175,7 +179,7 @@ class MemoryService:
     def remember(self, inp: RememberInput, ctx: CallContext, *, fragment_id: str | None = None) -> RememberResult:
         """Store a fragment; a duplicate returns the existing id with created=false. `fragment_id`
         (imports of Memento's own export) is the id to use when no fragment holds it yet."""
-        scope = self._writable(inp.agentId, ctx, pool=True)
+        scope = self._writable(self._home(inp, ctx), ctx, pool=True)
         self._own_session(scope, inp.sessionId, ctx)
         expires = inp.record.expiresAt if inp.record else None
         if expires is not None and expires <= utc_now():  # stores hide rows by the wall clock
@@ -187,7 +191,7 @@ class MemoryService:
                 ctx,
                 content=inp.content,
                 topic=inp.topic,
-                type_=inp.type,
+                type_=inp.fragment_type,
                 keywords=inp.keywords,
                 importance=inp.importance,
                 source=inp.source,
@@ -196,7 +200,7 @@ class MemoryService:
                 is_anchor=inp.isAnchor,
                 session_id=inp.sessionId,
                 created_at=inp.createdAt,
-                record=inp.record_fields(),
+                record=self._shared_by(inp, ctx),
             ),
             fragment_id,
         )
@@ -217,6 +221,32 @@ class MemoryService:
             original_length=len(inp.content) if cut else None,
             message=message,
         )
+
+    @staticmethod
+    def _home(inp: RememberInput, ctx: CallContext) -> str | None:
+        """The namespace a remember writes to: its agentId, except that a `team` or `public`
+        memory goes to the shared pool, the one place every agent reads (docs/privacy.md)."""
+        if inp.privacy not in SHARED_SCOPES:
+            return inp.agentId
+        if inp.scope is Scope.SESSION:
+            raise InvalidArgument(
+                "working memory (scope 'session') is never shared: privacyScope team/public needs scope 'permanent'; nothing stored"
+            )
+        if inp.agentId not in (None, DEFAULT_AGENT):
+            raise InvalidArgument(
+                f"privacyScope {inp.privacy} memories live in the shared pool 'default', which every agent reads:"
+                " omit agentId (or give 'default'); nothing stored"
+            )
+        return DEFAULT_AGENT
+
+    @staticmethod
+    def _shared_by(inp: RememberInput, ctx: CallContext) -> RecordFields:
+        """The record of a remember; a memory an agent shares into the pool names that agent in
+        its origin trace (unless the caller gave one)."""
+        record = inp.record_fields()
+        if inp.privacy in SHARED_SCOPES and ctx.agent_id and ctx.agent_id != DEFAULT_AGENT and record.origin_trace is None:
+            return replace(record, origin_trace={"sharedBy": ctx.agent_id})
+        return record
 
     def _insert(self, scope: AgentScope, new: NewFragment, fragment_id: str | None) -> tuple[Fragment, bool]:
         """Insert under the draft's own id, or under `fragment_id` while no fragment holds it."""
@@ -329,6 +359,13 @@ class MemoryService:
         if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
             raise Forbidden(scope.pool_refusal([old.id]))
         record = inp.record or RecordInput()
+        if record.privacyScope in SHARED_SCOPES and old.agent_id != DEFAULT_AGENT:
+            raise InvalidArgument(
+                f"privacyScope {record.privacyScope} memories live in the shared pool 'default'; {old.id} is in namespace"
+                f" {old.agent_id!r}: remember it again with privacyScope {record.privacyScope} to share it; nothing changed"
+            )
+        if record.privacyScope is not None and record.privacyScope is not PrivacyScope.PRIVATE and old.session_id is not None:
+            raise InvalidArgument("working memory (scope 'session') is never shared; nothing changed")
         fields = {k: getattr(inp, k) for k in AMENDABLE if k != "record"} | record.model_dump()
         if all(v is None for v in fields.values()):
             raise InvalidArgument(f"nothing to amend: give at least one of {', '.join(AMENDABLE)}")
@@ -371,6 +408,27 @@ class MemoryService:
         if emit:
             self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), tuple({old.topic, fragment.topic})))
         return AmendResult(id=fragment.id, fragment=FragmentView.of(fragment), version_archived=True)
+
+    def pin(self, inp: PinInput, ctx: CallContext) -> PinResult:
+        """004 §5.1: a pinned memory never expires, decays or gets merged (every lifecycle stage
+        keeps it); the change is archived as a version like any amend."""
+        return self._set_pin(inp, ctx, pinned=True)
+
+    def unpin(self, inp: PinInput, ctx: CallContext) -> PinResult:
+        """Undo pin: the lifecycle treats the memory as any other again."""
+        return self._set_pin(inp, ctx, pinned=False)
+
+    def _set_pin(self, inp: PinInput, ctx: CallContext, *, pinned: bool) -> PinResult:
+        scope = self._writable(inp.agentId, ctx, pool=True)
+        found = self.store.get_many(scope, [inp.id])
+        if not found:
+            raise NotFound(f"fragment {inp.id!r} not found")
+        refuse_unchangeable(scope, found)
+        if found[0].pinned is pinned:
+            return PinResult(id=inp.id, pinned=pinned, changed=False)
+        fragment = self.store.update(scope, inp.id, FragmentChanges(pinned=pinned), scope.agent_id, self.clock())
+        self._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), (fragment.topic,), details={"pinned": pinned}))
+        return PinResult(id=fragment.id, pinned=fragment.pinned, changed=True)
 
     def _supersede(self, scope: AgentScope, old: Fragment, inp: AmendInput) -> AmendResult:
         now = self.clock()
@@ -417,15 +475,7 @@ class MemoryService:
             vector = self.vectors.query(inp.text)
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        filt = SearchFilter(
-            topic=inp.topic,
-            type=inp.type,
-            session_id=inp.sessionId or ctx.session_id,
-            tags_all=tuple(inp.tags or ()),
-            tags_any=tuple(inp.tagsAny or ()),
-            memory_system=inp.memorySystem,
-            half_life_days=self.settings.confidence_half_life_days,
-        )
+        filt = recall_filter(inp, inp.sessionId or ctx.session_id, self.settings.confidence_half_life_days)
         return self.recaller.run(scope, inp, filt, vector, self.clock(), ctx.payload_copies)
 
     def context(self, inp: ContextInput, ctx: CallContext) -> ContextResult:

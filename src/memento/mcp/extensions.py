@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from memento.mcp.completion import CompletionFeature
 from memento.mcp.features import Feature
 from memento.mcp.fixtures import install
+from memento.mcp.memory_resources import MemoryResources
 from memento.mcp.prompts import PromptsFeature
 from memento.mcp.resources import ResourcesFeature
 from memento.mcp.tasks import TasksFeature
@@ -20,9 +21,11 @@ from memento.settings import Settings
 
 
 def extension_features(settings: Settings) -> list[Feature]:
-    """Resources, prompts, completion and tasks; the vault's resources when its toolset is served;
+    """Resources, prompts, completion and tasks; 004's and the vault's resources when their toolsets are served;
     the conformance fixtures only when enabled."""
     resources, prompts = ResourcesFeature(), PromptsFeature()
+    if any(spec.name == "pin" for spec in selected_tools(settings.toolsets)):  # 004's resources with its tools
+        MemoryResources(resources).install()
     if any(spec.name == "commit_memory" for spec in selected_tools(settings.toolsets)):  # 002's resources with its tools
         VaultResources(resources).install()
     if settings.conformance_fixtures:

@@ -105,6 +105,14 @@ def parse_budget(value: str | None, default: int) -> int:
     return budget
 
 
+def _one_budget(args: dict[str, str]) -> str | None:
+    """tokenBudget, or 004's token_budget (the same argument: given twice, they must agree)."""
+    camel, snake = args.get("tokenBudget"), args.get("token_budget")
+    if camel and snake and camel != snake:
+        raise JsonRpcError(INVALID_PARAMS, "Invalid params: tokenBudget and token_budget are the same argument: give one")
+    return camel or snake
+
+
 class PromptsFeature:
     """prompts/list and prompts/get over a registry of prompt specs."""
 
@@ -122,6 +130,7 @@ class PromptsFeature:
                 (
                     PromptArgument("query", "What the next answer is about (natural language).", required=True),
                     PromptArgument("tokenBudget", "Maximum estimated tokens of memories (default 1200)."),
+                    PromptArgument("token_budget", "Same as tokenBudget (seed 004's name)."),
                     PromptArgument("topic", "Only memories of this topic.", complete=self._complete_topic),
                     PromptArgument("type", "Only memories of this type.", complete=_complete_type),
                 ),
@@ -202,7 +211,7 @@ class PromptsFeature:
         try:
             inp = RecallInput(
                 text=query,
-                tokenBudget=parse_budget(args.get("tokenBudget"), DEFAULT_INJECTION_BUDGET),
+                tokenBudget=parse_budget(_one_budget(args), DEFAULT_INJECTION_BUDGET),
                 limit=INJECTION_LIMIT,
                 includeLinks=False,
                 topic=args.get("topic") or None,

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..graph import Entity
-from ..models import DEFAULT_AGENT, AgentScope, ChangeEvent, Fragment
+from ..models import DEFAULT_AGENT, AgentScope, ChangeEvent, Fragment, PrivacyScope
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ def _after(events: list[LiveEvent], last_id: str, agent_id: str | None, *, compl
 
 
 def _shared(f: Fragment) -> bool:
-    return f.agent_id == DEFAULT_AGENT and f.session_id is None
+    return f.agent_id == DEFAULT_AGENT and f.session_id is None and f.privacy_scope is not PrivacyScope.PRIVATE
 
 
 def _jsonable(value: Any) -> Any:

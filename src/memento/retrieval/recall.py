@@ -7,12 +7,12 @@ scope and filter); this engine decides what comes back and in which order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from ..analysis import normalise_keyword, query_terms
-from ..models import AgentScope, Fragment, RecallInput, RelationType
+from ..models import AgentScope, Fragment, FragmentType, MemorySystem, RecallFilters, RecallInput, RelationType
 from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, SearchFilter, Store
@@ -26,6 +26,31 @@ DEFAULT_LINK_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY, Rela
 SUPERSEDED_FACTOR = 0.5  # a superseded memory's score, relative to what it would be
 
 Ranked = list[tuple[Fragment, Candidate, float]]
+INSTANT = timedelta(microseconds=1)  # SearchFilter's creation window is strict; 004's is inclusive
+
+
+def recall_filter(inp: RecallInput, session_id: str | None, half_life_days: float) -> SearchFilter:
+    """The SearchFilter of a recall: 000's parameters and 004's `filters` object, all applied
+    together (memory systems and kinds in `filters.type`: any of the systems given and any of
+    the kinds given; `projectId` is the tag `project:<id>`; the time window is inclusive)."""
+    f = inp.filters or RecallFilters()
+    chosen = f.type or []
+    systems = tuple(dict.fromkeys(t for t in chosen if isinstance(t, MemorySystem)))
+    kinds = tuple(dict.fromkeys(t for t in chosen if isinstance(t, FragmentType)))
+    tags = [*(inp.tags or ()), *(f.tags or ()), *([f"project:{f.projectId}"] if f.projectId else [])]
+    return SearchFilter(
+        topic=inp.topic,
+        type=inp.type,
+        types=kinds or None,
+        session_id=session_id,
+        tags_all=tuple(dict.fromkeys(tags)),
+        tags_any=tuple(inp.tagsAny or ()),
+        memory_system=inp.memorySystem,
+        memory_systems=systems or None,
+        created_after=f.timeFrom - INSTANT if f.timeFrom else None,
+        created_before=f.timeTo + INSTANT if f.timeTo else None,
+        half_life_days=half_life_days,
+    )
 
 
 class Recall:

@@ -31,8 +31,10 @@ def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
     sql = f"{live} AND {alias}.agent_id = ANY(%s)"
     if len(agents) == 1 or alias in ("t", "k"):
         return sql, [list(agents)]
-    # Working memory is never shared: another namespace's session rows stay out of sight.
-    return f"{sql} AND ({alias}.session_id IS NULL OR {alias}.agent_id = %s)", [list(agents), scope.agent_id]
+    # The pool shares only what is meant for others: another namespace's working memory and
+    # private rows stay out of sight (the RLS policy of migration 0012 says the same).
+    shared = f"({alias}.session_id IS NULL AND {alias}.privacy_scope <> 'private')"
+    return f"{sql} AND ({alias}.agent_id = %s OR {shared})", [list(agents), scope.agent_id]
 
 
 def write_sql(scope: AgentScope, alias: str = "f") -> str:

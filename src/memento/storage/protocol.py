@@ -11,7 +11,19 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation, effective_confidence
-from ..models import AgentScope, Draft, Fragment, FragmentType, Link, MemorySystem, PrivacyScope, RelationType, TTLTier, memory_system_for
+from ..models import (
+    AgentScope,
+    Draft,
+    Fragment,
+    FragmentType,
+    Link,
+    MemorySystem,
+    PrivacyScope,
+    RelationType,
+    TTLTier,
+    memory_system_for,
+    privacy_for,
+)
 
 if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
     from .records import RecordQuery, RestoreOutcome
@@ -30,6 +42,7 @@ class SearchFilter:
     tags_all: tuple[str, ...] = ()  # carries every one of these tags
     tags_any: tuple[str, ...] = ()  # carries at least one of these tags
     memory_system: MemorySystem | None = None
+    memory_systems: tuple[MemorySystem, ...] | None = None  # 004 §5.1 filters.type: any of these
     # 001 §5.6
     created_after: datetime | None = None  # created strictly after
     created_before: datetime | None = None  # created strictly before
@@ -57,6 +70,8 @@ class SearchFilter:
         if self.types and fragment.type not in self.types:
             return False
         if self.memory_system is not None and fragment.memory_system is not self.memory_system:
+            return False
+        if self.memory_systems and fragment.memory_system not in self.memory_systems:
             return False
         tags = set(fragment.tags)
         if self.tags_all and not tags.issuperset(self.tags_all):
@@ -475,7 +490,7 @@ def new_record(new: NewFragment) -> dict[str, object]:
         "expires_at": r.expires_at,
         "pinned": r.pinned,
         "memory_system": new.memory_system.value,
-        "privacy_scope": r.privacy_scope.value,
+        "privacy_scope": privacy_for(new.agent_id, new.session_id, r.privacy_scope).value,
         "origin_trace": r.origin_trace,
         "tier_since": new.draft.entered_at or new.draft.created_at,
         "detail": r.detail,

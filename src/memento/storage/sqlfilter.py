@@ -60,6 +60,10 @@ def narrowing(filt: SearchFilter) -> bool:
         filt.topic is not None
         or filt.type is not None
         or filt.types
+        or filt.memory_system is not None
+        or filt.memory_systems
+        or bool(filt.tags_all)
+        or bool(filt.tags_any)
         or filt.only_session
         or filt.created_after is not None
         or filt.created_before is not None
@@ -104,6 +108,10 @@ def filter_sql(filt: SearchFilter, alias: str, dialect: Dialect, agent: str | No
     if filt.memory_system is not None:
         clauses.append(f"{alias}.memory_system = {mark}")
         params.append(filt.memory_system.value)
+    if filt.memory_systems:
+        systems = [m.value for m in filt.memory_systems]
+        clauses.append(f"{alias}.memory_system IN ({','.join([mark] * len(systems))})")
+        params.extend(systems)
     if any_of:  # PostgreSQL: tags is TEXT[] (GIN-indexed)
         if filt.tags_all:
             clauses.append(f"{alias}.tags @> {mark}::text[]")

@@ -83,8 +83,10 @@ def _scope_sql(scope: AgentScope, alias: str = "f", *, use_index: bool = False) 
     sql = f"{live} AND {column} IN ({','.join('?' * len(agents))})"
     if len(agents) == 1:
         return sql, [now, *agents]
-    # Working memory is never shared: another namespace's session rows stay out of sight.
-    return f"{sql} AND ({alias}.session_id IS NULL OR {alias}.agent_id = ?)", [now, *agents, scope.agent_id]
+    # The pool shares only what is meant for others: another namespace's working memory and
+    # private rows stay out of sight (models.SHARED_PRIVACY; the PostgreSQL policy says the same).
+    shared = f"({alias}.session_id IS NULL AND {alias}.privacy_scope <> 'private')"
+    return f"{sql} AND ({alias}.agent_id = ? OR {shared})", [now, *agents, scope.agent_id]
 
 
 def _write_sql(scope: AgentScope, alias: str = "f") -> str:
