@@ -121,7 +121,13 @@ def child(url: dict[str, str], action: str, path: Path, trace: bool) -> dict[str
         heap = tracemalloc.get_traced_memory()[1] if trace else None
     finally:
         app.close()
-    return {"rows": rows, "seconds": seconds, "rss_mb": peak_rss_kb() / 1024, "heap_mb": None if heap is None else heap / 2**20, "bytes": path.stat().st_size}
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rss_mb": peak_rss_kb() / 1024,
+        "heap_mb": None if heap is None else heap / 2**20,
+        "bytes": path.stat().st_size,
+    }
 
 
 def peak_rss_kb() -> int:

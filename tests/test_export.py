@@ -60,7 +60,6 @@ def populate(app: App, clock: Clock) -> dict[str, str]:
             "pinned": True,
             "metadata": {"k": 1, "nested": {"a": [1, 2]}},
             "context": "1:1 meeting",
-            "privacyScope": "team",
             "originTrace": {"from": "chat"},
             "expiresAt": (clock.now + timedelta(days=400)).isoformat(),
         },
@@ -70,7 +69,7 @@ def populate(app: App, clock: Clock) -> dict[str, str]:
         "note", content="Working on the export ticket", topic="session", type="episode", agentId="alice", scope="session", sessionId="s-1"
     )
     remember("bob", content="Bob prefers tabs", topic="style", type="preference", agentId="bob")
-    remember("pool", content="The wiki lives at wiki.internal", topic="infra", type="fact")
+    remember("pool", content="The wiki lives at wiki.internal", topic="infra", type="fact", record={"privacyScope": "public"})
     s.amend(AmendInput(id=ids["fix"], content="Raise the export worker memory to 4Gi", agentId="alice"), ctx)
     s.amend(AmendInput(id=ids["fix"], importance=0.8, tags=["etl", "sizing"], agentId="alice"), ctx)
     s.link(LinkInput(fromId=ids["long"], toId=ids["fix"], relationType=RelationType.RESOLVED_BY, agentId="alice"), ctx)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import name_key
-from ..models import DEFAULT_AGENT, AgentScope
+from ..models import AgentScope
 from .postgres_bulk import _pg_value
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, _as, retried
 from .postgres_rows import _SEARCH
@@ -29,6 +29,7 @@ from .records import (
     page_sql,
     record_table,
     row_key,
+    shared_with,
     split_nested,
 )
 
@@ -116,10 +117,12 @@ class PostgresRecords:
     def _row(self, cur: Cursor, scope: AgentScope, spec: RecordTable, row: dict[str, object], outcome: RestoreOutcome) -> None:
         key = row_key(spec, row)
         named = [str(row[c]) for c in spec.fragments]
+        found: dict[str, tuple[str, object, object]] = {}
         owners: dict[str, str] = {}
         if named:
-            cur.execute("SELECT id, agent_id FROM agent_memory.fragments WHERE id = ANY(%s)", (named,))
-            owners = {r["id"]: r["agent_id"] for r in cur.fetchall()}
+            cur.execute("SELECT id, agent_id, session_id, privacy_scope FROM agent_memory.fragments WHERE id = ANY(%s)", (named,))
+            found = {r["id"]: (r["agent_id"], r["session_id"], r["privacy_scope"]) for r in cur.fetchall()}
+            owners = {i: owner for i, (owner, _, _) in found.items()}
         if spec.owner is None:  # owned through the first fragment it names (a link: its source)
             agent = owners.get(named[0])
             if agent is None or not (scope.is_maintenance or agent == scope.agent_id):
@@ -127,7 +130,7 @@ class PostgresRecords:
                 return
         else:
             agent = check_owner(scope, spec, row)
-        missing = [i for i in named if owners.get(i) not in (agent, DEFAULT_AGENT)]
+        missing = [i for i in named if i not in found or not (scope.is_maintenance or shared_with(agent, *found[i]))]
         if missing:
             outcome.skip(spec.table, key, f"names memory {missing[0]}, which this namespace does not hold")
             return

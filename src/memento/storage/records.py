@@ -290,6 +290,15 @@ def check_owner(scope: AgentScope, spec: RecordTable, row: dict[str, object]) ->
     return agent
 
 
+def shared_with(agent: str, owner: str, session_id: object, privacy: object) -> bool:
+    """Whether `agent` may name a fragment of `owner` in a restored row (a link's target, an
+    association): its own, or a shared-pool row the pool shares (not working memory, not private),
+    as the visibility rules say (storage/sqlite_sql.py; PostgreSQL's policy checks the same)."""
+    if owner == agent:
+        return True
+    return owner == DEFAULT_AGENT and session_id is None and privacy != "private"
+
+
 def row_key(spec: RecordTable, row: dict[str, object]) -> str:
     """How a skipped row is named in a report: its id, else the ids it joins."""
     if spec.unique_id:

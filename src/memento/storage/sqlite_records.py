@@ -10,7 +10,7 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
 from ..graph import name_key
-from ..models import DEFAULT_AGENT, AgentScope
+from ..models import AgentScope
 from . import terms as terms_policy
 from .records import (
     ALREADY_PRESENT,
@@ -26,6 +26,7 @@ from .records import (
     page_sql,
     record_table,
     row_key,
+    shared_with,
     split_nested,
 )
 from .sqlite_bulk import _export_row, _sqlite_value
@@ -137,7 +138,9 @@ class SQLiteRecords:
     def _row(self, conn: sqlite3.Connection, scope: AgentScope, spec: RecordTable, row: dict[str, object], outcome: RestoreOutcome) -> None:
         key = row_key(spec, row)
         named = [str(row[c]) for c in spec.fragments]
-        owners = dict(conn.execute(f"SELECT id, agent_id FROM fragments WHERE id IN ({_marks(named)})", named).fetchall()) if named else {}
+        rows = conn.execute(f"SELECT id, agent_id, session_id, privacy_scope FROM fragments WHERE id IN ({_marks(named)})", named)
+        found = {r[0]: (r[1], r[2], r[3]) for r in rows.fetchall()} if named else {}
+        owners = {i: owner for i, (owner, _, _) in found.items()}
         if spec.owner is None:  # owned through the first fragment it names (a link: its source)
             agent = owners.get(named[0])
             if agent is None or not (scope.is_maintenance or agent == scope.agent_id):
@@ -145,7 +148,7 @@ class SQLiteRecords:
                 return
         else:
             agent = check_owner(scope, spec, row)
-        missing = [i for i in named if owners.get(i) not in (agent, DEFAULT_AGENT)]
+        missing = [i for i in named if i not in found or not (scope.is_maintenance or shared_with(agent, *found[i]))]
         if missing:
             outcome.skip(spec.table, key, f"names memory {missing[0]}, which this namespace does not hold")
             return
