@@ -259,8 +259,13 @@ def page_sql(
         clauses.append(f"t.{spec.key} > {mark}")
         params.append(after)
         bound = f" LIMIT {mark}"
+    # A page walks the table in key order and stops at LIMIT. SQLite's planner, once it has
+    # statistics, may prefer an index on agent_id and sort every later row for each page (pages
+    # then cost more the earlier they start: quadratic in all); NOT INDEXED keeps it on the rowid
+    # range (the paging keys are the tables' integer primary keys), joins still use their indexes.
+    hint = " NOT INDEXED" if not dialect.any_of and not parents else ""
     sql = (
-        f"SELECT t.{spec.key} AS _key, {', '.join(names)} FROM {prefix}{spec.table} t {' '.join(joins)}"
+        f"SELECT t.{spec.key} AS _key, {', '.join(names)} FROM {prefix}{spec.table} t{hint} {' '.join(joins)}"
         f" WHERE {' AND '.join(clauses or ['1 = 1'])} ORDER BY t.{spec.key}{bound}"
     )
     return sql, params if parents else [*params, limit]
