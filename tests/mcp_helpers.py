@@ -23,8 +23,9 @@ from runtime_env import runtime_python
 
 TIMEOUT_S = 30.0
 
-# The public contract: the tools every server serves (conformance fixtures off). Hard-coded on
-# purpose, not derived from memento.mcp.tools, so that renaming or dropping a tool fails a test.
+# The public contract: the tools every server serves by default (conformance fixtures off), seed
+# 000's eleven and 004's as they land. Hard-coded on purpose, not derived from memento.mcp.tools,
+# so that renaming or dropping a tool fails a test.
 TOOL_NAMES = {
     "remember",
     "recall",
@@ -37,8 +38,12 @@ TOOL_NAMES = {
     "memory_stats",
     "memory_consolidate",
     "graph_explore",
-    "restore",  # 004 §5.1
+    "pin",  # 004 §5.1
+    "unpin",
+    "restore",
     "verify_erasure",
+    "export",  # docs/export.md
+    "feedback",
 }
 
 

@@ -7,6 +7,8 @@ store and the files as they were.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import os
@@ -42,33 +44,48 @@ from memento.storage import sqlite_backup
 from memento.storage.protocol import SearchFilter
 
 DATA = Path(__file__).resolve().parent / "data"
-# The fields of an exported fragment the format promises (docs/export.md), with their JSON types.
+# The fields of an exported fragment the format promises (docs/export.md, version 2), with their JSON types.
 FRAGMENT_KEYS: dict[str, type | tuple[type, ...]] = {
     "kind": str,
     "agentId": str,
+    "sessionId": (str, type(None)),
     "id": str,
     "content": str,
+    "detail": (str, type(None)),
     "topic": str,
     "type": str,
     "keywords": list,
     "importance": (int, float),
-    "ttlTier": str,
-    "isAnchor": bool,
+    "contentHash": str,
     "source": (str, type(None)),
-    "createdAt": str,
-    "accessedAt": (str, type(None)),
+    "linkedTo": list,
     "accessCount": int,
+    "accessedAt": (str, type(None)),
+    "createdAt": str,
+    "ttlTier": str,
+    "tierSince": (str, type(None)),
+    "estimatedTokens": int,
+    "utilityScore": (int, float),
+    "verifiedAt": (str, type(None)),
+    "isAnchor": bool,
     "confidence": (int, float),
     "tags": list,
-    "memorySystem": str,
-    "pinned": bool,
-    "privacyScope": str,
     "context": (str, type(None)),
     "metadata": dict,
     "expiresAt": (str, type(None)),
+    "pinned": bool,
+    "memorySystem": str,
+    "privacyScope": str,
     "originTrace": (dict, type(None)),
-    "sessionId": (str, type(None)),
+    "deletedAt": (str, type(None)),
+    "memoryKey": (str, type(None)),
+    "clientEmbedding": (str, type(None)),
+    "versions": list,
 }
+
+
+# Stored columns an export carries that the views (`show`, tool results) leave out.
+EXPORT_ONLY = {"contentHash", "tierSince", "verifiedAt", "deletedAt", "memoryKey", "clientEmbedding", "versions"}
 
 
 @dataclass
@@ -238,7 +255,7 @@ def test_show_prints_every_field_links_both_ways_and_versions(seeded: Seeded, ca
     ids = seeded.ids
     shown = cli_json(capsys, "show", ids["alice_fix"])
     fragment = shown["fragment"]
-    assert set(FRAGMENT_KEYS) - {"kind"} <= set(fragment)
+    assert set(FRAGMENT_KEYS) - {"kind", *EXPORT_ONLY} <= set(fragment)
     assert fragment["agentId"] == "alice" and fragment["tags"] == ["project:atlas"] and fragment["sessionId"] is None
     links = {(link["direction"], link["relation"], link["from"], link["to"]) for link in shown["links"]}
     assert links == {("in", "resolved_by", ids["alice_error"], ids["alice_fix"]), ("out", "related", ids["alice_fix"], ids["pool_fact"])}
@@ -338,9 +355,10 @@ def open_listing(db: Path, fragment_id: str) -> bool:
 
 def read_export(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     lines = [json.loads(line) for line in text.splitlines()]
-    head, body = lines[0], lines[1:]
+    head, body, tail = lines[0], lines[1:-1], lines[-1]
     kinds = [r["kind"] for r in body]
     assert kinds == sorted(kinds, key=lambda k: k != "fragment"), "every fragment comes before every link"
+    assert tail["kind"] == "end" and tail["counts"].get("fragment", 0) == kinds.count("fragment"), "a trailer closes the export"
     return head, [r for r in body if r["kind"] == "fragment"], [r for r in body if r["kind"] == "link"]
 
 
@@ -349,9 +367,17 @@ def test_export_writes_the_format_for_every_agent(seeded: Seeded, capsys: pytest
     target = tmp_path / "out" / "all.jsonl"
     target.parent.mkdir()
     summary = cli_json(capsys, "export", str(target))
-    assert summary == {"path": str(target), "agents": ["alice", "bob", "default"], "fragments": 5, "links": 2, "entities": 0}
+    assert summary == {
+        "path": str(target),
+        "format": "ndjson",
+        "agents": ["alice", "bob", "default"],
+        "fragments": 5,
+        "links": 2,
+        "entities": 0,
+        "counts": {"fragment": 5, "link": 2, "versions": 1},
+    }
     head, fragments, links = read_export(target.read_text(encoding="utf-8"))
-    assert head["format"] == "memento-export" and head["version"] == 1 and head["agents"] == ["alice", "bob", "default"]
+    assert head["format"] == "memento-export" and head["version"] == 2 and head["agents"] == ["alice", "bob", "default"]
     assert datetime.fromisoformat(head["exportedAt"]).tzinfo is not None and isinstance(head["memento"], str)
     assert {f["id"] for f in fragments} == {ids[n] for n in ("pool_fact", "alice_error", "alice_fix", "alice_pref", "bob_secret")}
     for record in fragments:
@@ -359,7 +385,7 @@ def test_export_writes_the_format_for_every_agent(seeded: Seeded, capsys: pytest
             assert isinstance(record[key], kind), (key, record[key])
     fix = next(f for f in fragments if f["id"] == ids["alice_fix"])
     assert fix["agentId"] == "alice" and fix["tags"] == ["project:atlas"] and fix["type"] == "procedure"
-    assert {(x["agentId"], x["from"], x["to"], x["relation"]) for x in links} == {
+    assert {(x["agentId"], x["fromId"], x["toId"], x["relationType"]) for x in links} == {
         ("alice", ids["alice_error"], ids["alice_fix"], "resolved_by"),
         ("alice", ids["alice_fix"], ids["pool_fact"], "related"),
     }
@@ -374,12 +400,12 @@ def test_export_writes_the_format_for_every_agent(seeded: Seeded, capsys: pytest
 def test_export_of_chosen_agents_to_stdout(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
     ids = seeded.ids
     code, out, err = cli(capsys, "export", "--agent", "alice")
-    assert code == 0 and "exported 3 memories, 1 link and 0 entities of 1 agent to -" in err
+    assert code == 0 and "exported 3 memories, 1 version, 1 link and 0 entities of 1 agent to -" in err
     head, fragments, links = read_export(out)
     assert head["agents"] == ["alice"]
     assert {f["id"] for f in fragments} == {ids["alice_error"], ids["alice_fix"], ids["alice_pref"]}
     assert {f["agentId"] for f in fragments} == {"alice"}
-    assert [(x["from"], x["to"]) for x in links] == [(ids["alice_error"], ids["alice_fix"])]  # the pool end is not exported
+    assert [(x["fromId"], x["toId"]) for x in links] == [(ids["alice_error"], ids["alice_fix"])]  # the pool end is not exported
     code, out, _ = cli(capsys, "export", "-", "--agent", "alice", "--agent", "default")
     head, fragments, links = read_export(out)
     assert head["agents"] == ["alice", "default"] and len(fragments) == 4 and len(links) == 2
@@ -398,6 +424,44 @@ def test_export_refuses_to_overwrite_and_bad_targets(seeded: Seeded, capsys: pyt
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")) == []
     assert cli_json(capsys, "export", str(target), "--force")["fragments"] == 5
     assert target.read_text(encoding="utf-8").startswith('{"format":"memento-export"')
+
+
+def test_export_with_forgotten_rows_restores_into_an_empty_store_as_it_was(
+    seeded: Seeded, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = seeded.ids
+    target = tmp_path / "all.jsonl"
+    summary = cli_json(capsys, "export", str(target), "--include-forgotten", "--include-sessions")
+    _, fragments, _ = read_export(target.read_text(encoding="utf-8"))
+    by_id = {f["id"]: f for f in fragments}
+    assert summary["fragments"] == 8 and by_id[ids["alice_deleted"]]["deletedAt"] and by_id[ids["alice_gone"]]["expiresAt"]
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'copy.db'}")
+    report = cli_json(capsys, "import", str(target))
+    assert (report["stored"], report["alreadyKnown"], report["links"], report["skipped"]) == (8, 0, 2, [])
+    again = cli_json(capsys, "import", str(target))  # a second time: everything is there already
+    assert (again["stored"], again["alreadyKnown"], again["linksKnown"]) == (0, 8, 2)
+    copy = tmp_path / "copy.jsonl"
+    cli_json(capsys, "export", str(copy), "--include-forgotten", "--include-sessions")
+    assert copy.read_text(encoding="utf-8").splitlines()[1:] == target.read_text(encoding="utf-8").splitlines()[1:]
+
+
+def test_export_as_csv_markdown_and_a_folder_of_notes(seeded: Seeded, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ids = seeded.ids
+    summary = cli_json(capsys, "export", str(tmp_path / "m.csv"), "--format", "csv", "--agent", "alice")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "m.csv").read_text(encoding="utf-8"), newline="")))
+    assert summary["format"] == "csv" and {r["id"] for r in rows} == {ids["alice_error"], ids["alice_fix"], ids["alice_pref"]}
+    code, out, err = cli(capsys, "export", "--format", "markdown", "--agent", "alice")
+    assert code == 0 and out.startswith("# Memento export") and out.count("\n## ") == 3 and "exported 3 memories of 1 agent" in err
+    notes = tmp_path / "notes"
+    assert cli_json(capsys, "export", str(notes), "--format", "markdown", "--folder")["fragments"] == 5
+    assert sorted(p.name for p in notes.iterdir()) == sorted(
+        f"{ids[n]}.md" for n in ("pool_fact", "alice_error", "alice_fix", "alice_pref", "bob_secret")
+    )
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    code, _, err = cli(capsys, "export", str(notes), "--format", "markdown", "--folder")
+    assert code == 1 and "not empty" in err
+    code, _, err = cli(capsys, "export", str(tmp_path / "x.csv"), "--folder")
+    assert code == 1 and "--format markdown" in err
 
 
 @pytest.mark.slow

@@ -290,8 +290,17 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             ("context", {"agentId": "agent-b"}),
             ("memory_stats", {"agentId": "agent-b"}),
             ("memory_consolidate", {"agentId": "agent-b"}),
+            ("export", {"agentId": "agent-b"}),
         ):
             assert_code(await a.tool(name, args), "forbidden")
+
+        # export: A's own memories in every format, page by page; nothing of B's (the Probe checks)
+        for fmt in ("ndjson", "markdown", "csv"):
+            page = data(await a.tool("export", {"format": fmt, "limit": 1}))
+            while page["nextCursor"]:
+                page = data(await a.tool("export", {"format": fmt, "cursor": page["nextCursor"], "limit": 1}))
+        exported = data(await a.tool("export", {"filters": {"topic": B_TOPIC}}))
+        assert exported["count"] == 0 and exported["nextCursor"] is None
 
         loaded = data(await a.tool("context", {"tokenBudget": 4000, "types": ["fact", "error", "preference", "procedure"]}))
         assert own in json.dumps(loaded)
@@ -373,6 +382,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
         data(await ro.tool("graph_explore", {"startId": own}))
         data(await ro.tool("memory_stats", {}))
         data(await ro.tool("recall", {"text": "zanzibar vault"}))
+        assert own in data(await ro.tool("export", {}))["text"]  # reading its own export is a read
         for name, args in (
             ("remember", {**A_FRAGMENT, "content": "a read-only key wrote this"}),
             ("remember", {**A_FRAGMENT, "content": "a read-only key wrote this", "scope": "session"}),

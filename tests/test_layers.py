@@ -42,6 +42,7 @@ LAYERS = {
     "memento.auth": 3,
     "memento.ops": 3,
     "memento.migrate": 3,
+    "memento.exchange": 3,
     "memento.endpoint": 3,
     "memento.mcp": 4,
     "memento.rest": 4,

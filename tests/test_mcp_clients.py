@@ -67,7 +67,7 @@ def error_text(result: CallToolResult) -> str:
 
 
 async def exercise_every_tool(client: Client) -> None:
-    """A realistic session touching all eleven tools, asserting each result."""
+    """A realistic session touching every tool, asserting each result."""
     assert client.protocol_version == "2025-11-25"
     assert client.server_info is not None and client.server_info.name == "memento"
     listed = await client.list_tools()
@@ -126,6 +126,12 @@ async def exercise_every_tool(client: Client) -> None:
     assert graph["start"]["id"] == error["id"]
     assert [n["id"] for n in graph["nodes"]] == [fix["id"]]
     assert graph["edges"] == [{"from": error["id"], "to": fix["id"], "relation": "resolved_by"}]
+
+    exported = data(await client.call_tool("export", {"format": "ndjson"}))
+    lines = [json.loads(line) for line in exported["text"].splitlines()]
+    assert exported["nextCursor"] is None and lines[-1]["kind"] == "end"
+    by_id = {x["id"]: x for x in lines[1:-1] if x["kind"] == "fragment"}
+    assert {error["id"], fix["id"]} <= set(by_id) and len(by_id[fix["id"]]["versions"]) == 1  # the amend's archived state
 
     reflected = data(
         await client.call_tool(

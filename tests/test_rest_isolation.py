@@ -120,3 +120,28 @@ def test_agent_a_hears_none_of_agent_bs_events(server: HttpServer) -> None:
                 break
         assert [e.type for e in received] == ["memory_created"], received
         assert all(MARK not in str(e.data) for e in a_events.nothing_more())
+
+
+def test_agent_a_exports_and_imports_only_its_own_memories(server: HttpServer) -> None:
+    """GET /api/export holds none of B's records; POST /api/import of B's export is refused whole
+    (403), and an export doctored to claim B's ids for A restores nothing over them."""
+    with client(server.url, KEY_B) as b, client(server.url, KEY_A) as a:
+        ids = seed_b(b)
+        b_before = b.get("/export").content
+        for fmt in ("ndjson", "markdown", "csv"):
+            mine = a.get("/export", params={"format": fmt})
+            # (A's own entities may carry the mark: an earlier test has A name them so)
+            assert mine.status_code == 200 and [v for v in ids.values() if v in mine.text] == [], mine.text
+            assert f"secret {MARK}" not in mine.text and f"Another {MARK}" not in mine.text
+        refused = a.post("/import", content=b_before, headers={"Content-Type": "application/x-ndjson"})
+        assert refused.status_code == 403 and f"secret {MARK}" not in refused.text
+        lines = b_before.decode().splitlines()
+        doctored = [lines[0], *(x.replace('"agent-b"', '"agent-a"').replace(MARK, "planted") for x in lines[1:])]
+        taken = a.post("/import", content="\n".join(doctored).encode(), headers={"Content-Type": "application/x-ndjson"})
+        assert taken.status_code == 200, taken.text
+        outcome = taken.json()
+        assert outcome["restored"].get("fragment", 0) == 0 and outcome["restored"].get("entity", 0) == 0
+        assert {r["reason"] for r in outcome["skipped_records"] if r["kind"] == "fragment"} == {"the id is taken in another namespace"}
+        assert f"secret {MARK}" not in taken.text
+        assert b.get("/export").content.splitlines()[1:] == b_before.splitlines()[1:]  # B's records unchanged
+        assert "planted" not in a.get("/export").text

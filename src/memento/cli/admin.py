@@ -69,10 +69,13 @@ def register(sub: Any) -> None:
     forget.add_argument("--json", action="store_true", help="print JSON")
     forget.add_argument("--hard", action="store_true", help="erase for good, everywhere, and print the receipt (docs/erasure.md)")
 
-    exp = sub.add_parser("export", help="write memories and links as JSON Lines (the memento export format)")
-    exp.add_argument("path", nargs="?", default="-", help="file to write; - (the default) is stdout")
+    exp = sub.add_parser("export", help="write memories, versions, links and the entity graph (docs/export.md)")
+    exp.add_argument("path", nargs="?", default="-", help="file to write (a folder with --folder); - (the default) is stdout")
+    exp.add_argument("--format", dest="fmt", choices=["ndjson", "markdown", "csv"], default="ndjson", help="default: ndjson (lossless)")
+    exp.add_argument("--folder", action="store_true", help="markdown: one note per memory in the folder PATH")
     exp.add_argument("--agent", action="append", dest="agents", help="export this agent (repeatable); default: every agent")
     exp.add_argument("--include-sessions", action="store_true", help="also working memory (session scope)")
+    exp.add_argument("--include-forgotten", action="store_true", help="also soft-forgotten and expired memories")
     exp.add_argument("--force", action="store_true", help="replace an existing file")
     exp.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -279,19 +282,26 @@ def _forget(app: App, args: argparse.Namespace) -> int:
 
 def _export(app: App, args: argparse.Namespace) -> int:
     agents = [_agent(a) for a in args.agents] if args.agents else None
+    chosen = {"agents": agents, "include_sessions": args.include_sessions, "include_forgotten": args.include_forgotten}
+    if args.folder and (args.fmt != "markdown" or args.path == "-"):
+        raise InvalidArgument("--folder writes Markdown notes into a folder: give --format markdown and a folder path")
     with progress_bar("exporting", "memories") as update:
 
         def write(out: Any) -> exporting.ExportReport:
-            return exporting.export(app.store, out, agents=agents, include_sessions=args.include_sessions, progress=update)
+            return exporting.export(app.store, out, fmt=args.fmt, progress=update, **chosen)
 
-        if args.path == "-":
+        if args.folder:
+            report = exporting.export_notes(app.store, Path(args.path).expanduser(), overwrite=args.force, progress=update, **chosen)
+        elif args.path == "-":
             report = write(sys.stdout)
         else:
             report = exporting.export_to_file(Path(args.path).expanduser(), write, overwrite=args.force)
-    summary = (
-        f"exported {_count(report.fragments, 'memory', 'memories')}, {_count(report.links, 'link', 'links')}"
-        f" and {_count(report.entities, 'entity', 'entities')} of {_count(len(report.agents), 'agent', 'agents')} to {report.path}"
-    )
+    what = [_count(report.fragments, "memory", "memories")]
+    if args.fmt == "ndjson":
+        what += [_count(report.counts.get("versions", 0), "version", "versions"), _count(report.links, "link", "links")]
+        what += [_count(report.entities, "entity", "entities")]
+    summary = f"exported {', '.join(what[:-1])} and {what[-1]}" if len(what) > 1 else f"exported {what[0]}"
+    summary += f" of {_count(len(report.agents), 'agent', 'agents')} to {report.path}"
     if args.path == "-":  # stdout holds the export
         print(summary, file=sys.stderr)
     elif args.json:

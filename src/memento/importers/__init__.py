@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ..fields import AgentId
 from ..models import CallContext
 from ..service import MemoryService
-from . import basic_memory, mcp_memory_service, mem0, memento_export, server_memory
+from . import basic_memory, lossless, mcp_memory_service, mem0, memento_export, server_memory
 from .records import ImportFormatError, Parsed
 from .writer import ImportReport, Progress, dry_run, plan, write
 
@@ -95,7 +95,8 @@ def import_path(
     progress: Progress | None = None,
 ) -> ImportReport:
     """Import `path` into the store behind `service`: parse and validate the whole input first
-    (a bad record stores nothing), then remember and link. `agent` puts every memory in that
+    (a bad record stores nothing), then remember and link; Memento's export version 2 is restored
+    as it was instead (importers/lossless.py). `agent` puts every memory in that
     namespace; without it Memento's export keeps each memory's agent and other formats use
     `default`."""
     if agent is not None:
@@ -103,6 +104,8 @@ def import_path(
             _AGENT_ID.validate_python(agent)
         except ValidationError:
             raise InvalidArgument(f"agent {agent!r} is not a valid agent id (1-128 of A-Z a-z 0-9 _ . : @ -); nothing imported") from None
+    if fmt in ("auto", memento_export.FORMAT) and path.is_file() and lossless.is_v2_file(path):  # read a line at a time
+        return lossless.import_v2(service, path, agent=agent, dry=dry, ctx=ctx or CallContext(), progress=progress)
     planned = plan(read(path, fmt), agent)
     report = dry_run(planned) if dry else write(service, planned, ctx or CallContext(), progress)
     return replace(report, source=str(path))

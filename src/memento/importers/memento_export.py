@@ -78,7 +78,7 @@ def _header(parsed: Parsed, item: dict[str, Any], where: str) -> None:
         raise ImportFormatError(f'{where}: the first line must be the header {{"format": "memento-export", ...}}')
     version = item.get("version")
     if version != VERSION:
-        raise ImportFormatError(f"{where}: export version {version!r} is not supported (this Memento reads version {VERSION})")
+        raise ImportFormatError(f"{where}: export version {version!r} is not supported (this Memento reads versions 1 and 2)")
     parsed.agents = string_list(item.get("agents"), where, "agents")
 
 

@@ -19,6 +19,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
 from memento.errors import InvalidParams, MementoError
+from memento.exchange.page import ExportInput, ExportPage, export_page
 from memento.mcp import versions
 from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from memento.mcp.versions import ToolHints
@@ -389,6 +390,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         FeedbackInput,
         MemoryService.feedback,
         FeedbackResult,
+    ),
+    ToolSpec(
+        "export",
+        "Export",
+        "Export your memories as NDJSON (lossless), Markdown or CSV, a page at a time.",
+        ExportInput,
+        export_page,
+        ExportPage,
+        _READ,
     ),
 )
 

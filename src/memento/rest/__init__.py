@@ -1,8 +1,8 @@
 """The REST API of seed 001 (§8): a FastAPI application mounted at /api in the one web app.
 
-Routes: memories (§8.1), entities (§8.2), relations (§8.3), analytics (§8.4) and live events
-(§8.5, SSE). The OpenAPI 3.1 document at /api/openapi.json is generated from the same pydantic
-models the MCP tools use. Authentication is /mcp's gate (RestGuard); every error is a problem
+Routes: memories (§8.1), entities (§8.2), relations (§8.3), analytics (§8.4), live events
+(§8.5, SSE), export and import (004 §5.1). The OpenAPI 3.1 document at /api/openapi.json is
+generated from the same pydantic models the MCP tools use. Authentication is /mcp's gate (RestGuard); every error is a problem
 document (problems.py); blocking service calls run in worker threads.
 """
 
@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from ..endpoint import RequestGate
-from . import analytics, entities, memories, problems, stream
+from . import analytics, entities, memories, problems, stream, transfer
 from .entity_api import EntityApi
 from .events import EventHub
 from .guard import RestGuard
@@ -78,6 +78,7 @@ def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> Res
     api.include_router(entities.relation_router(entities_api))
     api.include_router(analytics.router(app.store, app.service))
     api.include_router(stream.router(hub, settings.sse_heartbeat_s))
+    api.include_router(transfer.router(app.store, app.service))
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:

@@ -38,6 +38,7 @@ from .postgres_erasure import PostgresErasure
 from .postgres_feedback import PostgresFeedback
 from .postgres_fragments import PostgresFragments
 from .postgres_queries import PostgresQueries
+from .postgres_records import PostgresRecords
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .protocol import (
     REINFORCEMENT,
@@ -54,6 +55,7 @@ from .protocol import (
     StoredReceipt,
     VersionRecord,
 )
+from .records import RecordQuery, RestoreOutcome
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
 
@@ -95,6 +97,7 @@ class PostgresStore:
         self.entities = PostgresEntities(self.db, self.embedding_model)
         self.erasure = PostgresErasure(self.db)
         self.feedback = PostgresFeedback(self.db, self.embedding_model)
+        self.records = PostgresRecords(self.db, self.embedding_model)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -396,3 +399,14 @@ class PostgresStore:
 
     def erasure_residue(self, scope: AgentScope, receipt: StoredReceipt, ids: Sequence[str]) -> dict[str, int]:
         return self.erasure.erasure_residue(scope, receipt, ids)
+
+    # ------------------------------------------------------------ whole records (postgres_records.py)
+
+    def record_owners(self, scope: AgentScope, query: RecordQuery) -> dict[str, int]:
+        return self.records.record_owners(scope, query)
+
+    def record_page(self, scope: AgentScope, table: str, query: RecordQuery, after: int, limit: int) -> list[dict[str, object]]:
+        return self.records.record_page(scope, table, query, after, limit)
+
+    def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
+        return self.records.restore_records(scope, records)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from ..models import (
     memory_system_for,
     privacy_for,
 )
+
+if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
+    from .records import RecordQuery, RestoreOutcome
 
 
 @dataclass(frozen=True)
@@ -600,6 +603,27 @@ class BulkStore(Protocol):
     def finish_import(self) -> None: ...
 
 
+class RecordStore(Protocol):
+    """An agent's whole records, read and restored losslessly (export format version 2; the
+    tables and their owners: storage/records.py). Every method enforces `scope`: its own rows
+    (every agent's for the maintenance scope)."""
+
+    def record_owners(self, scope: AgentScope, query: RecordQuery) -> dict[str, int]:
+        """Each agent with fragments the query exports, and how many."""
+        ...
+
+    def record_page(self, scope: AgentScope, table: str, query: RecordQuery, after: int, limit: int) -> list[dict[str, object]]:
+        """Up to `limit` exported rows of `table` whose paging key (`_key` in each row) is above
+        `after`, in key order; a fragment row carries its nested tables' rows (its `versions`)."""
+        ...
+
+    def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
+        """Write (table, row) records as they are, in one transaction: ids and fields kept, rows
+        whose id (or unique key) is already stored skipped and reported, never overwritten.
+        Forbidden, restoring nothing, for a row of an agent the scope may not write."""
+        ...
+
+
 class KeywordIndex(Protocol):
     """The L1 keyword index of 000 §4.1 (Redis): candidate ids by keyword intersection.
 
@@ -798,6 +822,17 @@ class ErasureStore(Protocol):
 
 
 class AppStore(
-    Store, EntityStore, BulkStore, Pingable, SizeReporter, Reindexable, FeedbackReader, MigrationLog, AnalyticsStore, ErasureStore, Protocol
+    Store,
+    EntityStore,
+    BulkStore,
+    Pingable,
+    SizeReporter,
+    Reindexable,
+    FeedbackReader,
+    MigrationLog,
+    AnalyticsStore,
+    ErasureStore,
+    RecordStore,
+    Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

@@ -35,6 +35,7 @@ from .protocol import (
     StoredReceipt,
     VersionRecord,
 )
+from .records import RecordQuery, RestoreOutcome
 from .sqlite_analytics import SQLiteAnalytics
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
@@ -43,6 +44,7 @@ from .sqlite_erasure import SQLiteErasure
 from .sqlite_feedback import SQLiteFeedback
 from .sqlite_fragments import SQLiteFragments
 from .sqlite_queries import SQLiteQueries
+from .sqlite_records import SQLiteRecords
 from .sqlite_search import SQLiteSearch
 from .sqlite_sql import parse_ts, ts
 from .sqlite_vectors import SQLiteVectorSource
@@ -93,6 +95,7 @@ class SQLiteStore:
         self.entities = SQLiteEntities(self.db, embedding_model)
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
         self.feedback = SQLiteFeedback(self.db, embedding_model)
+        self.records = SQLiteRecords(self.db, embedding_model, agents)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -381,3 +384,14 @@ class SQLiteStore:
 
     def erasure_residue(self, scope: AgentScope, receipt: StoredReceipt, ids: Sequence[str]) -> dict[str, int]:
         return self.erasure.erasure_residue(scope, receipt, ids)
+
+    # ------------------------------------------------------------ whole records (sqlite_records.py)
+
+    def record_owners(self, scope: AgentScope, query: RecordQuery) -> dict[str, int]:
+        return self.records.record_owners(scope, query)
+
+    def record_page(self, scope: AgentScope, table: str, query: RecordQuery, after: int, limit: int) -> list[dict[str, object]]:
+        return self.records.record_page(scope, table, query, after, limit)
+
+    def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
+        return self.records.restore_records(scope, records)
