@@ -189,7 +189,8 @@ CASES = [
     Case("remember-topic-whitespace", "remember", remember(topic="   "), INVALID, ("topic", "at least 1 character")),
     # ---- unknown arguments
     Case("remember-extra-argument", "remember", remember(colour="red"), INVALID, ("colour", "Extra inputs are not permitted")),
-    Case("recall-extra-argument", "recall", {"text": "cart", "query": "cart"}, INVALID, ("query", "Extra inputs are not permitted")),
+    Case("recall-extra-argument", "recall", {"text": "cart", "search": "cart"}, INVALID, ("search", "Extra inputs are not permitted")),
+    Case("recall-text-and-query-differ", "recall", {"text": "cart", "query": "checkout"}, INVALID, ("same parameter",)),
     Case("memory_stats-extra-argument", "memory_stats", {"verbose": True}, INVALID, ("verbose", "Extra inputs are not permitted")),
     # ---- refused by the service
     Case("forget-neither-id-nor-topic", "forget", {}, INVALID, ("'id'", "'topic'")),

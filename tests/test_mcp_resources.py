@@ -222,7 +222,9 @@ async def test_seed_004_memory_view_and_search_preview(app: App) -> None:
     assert item["id"] == target and item["snippet"].startswith("The harbour") and item["recallReason"] and item["score"] is not None
     every = payload(await call(feature, ctx, "resources/read", {"uri": "memory://memory/search?query=lighthouse"}))
     assert other not in [i["id"] for i in every["items"]]  # the operator's namespace is the pool, not agent-b's
-    for bad in ("memory://memory/search", "memory://memory/search?query=x&limit=0", "memory://memory/search?query=x&colour=red"):
+    bare = payload(await call(feature, ctx, "resources/read", {"uri": "memory://memory/search"}))
+    assert (bare["items"], bare["count"]) == ([], 0) and "query=" in bare["hint"]
+    for bad in ("memory://memory/search?query=x&limit=0", "memory://memory/search?query=x&colour=red"):
         with pytest.raises(JsonRpcError) as err:
             await call(feature, ctx, "resources/read", {"uri": bad})
         assert err.value.code == -32602

@@ -106,7 +106,7 @@ def build_source(path: Path, clock: Clock) -> Path:
                     expiresAt=datetime(2099, 1, 1, tzinfo=UTC),
                     pinned=True,
                     memorySystem=MemorySystem.PROCEDURAL,
-                    privacyScope=PrivacyScope.TEAM,
+                    privacyScope=PrivacyScope.PRIVATE,
                     originTrace={"from": "test"},
                 ),
             ),

@@ -15,9 +15,9 @@ ROWS = {"frag-a": "agent-a", "frag-b": "agent-b", "frag-d": "default"}
 
 def insert_sql(fid: str, agent: str) -> tuple[str, tuple[str, ...]]:
     return (
-        "INSERT INTO agent_memory.fragments (id, content, topic, type, importance, content_hash, ttl_tier, agent_id)"
-        " VALUES (%s, %s, 't', 'fact', 0.5, %s, 'warm', %s)",
-        (fid, f"content of {fid}", f"hash-{fid}", agent),
+        "INSERT INTO agent_memory.fragments (id, content, topic, type, importance, content_hash, ttl_tier, agent_id, privacy_scope)"
+        " VALUES (%s, %s, 't', 'fact', 0.5, %s, 'warm', %s, %s)",  # the pool shares its team rows (docs/privacy.md §5)
+        (fid, f"content of {fid}", f"hash-{fid}", agent, "team" if agent == "default" else "private"),
     )
 
 

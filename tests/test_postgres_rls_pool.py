@@ -23,8 +23,16 @@ ROWS = {  # id: (agent, anchored, session)
 def insert(conn: Any, fid: str, agent: str, anchored: bool = False, session: str | None = None) -> None:
     conn.execute(
         "INSERT INTO agent_memory.fragments (id, content, topic, type, importance, content_hash, ttl_tier, agent_id,"
-        " is_anchor, session_id) VALUES (%s, %s, 't', 'fact', 0.5, %s, 'warm', %s, %s, %s)",
-        (fid, f"content of {fid}", f"hash-{fid}", agent, anchored, session),
+        " is_anchor, session_id, privacy_scope) VALUES (%s, %s, 't', 'fact', 0.5, %s, 'warm', %s, %s, %s, %s)",
+        (
+            fid,
+            f"content of {fid}",
+            f"hash-{fid}",
+            agent,
+            anchored,
+            session,
+            "team" if agent == "default" and session is None else "private",
+        ),
     )
 
 

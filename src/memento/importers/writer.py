@@ -180,6 +180,9 @@ def _payload(record: ImportRecord, agent: str | None) -> dict[str, Any]:
     payload.update({k: v for k, v in optional.items() if v})
     fields = {k: v for k, v in record.extra.items() if k in RECORD_KEYS}
     fields.update({k: v for k, v in {"metadata": record.metadata, "context": record.context}.items() if v})
+    if payload["agentId"] != DEFAULT_AGENT and fields.get("privacyScope") in ("team", "public"):
+        # shared scopes live in the pool (docs/privacy.md §5): in an agent's namespace it is private
+        fields["privacyScope"] = "private"
     if fields:
         payload["record"] = fields
     return payload

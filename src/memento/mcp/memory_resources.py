@@ -94,9 +94,11 @@ class MemoryResources:
         if unknown:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown query parameter(s) {', '.join(unknown)}; use query and limit")
         query = v.get("query", "")
-        if not query.strip():
-            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: read {SEARCH_URI}?query=<text> (query is required)")
         limit = _limit(v.get("limit"))
+        if not query.strip():  # listed, so clients read it bare: an empty preview that says how to ask
+            return _json(
+                SEARCH_URI, {"query": "", "items": [], "count": 0, "hint": f"read {SEARCH_URI}?query=<text>&limit=<1-{MAX_LIMIT}>"}
+            )
         try:
             inp = RecallInput(query=query, limit=limit, includeLinks=False)
         except ValidationError as exc:
