@@ -301,6 +301,7 @@ async def test_every_tool_result_validates_against_its_advertised_output_schema(
     await call("memory_consolidate", {})
     await call("pin", {"id": fix})
     await call("unpin", {"id": fix})
+    assert await call("feedback", {"id": fix, "event": "helpful"})
     first = await call("export", {"format": "csv", "limit": 1})
     assert first["nextCursor"] and (await call("export", {"format": "csv", "cursor": first["nextCursor"]}))["nextCursor"] is None
     await call("forget", {"topic": "scratch"})

@@ -240,5 +240,7 @@ def test_a_note_is_masked_like_content_and_goes_with_its_memory(service: MemoryS
     (row,) = app.store.export_rows("feedback_events", 0, 10)
     assert row["fragment_id"] == fid and row["event"] == "edited" and row["score"] == 1.0 and row["agent_id"] == "default"
     assert "alice@example.com" not in str(row["note"]) and "instead" in str(row["note"])
-    service.forget(ForgetInput(id=fid), CallContext())
-    assert app.store.export_rows("feedback_events", 0, 10) == []  # deleted with the memory
+    service.forget(ForgetInput(id=fid), CallContext())  # soft: restorable, so its feedback stays
+    assert len(app.store.export_rows("feedback_events", 0, 10)) == 1
+    service.forget(ForgetInput(id=fid, mode="hard"), CallContext())
+    assert app.store.export_rows("feedback_events", 0, 10) == []  # erased with the memory

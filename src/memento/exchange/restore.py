@@ -161,12 +161,15 @@ def restore(
     agent: str | None = None,
     total: int = 0,
     progress: Progress | None = None,
+    erased: Callable[[str], set[str]] | None = None,
 ) -> RestoreReport:
     """Write a checked export into `scope` (the maintenance scope keeps each record's agent;
     `agent` puts every record in that namespace), BATCH records per transaction."""
     report = RestoreReport()
     batch: list[tuple[str, dict[str, object]]] = []
     done = 0
+    gone: set[str] = set()  # ids of fragments whose text was erased here before
+    tombstones: dict[str, set[str]] = {}
 
     def flush() -> None:
         nonlocal done
@@ -194,11 +197,35 @@ def restore(
         report.read[spec.kind] = report.read.get(spec.kind, 0) + 1
         if agent is not None and "agent_id" in row and (spec.owner is not None or spec is FRAGMENTS):
             row["agent_id"] = agent
+        if erased is not None and _was_erased(spec, row, erased, gone, tombstones):
+            report.take(
+                [RestoreSkip(spec.table, str(row.get("id", "")), ERASED_BEFORE if spec is FRAGMENTS else f"{spec.kind} {ERASED_LINK}")]
+            )
+            continue
         batch.append((spec.table, row))
         if len(batch) >= BATCH:
             flush()
     flush()
     return report
+
+
+ERASED_BEFORE = "its text was erased before in this namespace (forget mode=hard): not restored"
+ERASED_LINK = "names a memory erased before (forget mode=hard): not restored"
+
+
+def _was_erased(
+    spec: RecordTable, row: dict[str, object], erased: Callable[[str], set[str]], gone: set[str], tombstones: dict[str, set[str]]
+) -> bool:
+    """Whether `row` is a memory whose text its namespace erased (docs/erasure.md), or names one."""
+    if spec is FRAGMENTS:
+        owner = str(row.get("agent_id", ""))
+        if owner not in tombstones:
+            tombstones[owner] = erased(owner)
+        if row.get("content_hash") in tombstones[owner]:
+            gone.add(str(row["id"]))
+            return True
+        return False
+    return any(row.get(column) in gone for column in spec.fragments)
 
 
 def _embed(batch: list[tuple[str, dict[str, object]]], embed: Embed | None) -> None:

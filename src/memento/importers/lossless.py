@@ -45,7 +45,17 @@ def import_v2(
     if dry:
         return ImportReport("memento", str(path), True, memories, memories, agents=checked.agents)
     store = cast(RecordStore, service.store)  # every backend is an AppStore (storage/protocol.py)
-    done = restore(store, scope, _lines(path), str(path), embed=embedder_of(service), agent=agent, total=memories, progress=progress)
+    done = restore(
+        store,
+        scope,
+        _lines(path),
+        str(path),
+        embed=embedder_of(service),
+        agent=agent,
+        total=memories,
+        progress=progress,
+        erased=service.erasure_store.erased_hashes,
+    )
     return report_of(done, str(path))
 
 

@@ -143,7 +143,7 @@ def router(store: AppStore, service: MemoryService) -> APIRouter:
             scope, allowed = scope_of(service, ctx)
             checked = check(lines, "body", allowed=allowed)
             total = checked.counts.get("fragment", 0)
-            done = restore(store, scope, lines, "body", embed=embedder_of(service), total=total)
+            done = restore(store, scope, lines, "body", embed=embedder_of(service), total=total, erased=service.erasure_store.erased_hashes)
             return ImportOutcome(
                 read=done.read,
                 restored=done.restored,
