@@ -38,6 +38,7 @@ LAYERS = {
     "memento.erasure": 3,
     "memento.entity_service": 3,
     "memento.vault_service": 3,
+    "memento.protocol_face": 3,
     "memento.app": 3,
     "memento.auth": 3,
     "memento.ops": 3,

@@ -57,7 +57,7 @@ def test_selection_is_a_comma_list_in_registration_order_and_all_shows_everythin
 
 
 def test_unknown_toolsets_are_refused_with_the_known_ones_named() -> None:
-    with pytest.raises(InvalidArgument, match=r"unknown toolset\(s\) entiti, bogus; known: memento, entity, vault, all"):
+    with pytest.raises(InvalidArgument, match=r"unknown toolset\(s\) entiti, bogus; known: memento, entity, vault, protocol, all"):
         REGISTRY.select("memento,entiti,bogus")
 
 
@@ -135,7 +135,7 @@ def test_an_unknown_toolset_stops_the_server_with_a_clear_message(tmp_path: Path
         check=False,
     )
     assert done.returncode != 0
-    assert "unknown toolset(s) entiti; known: memento, entity, vault, all" in done.stderr.decode()
+    assert "unknown toolset(s) entiti; known: memento, entity, vault, protocol, all" in done.stderr.decode()
     assert "Traceback" not in done.stderr.decode()
     assert not (tmp_path / "store.db").exists()  # refused before anything was opened
 
@@ -172,6 +172,7 @@ CASING = {
     "memento": re.compile(r"^[a-z][a-zA-Z0-9]*$"),
     "entity": re.compile(r"^[a-z][a-z0-9_]*$"),
     "vault": re.compile(r"^[a-z][a-z0-9_]*$"),
+    "protocol": re.compile(r"^[a-z][a-z0-9_]*$"),
 }
 # 002 §3.2 describes every property but these; its schemas are served exactly (tests/test_vault_mcp.py).
 UNDESCRIBED_BY_SEED = {"commit_memory.scope", "prune_memory.scope"}

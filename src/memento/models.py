@@ -590,6 +590,9 @@ class CallContext:
     # 002 §4: the id of the session scope when the client named one (MEMORY_MCP_SESSION_ID on
     # stdio, clientInfo.extra.sessionId at initialize); None: session_id
     memory_session_id: str | None = None
+    # 003's workspace the caller named (X-Memento-Workspace, MEMENTO_WORKSPACE); agent_id is
+    # already its namespace (auth.principal.workspace_namespace). None: no workspace named.
+    workspace: str | None = None
 
     @property
     def memory_session(self) -> str | None:

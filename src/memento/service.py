@@ -78,6 +78,7 @@ from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F40
 from .retrieval.search import Search
 from .settings import Settings
 from .storage.protocol import EntityStore, ErasureStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFeedback, NewFragment, Store
+from .protocol_face import ProtocolFace
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -178,6 +179,7 @@ class MemoryService:
         self.erasure = Erasure(self.erasure_store, settings.backend, clock)
         self.entities = EntityService(self)  # seed 001's face over this engine
         self.vault = VaultService(self)  # seed 002's face over this engine
+        self.protocol = ProtocolFace(self)  # seed 003's face over this engine
 
     @property
     def embedder(self) -> Embedder | None:

@@ -86,6 +86,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_STDIO_AGENT"),
         description="Agent namespace of the stdio transport; empty runs as the operator (every namespace).",
     )
+    workspace: str = Field(
+        "",
+        validation_alias=AliasChoices("MEMENTO_WORKSPACE"),
+        description="Seed 003's workspace of the stdio transport (HTTP callers send X-Memento-Workspace); empty: none. A workspace is a namespace: see docs/protocol.md.",
+    )
     shared_pool: Literal["read", "write"] = Field(
         "read",
         validation_alias=AliasChoices("MEMENTO_SHARED_POOL"),

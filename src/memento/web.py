@@ -93,6 +93,7 @@ def routes(app: App, mcp: McpHttp, legacy: LegacySse, rest: RestApi | None = Non
     return [
         Route("/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]),
         rest.mount("/api"),  # the REST API (memento.rest), same credentials as /mcp
+        rest.mount_v1("/v1"),  # seed 003's API (memento.rest.v1), same credentials
         Route("/sse", legacy.connect, methods=["GET"]),
         Route("/message", legacy.message, methods=["POST"]),
         *ops.routes(app, mcp),  # /health, /metrics

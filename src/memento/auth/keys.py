@@ -173,14 +173,17 @@ def key_verifier(app: App) -> KeyVerifier | None:
 
 
 def stdio_principal(settings: Settings) -> Principal:
-    """Who the stdio transport runs as: the operator, or MEMENTO_STDIO_AGENT's namespace."""
+    """Who the stdio transport runs as: the operator, or MEMENTO_STDIO_AGENT's namespace; in
+    MEMENTO_WORKSPACE's workspace when one is named (auth.principal.workspace_namespace)."""
     agent = settings.stdio_agent.strip()
-    if not agent:
-        return ANONYMOUS
-    agent_id = _check_agent("MEMENTO_STDIO_AGENT", agent)
-    if agent_id is None:
-        return ANONYMOUS
-    return Principal(subject="stdio", agent_id=agent_id, kind="stdio")
+    agent_id = _check_agent("MEMENTO_STDIO_AGENT", agent) if agent else None
+    found = ANONYMOUS if agent_id is None else Principal(subject="stdio", agent_id=agent_id, kind="stdio")
+    if not settings.workspace.strip():
+        return found
+    try:
+        return found.in_workspace(settings.workspace)
+    except MementoError as exc:
+        raise AuthConfigError(f"MEMENTO_WORKSPACE: {exc}") from None
 
 
 def describe(principal: Principal) -> str:

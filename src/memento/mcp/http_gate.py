@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memento.auth.keys import AuthConfigError
-from memento.auth.principal import ANONYMOUS, Principal
+from memento.auth.principal import ANONYMOUS, WORKSPACE_HEADER, Principal
 from memento.auth.registry import token_verifiers
-from memento.errors import Unavailable
+from memento.errors import Forbidden, MementoError, Unavailable
 from memento.mcp import http_extras, jsonrpc
 from memento.mcp.jsonrpc import INVALID_REQUEST
 
@@ -109,7 +109,7 @@ class HttpGate:
         app = self.app
         verifiers = token_verifiers(app)
         if not verifiers:
-            return ANONYMOUS
+            return self.in_workspace(request, ANONYMOUS)
         header = request.headers.get("authorization", "").strip()
         if not header:
             return self.unauthorized(request, None, "Unauthorized: send Authorization: Bearer <token>")
@@ -125,9 +125,22 @@ class HttpGate:
                 log.info("cannot verify a bearer token from %s: %s", client_host(request), exc)
                 return rpc_error(503, INVALID_REQUEST, "Service Unavailable: cannot verify the token now; retry")
             if found is not None:
-                return found
+                return self.in_workspace(request, found)
         log.info("refused a request with an unknown bearer token from %s", client_host(request))
         return self.unauthorized(request, "invalid_token", "Unauthorized: invalid or expired token")
+
+    def in_workspace(self, request: Request, principal: Principal) -> Principal | Response:
+        """`principal` in the seed 003 workspace the request names (X-Memento-Workspace), if any:
+        400 for a name that is not one, 403 for a name the credential may not use."""
+        named = request.headers.get(WORKSPACE_HEADER)
+        if named is None:
+            return principal
+        try:
+            return principal.in_workspace(named)
+        except Forbidden as exc:
+            return self.forbidden(request, f"Forbidden: {exc}")
+        except MementoError as exc:
+            return rpc_error(400, INVALID_REQUEST, f"Bad Request: {WORKSPACE_HEADER}: {exc}")
 
     def unauthorized(self, request: Request, error: str | None, message: str) -> Response:
         """401 with the `WWW-Authenticate` challenge (http_extras.www_authenticate)."""

@@ -16,6 +16,7 @@ from typing import Any
 from memento.errors import InvalidArgument
 from memento.factory import TokenCounter
 from memento.mcp.entity_tools import ENTITY_TOOLS
+from memento.mcp.protocol_tools import PROTOCOL_TOOLS
 from memento.mcp.tasks import tool_execution
 from memento.mcp.tools import TOOLS, ToolSpec
 from memento.mcp.vault_tools import VAULT_TOOLS
@@ -80,6 +81,11 @@ REGISTRY = ToolsetRegistry(
         Toolset("memento", "Seed 000: typed fragments, the recall cascade, links, reflection and maintenance.", TOOLS),
         Toolset("entity", "Seed 001: entities, relations, search modes, confidence and consolidation.", ENTITY_TOOLS),
         Toolset("vault", "Seed 002: keyed memory in a session scope and a persistent vault.", VAULT_TOOLS),
+        Toolset(
+            "protocol",
+            "Seed 003: memories with expiry and linkages, working-memory items, the skip list, the identity crystal, context and distill.",
+            PROTOCOL_TOOLS,
+        ),
     ]
 )
 

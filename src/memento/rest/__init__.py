@@ -22,6 +22,7 @@ from . import analytics, entities, memories, problems, stream, transfer
 from .entity_api import EntityApi
 from .events import EventHub
 from .guard import RestGuard
+from .v1 import create_v1_api
 
 if TYPE_CHECKING:
     from ..app import App
@@ -51,9 +52,13 @@ class RestApi:
     asgi: ASGIApp
     fastapi: FastAPI
     hub: EventHub
+    v1: ASGIApp  # seed 003's API (rest/v1.py)
 
     def mount(self, path: str = "/api") -> Mount:
         return ApiMount(path, self.asgi)
+
+    def mount_v1(self, path: str = "/v1") -> Mount:
+        return ApiMount(path, self.v1)
 
 
 def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> RestApi:
@@ -92,7 +97,7 @@ def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> Res
 
     api.openapi = openapi  # type: ignore[method-assign]
     guarded = RestGuard(api, gate, public=frozenset({OPENAPI_PATH}))
-    return RestApi(asgi=guarded, fastapi=api, hub=hub)
+    return RestApi(asgi=guarded, fastapi=api, hub=hub, v1=create_v1_api(app, gate))
 
 
 __all__ = ["RestApi", "create_rest_api"]
