@@ -3,11 +3,18 @@ working-memory items and sections, the skip list, the identity crystal, workspac
 call and distillation. Each part is a small service over MemoryService and the store protocol;
 `ProtocolFace` holds them (`service.protocol`). The `protocol` toolset (mcp/protocol_tools.py)
 and the REST routes under /v1 (rest/v1.py) are thin calls into it. docs/protocol.md.
+
+Whose records a call reaches is decided once, here: `read_scope` and `write_scope` (the caller's
+namespace; a named workspace is already its namespace, auth.principal.workspace_namespace), and
+each opens the named workspace on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from ..access import call_scope, writable_scope
+from ..models import AgentScope, CallContext
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -18,6 +25,21 @@ class ProtocolFace:
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
+
+    def read_scope(self, ctx: CallContext) -> AgentScope:
+        """The namespace a reading call of this face works in."""
+        scope = call_scope(None, ctx)
+        self.opened(scope, ctx)
+        return scope
+
+    def write_scope(self, ctx: CallContext) -> AgentScope:
+        """The namespace a changing call works in (refused for read-only credentials)."""
+        scope = writable_scope(None, ctx, self.service.settings.shared_pool, pool=False)
+        self.opened(scope, ctx)
+        return scope
+
+    def opened(self, scope: AgentScope, ctx: CallContext) -> None:
+        """A call in `scope` arrived: a workspace named for the first time is created here."""
 
 
 __all__ = ["ProtocolFace"]
