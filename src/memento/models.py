@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StrictBool, StringConstraints, WithJsonSchema, field_validator, model_validator
@@ -579,6 +580,11 @@ class FeedbackInput(OperationInput):
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
+# A language model lent for one call: complete(prompt, system, max_tokens) -> text; raises
+# errors.Unavailable when it cannot answer. MCP sampling lends the client's own model this way.
+Complete = Callable[[str, "str | None", int], str]
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Who is calling and from which session; handed by every face to the service."""
@@ -593,6 +599,8 @@ class CallContext:
     # 003's workspace the caller named (X-Memento-Workspace, MEMENTO_WORKSPACE); agent_id is
     # already its namespace (auth.principal.workspace_namespace). None: no workspace named.
     workspace: str | None = None
+    # The client's own model for this call (MCP sampling, when the client declared it); None: none lent.
+    complete: Complete | None = field(default=None, compare=False)
 
     @property
     def memory_session(self) -> str | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..access import call_scope, writable_scope
-from ..models import AgentScope, CallContext
+from ..models import AgentScope, CallContext, Complete
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -25,6 +25,12 @@ class ProtocolFace:
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
+        self.llm: Complete | None = None  # the operator's configured model (MEMENTO_LLM_*), set at start-up
+
+    def language_model(self, ctx: CallContext) -> Complete | None:
+        """The model that drafts for this call: the operator's configured one, else the one the
+        client lends (MCP sampling), else None (the deterministic drafts are used)."""
+        return self.llm or ctx.complete
 
     def read_scope(self, ctx: CallContext) -> AgentScope:
         """The namespace a reading call of this face works in."""
