@@ -7,10 +7,10 @@ them match the specification; every input model forbids unknown fields and coerc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StrictBool, StringConstraints, WithJsonSchema, field_validator, model_validator

@@ -53,6 +53,7 @@ from .models import (
     VerifyErasureInput,
 )
 from .observe import Observer
+from .protocol_face import ProtocolFace
 from .results import (
     AmendResult,
     ConsolidateResult,
@@ -78,7 +79,6 @@ from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F40
 from .retrieval.search import Search
 from .settings import Settings
 from .storage.protocol import EntityStore, ErasureStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFeedback, NewFragment, Store
-from .protocol_face import ProtocolFace
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
