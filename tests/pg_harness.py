@@ -56,6 +56,7 @@ TABLES = (
     "entity_memories",
     "erasure_receipts",
     "feedback_events",
+    "memory_linkages",
 )
 
 

@@ -395,10 +395,10 @@ class Settings(BaseSettings):
         description="Default similarity of consolidate_memories clusters, calibrated scale (001 §6.2).",
     )
     # ---- seed 004 (score profile §4.1/§7, retention per memory system §4.2/§7)
-    score_profile: Literal["default", "004"] = Field(
+    score_profile: Literal["default", "004", "003"] = Field(
         "default",
         validation_alias=AliasChoices("MEMENTO_SCORE_PROFILE"),
-        description="How recall's cascade ranks: default (000's fused relevance and prior, MEMORY_CONFIG.ranking) or 004 (S = 0.5·relevance + 0.2·recency + 0.2·importance + 0.1·usage − ε·duplication; docs/search.md).",
+        description="How recall's cascade ranks: default (000's fused relevance and prior, MEMORY_CONFIG.ranking), 004 (S = 0.5·relevance + 0.2·recency + 0.2·importance + 0.1·usage − ε·duplication) or 003 (S = relevance × 0.5^(age/7 days) × access boost × recent-access lift); docs/search.md.",
     )
     score_recency_lambda: float = Field(
         0.0231,

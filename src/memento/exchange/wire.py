@@ -86,6 +86,11 @@ COLUMN_TYPES: dict[str, tuple[Any, Any]] = {
     "entity_id": (Id, ...),
     "fragment_id": (Id, ...),
     "relevance": (Unit, 1.0),
+    "target_type": (Annotated[str, StringConstraints(pattern=r"^(memory|item|file)$")], ...),  # a seed 003 linkage's
+    "memory_id": (Id | None, None),
+    "item_id": (Annotated[str, StringConstraints(min_length=1, max_length=200)] | None, None),
+    "path": (Annotated[str, StringConstraints(min_length=1, max_length=1000)] | None, None),
+    "label": (Annotated[str, StringConstraints(max_length=100)] | None, None),
 }
 # Where a nested table's column differs from the same name elsewhere (a version may lack what a fragment must have).
 NESTED_TYPES: dict[str, tuple[Any, Any]] = {

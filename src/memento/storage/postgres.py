@@ -37,6 +37,7 @@ from .postgres_entities import PostgresEntities
 from .postgres_erasure import PostgresErasure
 from .postgres_feedback import PostgresFeedback
 from .postgres_fragments import PostgresFragments
+from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
@@ -47,9 +48,11 @@ from .protocol import (
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    Linkage,
     MemoryOverview,
     NewFeedback,
     NewFragment,
+    NewLinkage,
     RankFeatures,
     SearchFilter,
     StoredReceipt,
@@ -97,6 +100,7 @@ class PostgresStore:
         self.entities = PostgresEntities(self.db, self.embedding_model)
         self.erasure = PostgresErasure(self.db)
         self.feedback = PostgresFeedback(self.db, self.embedding_model)
+        self.linkages = PostgresLinkages(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
 
     @contextmanager
@@ -271,6 +275,17 @@ class PostgresStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    # ------------------------------------------------------------ 003 linkages (postgres_linkages.py)
+
+    def add_linkages(self, scope: AgentScope, fragment_id: str, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
+        return self.linkages.add_linkages(scope, fragment_id, linkages, now)
+
+    def linkages_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, list[Linkage]]:
+        return self.linkages.linkages_of(scope, ids)
+
+    def linkages_to(self, scope: AgentScope, ids: Sequence[str]) -> list[Linkage]:
+        return self.linkages.linkages_to(scope, ids)
 
     # ------------------------------------------------------------ retrieval tiers (postgres_search.py)
 

@@ -412,6 +412,7 @@ BULK_TABLES: tuple[str, ...] = (
     "relations",
     "entity_memories",
     "feedback_events",
+    "memory_linkages",
 )
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
@@ -423,6 +424,7 @@ BULK_KEYS: dict[str, str] = {
     "relations": "seq",
     "entity_memories": "seq",
     "feedback_events": "id",
+    "memory_linkages": "id",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -507,6 +509,7 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "entity_memories": ("agent_id", "entity_id", "fragment_id", "relevance", "created_at"),
     "feedback_events": ("id", "agent_id", "fragment_id", "event", "score", "note", "session_id", "created_at"),
+    "memory_linkages": ("id", "agent_id", "fragment_id", "target_type", "memory_id", "item_id", "path", "label", "created_at"),
 }
 
 
@@ -821,6 +824,56 @@ class ErasureStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- 003 linkages (migration 0015)
+
+LinkageKind = Literal["memory", "item", "file"]
+LINKAGE_KINDS: tuple[LinkageKind, ...] = ("memory", "item", "file")
+
+
+@dataclass(frozen=True)
+class NewLinkage:
+    """A linkage to store on a memory (003 "Linkages"): `target` is the memory's or the item's id,
+    or the file's path."""
+
+    kind: LinkageKind
+    target: str
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Linkage:
+    """A stored linkage of memory `fragment_id`."""
+
+    fragment_id: str
+    kind: LinkageKind
+    target: str
+    label: str | None
+    created_at: datetime
+
+
+class LinkageStore(Protocol):
+    """Seed 003's linkages (`memory_linkages`, row-level security on PostgreSQL). A linkage belongs
+    to the agent whose memory holds it: only that agent reads it (every agent's for the
+    maintenance scope). Deleting either memory deletes it; soft-deleting hides it with its memory."""
+
+    def add_linkages(self, scope: AgentScope, fragment_id: str, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
+        """Store linkages on a memory of the scope's own namespace (NotFound otherwise), in one
+        transaction (joining the caller's): a memory target must be one the scope sees (NotFound
+        naming it; nothing stored); a linkage the memory already has is not stored twice. The
+        memory's linkages afterwards, in the order they were stored."""
+        ...
+
+    def linkages_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, list[Linkage]]:
+        """The linkages of these visible memories that have any, in the order stored; one naming a
+        memory the scope does not see (soft-deleted, expired, another namespace's) is left out."""
+        ...
+
+    def linkages_to(self, scope: AgentScope, ids: Sequence[str]) -> list[Linkage]:
+        """The memory linkages that name any of these memories, held by visible memories whose
+        linkages the scope reads."""
+        ...
+
+
 class AppStore(
     Store,
     EntityStore,
@@ -833,6 +886,7 @@ class AppStore(
     AnalyticsStore,
     ErasureStore,
     RecordStore,
+    LinkageStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

@@ -27,9 +27,11 @@ from .protocol import (
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    Linkage,
     MemoryOverview,
     NewFeedback,
     NewFragment,
+    NewLinkage,
     RankFeatures,
     SearchFilter,
     StoredReceipt,
@@ -43,6 +45,7 @@ from .sqlite_entities import SQLiteEntities
 from .sqlite_erasure import SQLiteErasure
 from .sqlite_feedback import SQLiteFeedback
 from .sqlite_fragments import SQLiteFragments
+from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
 from .sqlite_search import SQLiteSearch
@@ -95,6 +98,7 @@ class SQLiteStore:
         self.entities = SQLiteEntities(self.db, embedding_model)
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
         self.feedback = SQLiteFeedback(self.db, embedding_model)
+        self.linkages = SQLiteLinkages(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
 
     @property
@@ -256,6 +260,17 @@ class SQLiteStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    # ------------------------------------------------------------ 003 linkages (sqlite_linkages.py)
+
+    def add_linkages(self, scope: AgentScope, fragment_id: str, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
+        return self.linkages.add_linkages(scope, fragment_id, linkages, now)
+
+    def linkages_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, list[Linkage]]:
+        return self.linkages.linkages_of(scope, ids)
+
+    def linkages_to(self, scope: AgentScope, ids: Sequence[str]) -> list[Linkage]:
+        return self.linkages.linkages_to(scope, ids)
 
     # ------------------------------------------------------------ retrieval tiers (sqlite_search.py)
 
