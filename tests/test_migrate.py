@@ -36,7 +36,7 @@ from memento.models import (
     ToolFeedbackInput,
 )
 from memento.settings import Settings
-from memento.storage.protocol import BULK_KEYS, BULK_TABLES, REINFORCEMENT, BulkStore, SearchFilter, VersionRecord
+from memento.storage.protocol import BULK_KEYS, BULK_TABLES, REINFORCEMENT, BulkStore, NewLinkage, SearchFilter, VersionRecord
 from memento.storage.sqlite import SQLiteStore
 
 QUERIES = ["database connection pool", "deploy rollback", "pgbouncer prepared statements", "coffee preference"]
@@ -135,6 +135,8 @@ def build_source(path: Path, clock: Clock) -> Path:
             ctx,
         )
         add_graph(app, ids["agent-a-0"], shared, clock.now)
+        linkages = [NewLinkage("memory", ids["agent-a-1"], "supports"), NewLinkage("file", "notes/pool.md"), NewLinkage("item", "item-1")]
+        app.store.add_linkages(AgentScope("agent-a"), shared, linkages, clock.now)  # seed 003
         clock.now = datetime(2026, 1, 3, 9, 0, tzinfo=UTC)
         for agent in ("default", "agent-a", "agent-b"):
             s.recall(RecallInput(text="database connection pool", agentId=agent), CallContext(session_id=f"s-{agent}"))

@@ -27,7 +27,7 @@ from memento.models import (
     TTLTier,
 )
 from memento.service import MemoryService
-from memento.storage.protocol import FragmentChanges, MaintenanceStore, NewFeedback, NewFragment, SearchFilter, Store
+from memento.storage.protocol import FragmentChanges, LinkageStore, MaintenanceStore, NewFeedback, NewFragment, NewLinkage, SearchFilter, Store
 from memento.storage.terms import COMMON_TERM_MIN_DOCS
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -525,3 +525,34 @@ def test_pinned_fragments_are_kept_by_every_maintenance_primitive(service: Memor
     left = {f.content: f for f in store.list_fragments(A, SearchFilter(), 10)}
     assert sorted(left) == sorted(before) == ["a pinned old cold fact", "a pinned old hot procedure", "a pinned unsure old fact"]
     assert {c: (f.ttl_tier, f.importance) for c, f in left.items()} == {c: (f.ttl_tier, f.importance) for c, f in before.items()}
+
+
+def test_linkages_belong_to_their_memorys_agent_and_go_with_either_memory(service: MemoryService, store: Store) -> None:
+    linkages: LinkageStore = service.store  # type: ignore[assignment]
+    mine, other = put(service, "alice's holder of linkages"), put(service, "alice's linked memory")
+    pooled = put(service, "a shared pool memory", "default")
+    bobs = put(service, "bob's memory", "bob")
+    wanted = [NewLinkage("memory", other, "supports"), NewLinkage("file", "notes/a.md"), NewLinkage("item", "item-1", "tracks")]
+    got = linkages.add_linkages(A, mine, [*wanted, NewLinkage("memory", other, "supports")], NOW)  # a repeat is stored once
+    assert [(x.kind, x.target, x.label) for x in got] == [("memory", other, "supports"), ("file", "notes/a.md", None), ("item", "item-1", "tracks")]
+    assert linkages.add_linkages(A, mine, [NewLinkage("memory", pooled)], NOW)[-1].target == pooled  # a pool memory A sees
+    for scope, holder, targets in (
+        (A, pooled, [NewLinkage("file", "x.md")]),  # the pool's memory is not A's own
+        (A, bobs, [NewLinkage("file", "x.md")]),
+        (B, mine, [NewLinkage("file", "x.md")]),
+        (A, mine, [NewLinkage("file", "y.md"), NewLinkage("memory", bobs)]),  # a target A does not see: nothing stored
+        (A, mine, [NewLinkage("memory", "frag-missing")]),
+    ):
+        with pytest.raises(NotFound):
+            linkages.add_linkages(scope, holder, targets, NOW)
+    assert len(linkages.linkages_of(A, [mine])[mine]) == 4
+    assert linkages.linkages_of(B, [mine]) == {} and linkages.linkages_of(A, []) == {}
+    assert [x.fragment_id for x in linkages.linkages_to(A, [other, pooled])] == [mine, mine]
+    assert linkages.linkages_to(B, [other]) == [] and set(linkages.linkages_of(SYSTEM, [mine])) == {mine}  # maintenance: every agent's
+    store.soft_delete(A, [other], NOW)
+    assert [x.target for x in linkages.linkages_of(A, [mine])[mine]] == ["notes/a.md", "item-1", pooled]  # a hidden target is left out
+    store.restore(A, [other])
+    store.delete(SYSTEM, [pooled])
+    assert len(linkages.linkages_of(A, [mine])[mine]) == 3  # deleting the target deleted its linkage
+    store.delete(A, [mine])
+    assert linkages.linkages_of(SYSTEM, [mine]) == {} and store.export_rows("memory_linkages", 0, 10) == []  # and the holder's

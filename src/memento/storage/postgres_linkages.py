@@ -76,11 +76,11 @@ class PostgresLinkages:
     @staticmethod
     def _of(cur: Cursor, scope: AgentScope, ids: Sequence[str]) -> dict[str, list[Linkage]]:
         where, params = scope_sql(scope, "f")
-        target, tparams = scope_sql(scope, "t")
+        target, tparams = scope_sql(scope, "lt")  # not "t": scope_sql reads that alias as the term table
         own, oparams = _own(scope)
         cur.execute(
             f"SELECT {COLUMNS} FROM agent_memory.memory_linkages l JOIN agent_memory.fragments f ON f.id = l.fragment_id"
-            " LEFT JOIN agent_memory.fragments t ON t.id = l.memory_id"
+            " LEFT JOIN agent_memory.fragments lt ON lt.id = l.memory_id"
             f" WHERE l.fragment_id = ANY(%s) AND {own} AND {where} AND (l.memory_id IS NULL OR ({target})) ORDER BY l.id",
             [list(ids), *oparams, *params, *tparams],
         )

@@ -81,11 +81,11 @@ class SQLiteLinkages:
         if not ids:
             return {}
         where, params = _scope_sql(scope, "f")
-        target, tparams = _scope_sql(scope, "t")
+        target, tparams = _scope_sql(scope, "lt")
         own, oparams = _own(scope)
         rows = conn.execute(
             f"SELECT {COLUMNS} FROM memory_linkages l JOIN fragments f ON f.id = l.fragment_id"
-            " LEFT JOIN fragments t ON t.id = l.memory_id"
+            " LEFT JOIN fragments lt ON lt.id = l.memory_id"
             f" WHERE l.fragment_id IN ({_marks(ids)}) AND {own} AND {where} AND (l.memory_id IS NULL OR ({target})) ORDER BY l.id",
             [*ids, *oparams, *params, *tparams],
         ).fetchall()
