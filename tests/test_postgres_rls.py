@@ -91,3 +91,25 @@ def test_the_agent_setting_lasts_one_transaction(app_conn: Any) -> None:
     with app_conn.transaction():
         as_agent(app_conn, "agent-a")
     assert visible(app_conn, None) == {"frag-d"}  # no agent set: the shared namespace only
+
+
+def test_seed_003_linkage_rows_are_their_agents_alone(app_conn: Any) -> None:
+    """memory_linkages (migration 0015) is isolated per agent, as feedback_events is."""
+    insert = "INSERT INTO agent_memory.memory_linkages (agent_id, fragment_id, target_type, path) VALUES (%s, %s, 'file', %s)"
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("agent-a", "frag-a", "a.md"))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("agent-b", "frag-b", "b.md"))
+
+    def paths(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute("SELECT path FROM agent_memory.memory_linkages")}
+
+    assert (paths("agent-a"), paths("agent-b"), paths("system")) == ({"a.md"}, set(), {"a.md"})
+    row = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'agent_memory.memory_linkages'::regclass"
+    ).fetchone()
+    assert row == (True, True)

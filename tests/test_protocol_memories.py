@@ -8,7 +8,8 @@ refusal; then the tools through the official MCP client and the /v1/memories rou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ import pytest
 from conftest import StoreEnv
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client  # its defining module (__all__)
 from mcp_helpers import SERVE, TIMEOUT_S, HttpServer, assert_backend, data, error_of, server_env, start_http_server
 from pydantic import ValidationError
 from rest_helpers import KEY_A, KEY_A_READ, KEY_B, OPERATOR, problem_of, rest_env
@@ -453,7 +456,8 @@ async def test_the_tools_over_stdio(tmp_path: Path, store_env: StoreEnv) -> None
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv, backend: str) -> Iterator[HttpServer]:
     folder = tmp_path_factory.mktemp("protocol-memories")
-    running = start_http_server({**server_env(module_store_env(folder)), **rest_env()}, folder / "server.log")
+    env = {**server_env(module_store_env(folder)), **rest_env(), "MEMENTO_TOOLSETS": "protocol"}
+    running = start_http_server(env, folder / "server.log")
     try:
         assert_backend(running, backend)
         yield running
@@ -509,3 +513,36 @@ def test_the_memory_routes_over_http(server: HttpServer) -> None:
     with v1(server, OPERATOR) as operator:
         assert operator.get("/openapi.json").json()["paths"].keys() >= {"/memories", "/memories/{memory_id}/graph"}
     assert json.loads(json.dumps(graph))  # plain JSON
+
+
+@asynccontextmanager
+async def mcp_as(server: HttpServer, key: str) -> AsyncIterator[Client]:
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
+        async with Client(streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S) as client:
+            yield client
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_over_mcp_an_agent_key_neither_sees_nor_changes_another_agents_memories(server: HttpServer) -> None:
+    async with mcp_as(server, KEY_B) as b:
+        secret = data(await b.call_tool("memento_store", {"content": "Bob's quokka vault code is 7781", "tags": ["quokka"]}))["id"]
+        before = data(await b.call_tool("memento_memory_graph", {"id": secret}))
+    async with mcp_as(server, KEY_A) as a:
+        assert data(await a.call_tool("memento_recall", {"query": "quokka vault code"}))["memories"] == []
+        assert data(await a.call_tool("memento_recall", {"query": "vault", "tags": ["quokka"]}))["memories"] == []
+        for name, args in (
+            ("memento_memory_delete", {"id": secret}),
+            ("memento_memory_graph", {"id": secret}),
+            ("memento_store", {"content": "A links B", "linkages": [{"type": "memory", "id": secret}]}),
+        ):
+            code, message, _ = error_of(await a.call_tool(name, args))
+            assert code == "not_found" and "7781" not in message
+        assert data(await a.call_tool("memento_recall", {"query": "A links B"}))["memories"] == []  # nothing stored
+    async with mcp_as(server, KEY_A_READ) as reader:
+        for name, args in (("memento_store", {"content": "refused"}), ("memento_memory_delete", {"id": secret})):
+            code, _, _ = error_of(await reader.call_tool(name, args))
+            assert code == "forbidden"
+    async with mcp_as(server, KEY_B) as b:
+        assert data(await b.call_tool("memento_memory_graph", {"id": secret})) == before
+        assert [m["id"] for m in data(await b.call_tool("memento_recall", {"query": "quokka vault code"}))["memories"]] == [secret]
