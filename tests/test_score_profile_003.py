@@ -75,10 +75,10 @@ def test_relevance_multiplies_and_a_listing_counts_as_fully_relevant() -> None:
 
 def test_the_operator_picks_the_profile_and_the_default_stays_000s() -> None:
     assert score_profile(Settings()) is None
-    assert isinstance(score_profile(Settings(MEMENTO_SCORE_PROFILE="003")), Profile003)  # type: ignore[call-arg]
-    assert isinstance(score_profile(Settings(MEMENTO_SCORE_PROFILE="004")), Profile004)  # type: ignore[call-arg]
+    assert isinstance(score_profile(Settings(MEMENTO_SCORE_PROFILE="003")), Profile003)
+    assert isinstance(score_profile(Settings(MEMENTO_SCORE_PROFILE="004")), Profile004)
     with pytest.raises(ValidationError):
-        Settings(MEMENTO_SCORE_PROFILE="005")  # type: ignore[call-arg]
+        Settings(MEMENTO_SCORE_PROFILE="005")
 
 
 # ---------------------------------------------------------------- through the service, on both backends
