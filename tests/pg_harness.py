@@ -56,6 +56,8 @@ TABLES = (
     "entity_memories",
     "erasure_receipts",
     "feedback_events",
+    "skip_list",
+    "identity_snapshots",
 )
 
 

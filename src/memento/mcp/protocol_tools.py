@@ -3,6 +3,8 @@ module; this module puts them together in the order `tools/list` shows them."""
 
 from __future__ import annotations
 
+from memento.mcp.protocol_identity_tools import IDENTITY_TOOLS
+from memento.mcp.protocol_skip_tools import SKIP_TOOLS
 from memento.mcp.tools import ToolSpec
 
-PROTOCOL_TOOLS: tuple[ToolSpec, ...] = ()
+PROTOCOL_TOOLS: tuple[ToolSpec, ...] = SKIP_TOOLS + IDENTITY_TOOLS

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..access import call_scope, writable_scope
 from ..models import AgentScope, CallContext, Complete
+from .identity import Identity
+from .skips import Skips
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -26,6 +28,8 @@ class ProtocolFace:
     def __init__(self, service: MemoryService) -> None:
         self.service = service
         self.llm: Complete | None = None  # the operator's configured model (MEMENTO_LLM_*), set at start-up
+        self.skips = Skips(self)
+        self.identity = Identity(self)
 
     def language_model(self, ctx: CallContext) -> Complete | None:
         """The model that drafts for this call: the operator's configured one, else the one the

@@ -821,6 +821,78 @@ class ErasureStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- seed 003: the skip list and the identity crystal
+
+
+@dataclass(frozen=True)
+class NewSkip:
+    """A skip-list entry to store in the scope's own namespace (never the shared pool's)."""
+
+    id: str
+    item: str
+    reason: str
+    expires_at: datetime
+    embedding: np.ndarray | None = None  # the vector of "item. reason" by `embedding_model`
+    embedding_model: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredSkip:
+    """A stored skip-list entry (its vector and that vector's model, when it has one)."""
+
+    id: str
+    agent_id: str
+    item: str
+    reason: str
+    expires_at: datetime
+    created_at: datetime
+    embedding: np.ndarray | None = None
+    embedding_model: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredIdentity:
+    """An identity crystal snapshot (`source`: manual or crystallized)."""
+
+    id: str
+    agent_id: str
+    crystal: str
+    source: str
+    source_count: int
+    created_at: datetime
+
+
+class SkipStore(Protocol):
+    """Seed 003's skip list: rows of exactly the scope's own namespace (`scope.agent_id`, the
+    maintenance scope included), never another's nor the pool's. Expired entries (expires_at
+    at or before `now`) are never returned; every write purges the namespace's expired rows in
+    its own transaction."""
+
+    def add_skip(self, scope: AgentScope, new: NewSkip, now: datetime) -> StoredSkip:
+        """Store an entry (Conflict if its id is taken), purging the namespace's expired ones first."""
+        ...
+
+    def skip_entries(self, scope: AgentScope, now: datetime) -> list[StoredSkip]:
+        """The namespace's unexpired entries, newest first."""
+        ...
+
+    def remove_skip(self, scope: AgentScope, skip_id: str, now: datetime) -> bool:
+        """Delete the namespace's unexpired entry of that id (False: none), purging its expired ones."""
+        ...
+
+
+class IdentityStore(Protocol):
+    """Seed 003's identity crystal: snapshots of exactly the scope's own namespace, every one kept."""
+
+    def add_identity(self, scope: AgentScope, snapshot: StoredIdentity) -> StoredIdentity:
+        """Store a snapshot as the scope's (its agent_id is the scope's); Conflict if its id is taken."""
+        ...
+
+    def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
+        """The namespace's newest `limit` snapshots, newest first, and how many it holds in all."""
+        ...
+
+
 class AppStore(
     Store,
     EntityStore,
@@ -833,6 +905,8 @@ class AppStore(
     AnalyticsStore,
     ErasureStore,
     RecordStore,
+    SkipStore,
+    IdentityStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""
