@@ -412,6 +412,8 @@ BULK_TABLES: tuple[str, ...] = (
     "relations",
     "entity_memories",
     "feedback_events",
+    "skip_list",
+    "identity_snapshots",
 )
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
@@ -423,6 +425,8 @@ BULK_KEYS: dict[str, str] = {
     "relations": "seq",
     "entity_memories": "seq",
     "feedback_events": "id",
+    "skip_list": "seq",
+    "identity_snapshots": "seq",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -507,6 +511,9 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "entity_memories": ("agent_id", "entity_id", "fragment_id", "relevance", "created_at"),
     "feedback_events": ("id", "agent_id", "fragment_id", "event", "score", "note", "session_id", "created_at"),
+    # a skip entry's vector is not copied: it is embedded again when checked
+    "skip_list": ("id", "agent_id", "item", "reason", "expires_at", "created_at"),
+    "identity_snapshots": ("id", "agent_id", "crystal", "source", "source_count", "created_at"),
 }
 
 
