@@ -56,6 +56,9 @@ TABLES = (
     "entity_memories",
     "erasure_receipts",
     "feedback_events",
+    "workspaces",
+    "working_memory_sections",
+    "working_memory_items",
 )
 
 

@@ -3,6 +3,7 @@ module; this module puts them together in the order `tools/list` shows them."""
 
 from __future__ import annotations
 
+from memento.mcp.protocol_item_tools import ITEM_TOOLS
 from memento.mcp.tools import ToolSpec
 
-PROTOCOL_TOOLS: tuple[ToolSpec, ...] = ()
+PROTOCOL_TOOLS: tuple[ToolSpec, ...] = () + ITEM_TOOLS

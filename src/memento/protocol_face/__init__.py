@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING
 
 from ..access import call_scope, writable_scope
 from ..models import AgentScope, CallContext, Complete
+from .health import Health, HealthPart
+from .items import Items
+from .sections import Sections
+from .workspaces import Workspaces
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -26,6 +30,11 @@ class ProtocolFace:
     def __init__(self, service: MemoryService) -> None:
         self.service = service
         self.llm: Complete | None = None  # the operator's configured model (MEMENTO_LLM_*), set at start-up
+        self.items = Items(self)  # working-memory items (items.py)
+        self.sections = Sections(self)  # the legacy markdown sections (sections.py)
+        self.workspaces = Workspaces(self)  # workspace records (workspaces.py)
+        self.health = Health(self)  # memento_health (health.py)
+        self.health_parts: list[HealthPart] = []  # other parts append what they report in memento_health
 
     def language_model(self, ctx: CallContext) -> Complete | None:
         """The model that drafts for this call: the operator's configured one, else the one the
@@ -38,14 +47,17 @@ class ProtocolFace:
         self.opened(scope, ctx)
         return scope
 
-    def write_scope(self, ctx: CallContext) -> AgentScope:
-        """The namespace a changing call works in (refused for read-only credentials)."""
+    def write_scope(self, ctx: CallContext, *, open_workspace: bool = True) -> AgentScope:
+        """The namespace a changing call works in (refused for read-only credentials); its named
+        workspace is opened unless `open_workspace` is False (memento_init opens it itself)."""
         scope = writable_scope(None, ctx, self.service.settings.shared_pool, pool=False)
-        self.opened(scope, ctx)
+        if open_workspace:
+            self.opened(scope, ctx)
         return scope
 
     def opened(self, scope: AgentScope, ctx: CallContext) -> None:
         """A call in `scope` arrived: a workspace named for the first time is created here."""
+        self.workspaces.opened(scope, ctx)
 
 
 __all__ = ["ProtocolFace"]
