@@ -186,7 +186,7 @@ def test_the_document_has_the_five_default_sections_in_order_then_the_others(ser
 def test_a_read_only_first_read_shows_the_defaults_without_writing(service: MemoryService) -> None:
     shown = service.protocol.sections.read(None, A_READ)
     assert [s.section for s in shown.sections] == FIVE and all(s.updated_at is None for s in shown.sections)
-    assert service.store.sections(service.protocol.read_scope(A_READ)) == []  # type: ignore[attr-defined]
+    assert service.protocol.workspaces.store.sections(service.protocol.read_scope(A_READ)) == []
     with pytest.raises(Forbidden):
         service.protocol.sections.update("active_work", "x", A_READ)
 
@@ -332,7 +332,7 @@ async def test_the_official_client_drives_every_working_memory_tool(server: Http
 async def test_tool_errors_name_the_problem_and_change_nothing(server: HttpServer) -> None:
     async with mcp(server, KEY_A, "tools-errors") as a, mcp(server, KEY_B, "tools-errors") as b:
         made = data(await a.call_tool("memento_item_create", {"category": "active_work", "title": "kept", "priority": 3}))
-        cases = [
+        cases: list[tuple[str, dict[str, Any], str, str]] = [
             ("memento_item_create", {"category": "active_work", "title": "x", "priority": 11}, "invalid_argument", "priority"),
             ("memento_item_create", {"category": "someday", "title": "x"}, "invalid_argument", "category"),
             ("memento_item_update", {"id": made["id"], "priority": -1}, "invalid_argument", "priority"),

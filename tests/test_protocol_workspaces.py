@@ -95,13 +95,13 @@ def test_a_principal_in_a_workspace_keeps_its_credential_and_names_it() -> None:
 
 
 def test_stdio_runs_in_memento_workspace() -> None:
-    assert stdio_principal(Settings(MEMENTO_WORKSPACE="proj")).agent_id == "proj"  # type: ignore[call-arg]
-    inside = stdio_principal(Settings(MEMENTO_WORKSPACE="proj", MEMENTO_STDIO_AGENT="agent-a"))  # type: ignore[call-arg]
+    assert stdio_principal(Settings(MEMENTO_WORKSPACE="proj")).agent_id == "proj"
+    inside = stdio_principal(Settings(MEMENTO_WORKSPACE="proj", MEMENTO_STDIO_AGENT="agent-a"))
     assert (inside.agent_id, inside.workspace) == ("agent-a:proj", "proj")
     assert stdio_principal(Settings()).workspace is None
     for bad in ("a:b", "admin"):
         with pytest.raises(AuthConfigError, match="MEMENTO_WORKSPACE"):
-            stdio_principal(Settings(MEMENTO_WORKSPACE=bad))  # type: ignore[call-arg]
+            stdio_principal(Settings(MEMENTO_WORKSPACE=bad))
 
 
 @pytest.mark.parametrize(
@@ -132,15 +132,15 @@ def test_the_first_call_naming_a_workspace_creates_it_with_its_sections(service:
     face = service.protocol
     ctx = ws("agent-a", "proj")
     scope = AgentScope("agent-a:proj")
-    assert service.store.workspace_of(scope) is None  # type: ignore[attr-defined]
+    assert service.protocol.workspaces.store.workspace_of(scope) is None
     assert face.items.listing(ItemListInput(), ctx).items == []  # any call of the face opens it
-    record = service.store.workspace_of(scope)  # type: ignore[attr-defined]
+    record = service.protocol.workspaces.store.workspace_of(scope)
     assert record is not None and (record.namespace, record.name) == ("agent-a:proj", "proj")
-    assert [s.section for s in service.store.sections(scope)] == FIVE  # type: ignore[attr-defined]
+    assert [s.section for s in service.protocol.workspaces.store.sections(scope)] == FIVE
     assert face.workspaces.init(ctx).already_existed is True
     face.sections.update("session_notes", "kept", ctx)
     face.health.report(ctx)
-    assert service.store.workspace_of(scope) == record  # type: ignore[attr-defined]
+    assert service.protocol.workspaces.store.workspace_of(scope) == record
     assert face.sections.section("session_notes", ctx).content == "kept"  # reopening never resets it
 
 
@@ -153,7 +153,7 @@ def test_two_first_calls_at_once_create_one_workspace(service: MemoryService) ->
     def first_call() -> None:
         try:
             barrier.wait(TIMEOUT_S)
-            created.append(service.store.open_workspace(scope, "race", FIVE, service.clock()))  # type: ignore[attr-defined]
+            created.append(service.protocol.workspaces.store.open_workspace(scope, "race", FIVE, service.clock()))
             service.protocol.items.listing(ItemListInput(), ws("agent-a", "race"))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
@@ -164,14 +164,14 @@ def test_two_first_calls_at_once_create_one_workspace(service: MemoryService) ->
     for t in threads:
         t.join(TIMEOUT_S)
     assert errors == [] and sorted(created) == [False] * 7 + [True]
-    assert [r.namespace for r in service.store.list_workspaces(AgentScope("agent-a"))] == ["agent-a:race"]  # type: ignore[attr-defined]
-    assert [s.section for s in service.store.sections(scope)] == FIVE  # type: ignore[attr-defined]
+    assert [r.namespace for r in service.protocol.workspaces.store.list_workspaces(AgentScope("agent-a"))] == ["agent-a:race"]
+    assert [s.section for s in service.protocol.workspaces.store.sections(scope)] == FIVE
 
 
 def test_a_read_only_credential_opens_no_workspace(service: MemoryService) -> None:
     ctx = ws("agent-a", "quiet", read_only=True)
     assert [s.section for s in service.protocol.sections.read(None, ctx).sections] == FIVE  # shown, not stored
-    assert service.store.workspace_of(AgentScope("agent-a:quiet")) is None  # type: ignore[attr-defined]
+    assert service.protocol.workspaces.store.workspace_of(AgentScope("agent-a:quiet")) is None
     with pytest.raises(Forbidden):
         service.protocol.workspaces.init(ctx)
 
@@ -240,7 +240,7 @@ def test_row_level_security_keeps_each_namespace_to_its_rows(app: App, backend: 
     if backend != "postgres":
         pytest.skip("row-level security is PostgreSQL's")
     for agent, name in (("agent-a:w", "w"), ("agent-b:w", "w"), ("agent-a", "agent-a")):
-        app.store.open_workspace(AgentScope(agent), name, ["active_work"], app.service.clock())  # type: ignore[attr-defined]
+        app.store.open_workspace(AgentScope(agent), name, ["active_work"], app.service.clock())
     with connect(postgres_server.app_dsn, autocommit=True) as conn:
         user = conn.execute("SELECT current_user").fetchone()
         assert user is not None and user[0] == APP_ROLE
