@@ -9,9 +9,11 @@ The service-level tests come first: they empty the database per test, which a mo
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,12 +26,19 @@ from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, error_of, s
 from pydantic import ValidationError
 from rest_helpers import KEY_A, KEY_A_READ, KEY_B, OPERATOR, problem_of, rest_env
 
+from memento.app import App, build_app
+from memento.embeddings.hashing import HashEmbedder
 from memento.errors import Forbidden, InvalidArgument, NotFound
-from memento.models import CallContext, RememberInput
+from memento.exchange.export import Exporter
+from memento.exchange.restore import check, restore
+from memento.models import AgentScope, CallContext, RememberInput
 from memento.protocol_face.items import CONTEXT_ITEMS
 from memento.protocol_face.sections import DEFAULT_SECTIONS, MAX_SECTIONS
 from memento.protocol_face.workmem_models import ItemCreateInput, ItemFields, ItemListInput
 from memento.service import MemoryService
+from memento.settings import Settings
+from memento.storage.protocol import SearchFilter
+from memento.storage.records import RecordQuery
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -234,6 +243,41 @@ def test_health_counts_the_namespace_and_says_when_it_changed(service: MemorySer
     assert "30 hours" in health.report(A).warnings[0]
     service.protocol.health_parts.append(lambda scope, ctx: ("skip_list", {"active": 0, "namespace": scope.agent_id}))
     assert health.report(A).parts == {"skip_list": {"active": 0, "namespace": "agent-a"}}
+
+
+# ---------------------------------------------------------------- export and import (docs/export.md)
+
+
+def test_working_memory_travels_in_a_lossless_export(app: App, tmp_path: Path) -> None:
+    service = app.service
+    ctx = CallContext(agent_id="agent-a:proj", workspace="proj")
+    service.protocol.workspaces.init(ctx)
+    made = create(service, ctx, title="Ship the Ärger fix", tags=["ops"], next_action="Tag the release", status="paused", priority=6)
+    create(service, ctx, title="Old idea", status="archived")
+    service.protocol.sections.update("runbook", "restart the worker", ctx)
+    create(service, A, title="agent a's own item")  # another namespace: not in proj's export
+    text = "".join(Exporter(app.store, AgentScope("agent-a:proj"), RecordQuery(SearchFilter()), "ndjson").stream())
+    kinds = [json.loads(line)["kind"] for line in text.splitlines()[1:-1]]
+    assert kinds == ["workspace", *["section"] * 6, "item", "item"]
+    assert '"folded"' not in text and "agent a's own item" not in text
+    folder = tmp_path / "target"
+    target = build_app(Settings(DATABASE_URL=f"sqlite:///{folder / 'm.db'}", EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(64))
+    try:
+        lines = text.splitlines()
+        check(lines, "export.jsonl")
+        report = restore(target.store, AgentScope("system"), lines, "export.jsonl", embed=lambda t: [], total=0)
+        assert report.restored == {"workspace": 1, "section": 6, "item": 2} and report.skipped_total == 0
+        again = "".join(Exporter(target.store, AgentScope("agent-a:proj"), RecordQuery(SearchFilter()), "ndjson").stream())
+        assert again.splitlines()[1:] == text.splitlines()[1:]  # the same records, line for line
+        items = target.service.protocol.items
+        assert items.get(made["id"], ctx).dump() == made
+        assert [i.id for i in items.listing(ItemListInput(query="ärger TAG"), ctx).items] == [made["id"]]  # the search text, derived again
+        assert target.service.protocol.sections.section("runbook", ctx).content == "restart the worker"
+        assert target.service.protocol.workspaces.init(ctx).already_existed is True
+        twice = restore(target.store, AgentScope("system"), lines, "export.jsonl", embed=lambda t: [], total=0)
+        assert twice.restored.get("item", 0) == 0 and twice.skipped_total == 9  # merged by id: nothing overwritten
+    finally:
+        target.close()
 
 
 # ---------------------------------------------------------------- the tools and /v1 on a real server

@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 from ..fields import AgentId
 from ..models import FragmentType, MemorySystem, PrivacyScope, RelationType, TTLTier
 from ..storage.records import FRAGMENTS, LINKS, NESTED, RECORD_TABLES, RecordTable
+from ..storage.workmem import ItemCategory, ItemStatus
 
 FORMAT = "memento-export"
 VERSION = 2
@@ -86,6 +87,13 @@ COLUMN_TYPES: dict[str, tuple[Any, Any]] = {
     "entity_id": (Id, ...),
     "fragment_id": (Id, ...),
     "relevance": (Unit, 1.0),
+    # 003's working memory
+    "section": (Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")], ...),
+    "category": (ItemCategory, ...),
+    "title": (Annotated[str, StringConstraints(min_length=1, max_length=500)], ...),
+    "status": (ItemStatus, "active"),
+    "priority": (Annotated[int, Field(ge=0, le=10)], 0),
+    "next_action": (Annotated[str, StringConstraints(max_length=2000)] | None, None),
 }
 # Where a nested table's column differs from the same name elsewhere (a version may lack what a fragment must have).
 NESTED_TYPES: dict[str, tuple[Any, Any]] = {

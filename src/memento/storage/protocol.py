@@ -413,6 +413,9 @@ BULK_TABLES: tuple[str, ...] = (
     "relations",
     "entity_memories",
     "feedback_events",
+    "workspaces",
+    "working_memory_sections",
+    "working_memory_items",
 )
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
@@ -424,6 +427,9 @@ BULK_KEYS: dict[str, str] = {
     "relations": "seq",
     "entity_memories": "seq",
     "feedback_events": "id",
+    "workspaces": "seq",
+    "working_memory_sections": "seq",
+    "working_memory_items": "seq",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -508,6 +514,22 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "entity_memories": ("agent_id", "entity_id", "fragment_id", "relevance", "created_at"),
     "feedback_events": ("id", "agent_id", "fragment_id", "event", "score", "note", "session_id", "created_at"),
+    "workspaces": ("agent_id", "name", "created_at"),
+    "working_memory_sections": ("agent_id", "section", "content", "updated_at"),
+    "working_memory_items": (
+        "id",
+        "agent_id",
+        "category",
+        "title",
+        "content",
+        "status",
+        "priority",
+        "tags",
+        "next_action",
+        "folded",
+        "created_at",
+        "updated_at",
+    ),
 }
 
 

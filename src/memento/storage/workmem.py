@@ -22,6 +22,11 @@ def fold(text: str) -> str:
     return text.casefold()
 
 
+def folded_text(title: str, content: str, next_action: str | None) -> str:
+    """What an item's `folded` column holds: the text `ItemQuery.terms` are looked for in."""
+    return fold("\n".join([title, content, next_action or ""]))
+
+
 @dataclass(frozen=True)
 class WorkItem:
     """One working-memory item of a namespace (`agent_id`)."""
@@ -40,7 +45,7 @@ class WorkItem:
 
     def folded(self) -> str:
         """The text `ItemQuery.terms` are looked for in: title, content and next action."""
-        return fold("\n".join([self.title, self.content, self.next_action or ""]))
+        return folded_text(self.title, self.content, self.next_action)
 
 
 @dataclass(frozen=True)
