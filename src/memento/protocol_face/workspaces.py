@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from . import ProtocolFace
 
 SYSTEM = "system"
+KNOWN_MAX = 10_000  # namespaces remembered as opened (then forgotten all at once, read again)
 
 
 def owner_of(ctx: CallContext) -> str | None:
@@ -38,15 +39,20 @@ class Workspaces:
     def __init__(self, face: ProtocolFace) -> None:
         self.face = face
         self.store = cast(WorkingMemoryStore, face.service.store)  # every backend is an AppStore
+        self.known: set[str] = set()  # namespaces whose workspace record was read back (no read needed)
 
     def opened(self, scope: AgentScope, ctx: CallContext) -> None:
         """A call of the face arrived in `scope`: the workspace it names is created when it has no
         record yet. A read-only credential creates nothing (it reads an empty workspace)."""
-        if ctx.workspace is None or ctx.read_only or scope.is_maintenance:
+        if ctx.workspace is None or ctx.read_only or scope.is_maintenance or scope.agent_id in self.known:
             return
-        store = self.store
-        if store.workspace_of(scope) is None:  # the common case costs one indexed read, no write
-            store.open_workspace(scope, ctx.workspace, list(DEFAULT_SECTIONS), self.face.service.clock())
+        if self.store.workspace_of(scope) is not None:
+            # Seen stored (so committed): later calls need no read. Records are never deleted.
+            if len(self.known) >= KNOWN_MAX:
+                self.known.clear()
+            self.known.add(scope.agent_id)
+            return
+        self.store.open_workspace(scope, ctx.workspace, list(DEFAULT_SECTIONS), self.face.service.clock())
 
     def init(self, ctx: CallContext) -> InitResult:
         """Create the caller's workspace (the one it named, else its own namespace) with its default
