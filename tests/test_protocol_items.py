@@ -457,6 +457,9 @@ def test_rest_sections_and_health(server: HttpServer) -> None:
         problem_of(a.put("/working-memory/runbook", json={}), 422)
         health = a.get("/health").json()
         assert (health["namespace"], health["workspace"], health["sections"]["count"]) == ("agent-a:rest-sections", "rest-sections", 6)
+    documented = httpx.get(server.url + "/v1/openapi.json", timeout=TIMEOUT_S).json()["paths"]
+    assert {"/working-memory/items", "/working-memory/items/{item_id}", "/working-memory", "/working-memory/{section}"} <= set(documented)
+    assert {"/workspaces", "/health"} <= set(documented)
     with v1(server, KEY_B, "rest-sections") as b:
         assert "deployed" not in b.get("/working-memory").json()["markdown"]
         assert problem_of(b.get("/working-memory/runbook"), 404)["code"] == "not_found"

@@ -31,6 +31,7 @@ SECTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 RESERVED = frozenset({"items"})
 MAX_SECTIONS = 50
 TITLE = "# Working Memory"
+UNWRITTEN = datetime.min  # the updated_at of a default section shown but never stored (a read-only caller's first read)
 EMPTY = "(empty)"
 
 
@@ -62,10 +63,9 @@ def ordered(sections: list[Section]) -> list[Section]:
     return sorted(sections, key=lambda s: rank.get(s.section, len(rank)))  # a stable sort keeps creation order
 
 
-def info(section: Section | str) -> SectionInfo:
-    if isinstance(section, str):
-        return SectionInfo(section=section, heading=heading(section), updated_at=None)
-    return SectionInfo(section=section.section, heading=heading(section.section), updated_at=iso(section.updated_at))
+def info(section: Section) -> SectionInfo:
+    written = None if section.updated_at is UNWRITTEN else iso(section.updated_at)
+    return SectionInfo(section=section.section, heading=heading(section.section), updated_at=written)
 
 
 def markdown(section: Section) -> str:
@@ -89,7 +89,7 @@ class Sections:
             store.add_sections(scope, missing, self.face.service.clock())
             stored = store.sections(scope)
         known = {s.section for s in stored}
-        unwritten = [Section(key, "", _NEVER) for key in DEFAULT_SECTIONS if key not in known]
+        unwritten = [Section(key, "", UNWRITTEN) for key in DEFAULT_SECTIONS if key not in known]
         return ordered(stored + unwritten)
 
     def read(self, section: str | None, ctx: CallContext) -> WorkingMemoryOut:
@@ -99,15 +99,15 @@ class Sections:
         sections = self.document(scope, ctx)
         if key is not None:
             one = self._find(sections, key)
-            return WorkingMemoryOut(markdown=markdown(one), sections=[self._info(one)])
+            return WorkingMemoryOut(markdown=markdown(one), sections=[info(one)])
         text = "\n\n".join([TITLE, *(markdown(s) for s in sections)])
-        return WorkingMemoryOut(markdown=text, sections=[self._info(s) for s in sections])
+        return WorkingMemoryOut(markdown=text, sections=[info(s) for s in sections])
 
     def section(self, section: str, ctx: CallContext) -> SectionOut:
         """One section with its raw content (GET /v1/working-memory/{section})."""
         key = section_key(section)
         one = self._find(self.document(self.face.read_scope(ctx), ctx), key)
-        found = self._info(one)
+        found = info(one)
         return SectionOut(section=found.section, heading=found.heading, updated_at=found.updated_at, content=one.content)
 
     def update(self, section: str, content: str, ctx: CallContext) -> SectionWritten:
@@ -123,10 +123,3 @@ class Sections:
             if s.section == key:
                 return s
         raise NotFound(f"section {key!r} not found in working memory; sections: {', '.join(s.section for s in sections)}")
-
-    @staticmethod
-    def _info(section: Section) -> SectionInfo:
-        return info(section.section) if section.updated_at is _NEVER else info(section)
-
-
-_NEVER = datetime.min  # the updated_at of a default section shown but never stored (a read-only caller's first read)
