@@ -25,6 +25,7 @@ from conftest import StoreEnv
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_helpers import TIMEOUT_S, HttpServer, assert_backend, data, server_env, start_http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.backends("sqlite", "postgres+redis")]
@@ -151,3 +152,165 @@ async def test_a_day_in_the_life(server: HttpServer) -> None:
         body = rest.post("/context", json={"message": "aurora borealis alerts and the billing database"}).json()
         assert body["working_memory"]["items"] == [] and body["skip_matches"] == [] and body["identity"] is None
         assert body["memories"]["matches"] == []
+
+
+# ------------------------------------------------------------------ the isolation matrix of the face
+
+B_SECRETS = ["quokkaprotocol", "marmalade-vault", "wombat agent"]  # A never sends these: no echo can hide a leak
+
+
+async def populate_b(server: HttpServer) -> dict[str, str]:
+    """B's records through every part of the face; returns their ids."""
+    async with connect(server, KEY_B) as b:
+        memory = await call(
+            b,
+            "memento_remember",
+            {"content": "The quokkaprotocol launch code is marmalade-vault", "type": "fact", "tags": ["quokkaprotocol"]},
+        )
+        other = await call(
+            b,
+            "memento_remember",
+            {
+                "content": "rollout notes of quokkaprotocol live beside marmalade-vault",
+                "linkages": [
+                    {"type": "memory", "id": memory["id"], "label": "supports"},
+                    {"type": "file", "path": "vault/quokkaprotocol.md"},
+                ],
+            },
+        )
+        item = await call(
+            b, "memento_item_create", {"category": "active_work", "title": "quokkaprotocol migration", "next_action": "marmalade-vault"}
+        )
+        skip = await call(b, "memento_skip_add", {"item": "quokkaprotocol alerts", "reason": "marmalade-vault noise", "expires": TOMORROW})
+        await call(b, "memento_update", {"section": "session_notes", "content": "quokkaprotocol notes: marmalade-vault"})
+        await call(b, "memento_identity_update", {"crystal": "B is the wombat agent of quokkaprotocol."})
+    return {"memory": memory["id"], "other": other["id"], "item": item["id"], "skip": skip["id"]}
+
+
+async def b_state(server: HttpServer) -> list[Any]:
+    """Everything of B's the face shows B (without touching access statistics where it can)."""
+    async with connect(server, KEY_B) as b:
+        return [
+            await call(b, "memento_item_list", {"status": "active"}),
+            await call(b, "memento_skip_list", {}),
+            await call(b, "memento_identity_history", {"include_text": True}),
+            await call(b, "memento_read", {}),
+        ]
+
+
+def a_calls(ids: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """Every protocol tool, aimed at B's records wherever a tool takes an id."""
+    return [
+        ("memento_context", {"message": "launch code, rollout notes, migration and alerts"}),
+        ("memento_recall", {"query": "launch code rollout notes"}),
+        ("memento_recall", {"query": "launch code", "tags": ["launch"]}),
+        ("memento_memory_graph", {"id": ids["other"], "depth": 3}),
+        ("memento_memory_delete", {"id": ids["memory"]}),
+        ("memento_remember", {"content": "A links to B", "linkages": [{"type": "memory", "id": ids["memory"]}]}),
+        ("memento_item_list", {"query": "migration"}),
+        ("memento_item_list", {"status": "completed"}),
+        ("memento_item_update", {"id": ids["item"], "status": "archived"}),
+        ("memento_item_delete", {"id": ids["item"]}),
+        ("memento_skip_check", {"query": "alerts noise"}),
+        ("memento_skip_list", {}),
+        ("memento_skip_remove", {"id": ids["skip"]}),
+        ("memento_read", {}),
+        ("memento_read", {"section": "session_notes"}),
+        ("memento_identity", {}),
+        ("memento_identity_history", {"include_text": True}),
+        ("memento_identity_crystallize", {"dry_run": True}),
+        ("memento_health", {}),
+        ("memento_init", {}),
+    ]
+
+
+def assert_clean(label: str, reply: str) -> None:
+    leaked = [secret for secret in B_SECRETS if secret in reply]
+    assert not leaked, f"{label} leaked {leaked}: {reply[:1500]}"
+
+
+async def test_no_protocol_tool_or_route_lets_one_agent_reach_anothers_records(server: HttpServer) -> None:
+    ids = await populate_b(server)
+    before = await b_state(server)
+    for workspace in (None, "agent-b", "side-project"):  # A naming B's agent id reaches agent-a:agent-b
+        async with connect(server, KEY_A, workspace) as a:
+            for name, arguments in a_calls(ids):
+                try:
+                    result = await a.call_tool(name, arguments)
+                except MCPError as exc:
+                    assert_clean(f"{workspace} {name}", str(exc))
+                    continue
+                assert_clean(f"{workspace} {name}", result.model_dump_json().replace(ids["memory"], "<arg>"))
+        with v1(server, KEY_A, workspace) as rest:
+            for method, path, body in [
+                ("POST", "/context", {"message": "launch code rollout notes migration alerts"}),
+                ("GET", "/memories?query=launch%20code", None),
+                ("GET", f"/memories/{ids['memory']}", None),
+                ("GET", f"/memories/{ids['other']}/graph", None),
+                ("DELETE", f"/memories/{ids['memory']}", None),
+                ("GET", "/working-memory/items?query=migration", None),
+                ("GET", f"/working-memory/items/{ids['item']}", None),
+                ("PUT", f"/working-memory/items/{ids['item']}", {"status": "archived"}),
+                ("DELETE", f"/working-memory/items/{ids['item']}", None),
+                ("GET", "/working-memory", None),
+                ("GET", "/skip-list", None),
+                ("GET", "/skip-list/check?query=alerts", None),
+                ("DELETE", f"/skip-list/{ids['skip']}", None),
+                ("GET", "/identity", None),
+                ("GET", "/identity/history", None),
+                ("GET", "/health", None),
+                ("GET", "/workspaces", None),
+            ]:
+                reply = rest.request(method, path, json=body)
+                assert reply.status_code < 500, (method, path, reply.text)
+                assert_clean(f"{workspace} {method} {path}", reply.text.replace(ids["memory"], "<arg>"))
+    assert await b_state(server) == before
+
+
+async def test_a_read_only_key_is_refused_by_every_writing_tool_and_route(server: HttpServer) -> None:
+    async with connect(server, KEY_A) as a:
+        item = await call(a, "memento_item_create", {"category": "session_note", "title": "read-only probe target"})
+        memory = await call(a, "memento_remember", {"content": "read-only probe target memory"})
+        skip = await call(a, "memento_skip_add", {"item": "read-only probe", "reason": "probe", "expires": TOMORROW})
+    writes = {
+        "memento_remember": {"content": "written by a read-only key"},
+        "memento_store": {"content": "written by a read-only key"},
+        "memento_memory_delete": {"id": memory["id"]},
+        "memento_update": {"section": "session_notes", "content": "written by a read-only key"},
+        "memento_item_create": {"category": "session_note", "title": "written by a read-only key"},
+        "memento_item_update": {"id": item["id"], "status": "archived"},
+        "memento_item_delete": {"id": item["id"]},
+        "memento_skip_add": {"item": "read-only", "reason": "probe", "expires": TOMORROW},
+        "memento_skip_remove": {"id": skip["id"]},
+        "memento_identity_update": {"crystal": "written by a read-only key"},
+        "memento_identity_crystallize": {},
+        "memento_init": {},
+    }
+    async with connect(server, KEY_A_RO) as ro:
+        listed = {tool.name: tool for tool in (await ro.list_tools()).tools if tool.name.startswith("memento_")}
+        writing = {name for name, tool in listed.items() if not (tool.annotations and tool.annotations.read_only_hint)}
+        assert writing == set(writes), "every writing protocol tool is probed"
+        for name, arguments in writes.items():
+            result = await ro.call_tool(name, arguments)
+            assert result.is_error, (name, result.content)
+            assert "read-only" in result.model_dump_json(), (name, result.content)
+    async with connect(server, KEY_A) as a:
+        assert (await call(a, "memento_item_list", {"query": "probe"}))["items"][0]["status"] == "active"
+        assert (await call(a, "memento_skip_list", {}))["total"] >= 1
+        assert (await call(a, "memento_recall", {"query": "probe target memory"}))["count"] >= 1
+    with v1(server, KEY_A_RO) as rest:
+        for method, path, body in [
+            ("POST", "/memories", {"content": "x"}),
+            ("DELETE", f"/memories/{memory['id']}", None),
+            ("POST", "/working-memory/items", {"category": "session_note", "title": "x"}),
+            ("PUT", f"/working-memory/items/{item['id']}", {"status": "archived"}),
+            ("DELETE", f"/working-memory/items/{item['id']}", None),
+            ("PUT", "/working-memory/session_notes", {"content": "x"}),
+            ("POST", "/skip-list", {"item": "x", "reason": "y", "expires": TOMORROW}),
+            ("DELETE", f"/skip-list/{skip['id']}", None),
+            ("POST", "/identity", {"crystal": "x"}),
+            ("POST", "/identity/crystallize", {}),
+            ("POST", "/distill", {"transcript": "We decided to use PostgreSQL."}),
+        ]:
+            reply = rest.request(method, path, json=body)
+            assert reply.status_code == 403, (method, path, reply.status_code, reply.text)
