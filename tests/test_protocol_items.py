@@ -238,7 +238,8 @@ def test_health_counts_the_namespace_and_says_when_it_changed(service: MemorySer
     assert report.items.active == {"active_work": 1, "standing_decision": 0, "skip_list": 1, "waiting_for": 0, "session_note": 0}
     assert (report.items.paused, report.items.completed, report.items.archived, report.items.total) == (1, 1, 0, 4)
     assert report.sections.count == 5 and report.memories.total == 1  # its own memories, not the pool's
-    assert report.last_update == report.sections.last_updated and report.warnings == [] and report.parts == {}
+    assert report.last_update == report.sections.last_updated and report.warnings == []
+    assert report.parts == {"skip_list": {"active": 0}, "identity": {"snapshots": 0, "latest_at": None}}
     clock.now += timedelta(hours=30)
     assert "30 hours" in health.report(A).warnings[0]
     service.protocol.health_parts.append(lambda scope, ctx: ("skip_list", {"active": 0, "namespace": scope.agent_id}))
