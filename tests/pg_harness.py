@@ -57,6 +57,8 @@ TABLES = (
     "erasure_receipts",
     "feedback_events",
     "memory_linkages",
+    "skip_list",
+    "identity_snapshots",
 )
 
 

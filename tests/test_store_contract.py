@@ -35,8 +35,10 @@ from memento.storage.protocol import (
     NewFeedback,
     NewFragment,
     NewLinkage,
+    NewSkip,
     SearchFilter,
     Store,
+    StoredIdentity,
 )
 from memento.storage.terms import COMMON_TERM_MIN_DOCS
 
@@ -570,3 +572,52 @@ def test_linkages_belong_to_their_memorys_agent_and_go_with_either_memory(servic
     assert len(linkages.linkages_of(A, [mine])[mine]) == 3  # deleting the target deleted its linkage
     store.delete(A, [mine])
     assert linkages.linkages_of(SYSTEM, [mine]) == {} and cast(BulkStore, store).count_rows("memory_linkages") == 0  # and the holder's
+
+
+# ---------------------------------------------------------------- 003: the skip list and the identity crystal
+
+
+def skip(skip_id: str, item: str, expires: datetime, vector: np.ndarray | None = None) -> NewSkip:
+    return NewSkip(skip_id, item, f"why {item}", expires, vector, None if vector is None else "model-x")
+
+
+def test_skip_entries_belong_to_one_namespace_expire_and_are_purged_by_writes(app: Any) -> None:
+    from memento.storage.protocol import AppStore
+
+    store: AppStore = app.store
+    vector = np.arange(4, dtype=np.float32)
+    stored = store.add_skip(A, skip("s-1", "aurora", NOW + timedelta(hours=1), vector), NOW)
+    assert (stored.id, stored.agent_id, stored.item, stored.reason) == ("s-1", "alice", "aurora", "why aurora")
+    assert stored.expires_at == NOW + timedelta(hours=1) and stored.created_at == NOW and stored.embedding_model == "model-x"
+    assert np.array_equal(stored.embedding, vector)  # type: ignore[arg-type]
+    store.add_skip(A, skip("s-2", "tides", NOW + timedelta(days=2)), NOW + timedelta(minutes=1))
+    store.add_skip(B, skip("s-3", "bob's", NOW + timedelta(days=2)), NOW)
+    assert [s.id for s in store.skip_entries(A, NOW)] == ["s-2", "s-1"]  # newest first
+    assert store.skip_entries(A, NOW)[1].embedding is not None and store.skip_entries(A, NOW)[0].embedding is None
+    assert [s.id for s in store.skip_entries(A, NOW + timedelta(hours=1))] == ["s-2"]  # expired at its instant
+    assert [s.id for s in store.skip_entries(SYSTEM, NOW)] == []  # exactly the scope's namespace, maintenance too
+    assert [s.id for s in store.skip_entries(AgentScope("default"), NOW)] == []
+    with pytest.raises(Conflict):
+        store.add_skip(B, skip("s-1", "taken id", NOW + timedelta(days=1)), NOW)
+    assert not store.remove_skip(B, "s-2", NOW) and [s.id for s in store.skip_entries(A, NOW)] == ["s-2", "s-1"]
+    store.add_skip(A, skip("s-4", "later", NOW + timedelta(days=3)), NOW + timedelta(hours=2))  # purges s-1
+    assert [s.id for s in store.skip_entries(A, NOW)] == ["s-4", "s-2"]
+    assert store.remove_skip(A, "s-2", NOW) and not store.remove_skip(A, "s-2", NOW)
+    assert [s.id for s in store.skip_entries(B, NOW)] == ["s-3"]
+
+
+def test_identity_snapshots_belong_to_one_namespace_and_are_all_kept(app: Any) -> None:
+    from memento.storage.protocol import AppStore
+
+    store: AppStore = app.store
+    assert store.identities(A, 5) == ([], 0)
+    for n in range(3):
+        store.add_identity(A, StoredIdentity(f"i-{n}", "ignored", f"crystal {n}", "manual", 0, NOW - timedelta(days=n)))
+    made = store.add_identity(B, StoredIdentity("i-b", "alice", "bob's crystal", "crystallized", 7, NOW))
+    assert made.agent_id == "bob" and made.source_count == 7  # the row is the scope's, whatever the snapshot says
+    newest, total = store.identities(A, 2)
+    assert [s.id for s in newest] == ["i-2", "i-1"] and total == 3  # by insertion, not by the clock's created_at
+    assert newest[0].crystal == "crystal 2" and newest[0].source == "manual" and newest[0].created_at == NOW - timedelta(days=2)
+    assert store.identities(B, 10) == ([made], 1) and store.identities(SYSTEM, 10) == ([], 0)
+    with pytest.raises(Conflict):
+        store.add_identity(B, StoredIdentity("i-0", "bob", "taken id", "manual", 0, NOW))

@@ -445,6 +445,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_RETENTION_PROCEDURAL_DAYS"),
         description="The same for procedural memories, in days; 0 (the default): kept without limit.",
     )
+    skip_meaning_threshold: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SKIP_MEANING_THRESHOLD"),
+        description="Seed 003's skip list: the relative similarity (cosine above the background, docs/protocol.md) from which a message matches an entry by meaning; empty: 0.045 with the bundled local models (calibrated on them), no matching by meaning with any other embedder.",
+    )
     conformance_fixtures: bool = Field(
         False,
         validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"),

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 from ..access import call_scope, writable_scope
 from ..models import AgentScope, CallContext, Complete
+from .identity import Identity
 from .memories import Memories
+from .skips import Skips
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -28,6 +30,8 @@ class ProtocolFace:
         self.service = service
         self.llm: Complete | None = None  # the operator's configured model (MEMENTO_LLM_*), set at start-up
         self.memories = Memories(self)  # memories with expiry and linkages (memories.py)
+        self.skips = Skips(self)
+        self.identity = Identity(self)
 
     def language_model(self, ctx: CallContext) -> Complete | None:
         """The model that drafts for this call: the operator's configured one, else the one the

@@ -11,7 +11,7 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from ..endpoint import RequestGate
-from . import problems, v1_memories
+from . import problems, v1_identity, v1_memories, v1_skips
 from .guard import RestGuard
 
 if TYPE_CHECKING:
@@ -32,6 +32,8 @@ def create_v1_api(app: App, gate: RequestGate) -> ASGIApp:
     )
     problems.install(api)
     api.include_router(v1_memories.router(app))
+    api.include_router(v1_skips.router(app))
+    api.include_router(v1_identity.router(app))
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:

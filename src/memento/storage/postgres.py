@@ -41,6 +41,7 @@ from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
+from .postgres_skips import PostgresSkips
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
@@ -53,9 +54,12 @@ from .protocol import (
     NewFeedback,
     NewFragment,
     NewLinkage,
+    NewSkip,
     RankFeatures,
     SearchFilter,
+    StoredIdentity,
     StoredReceipt,
+    StoredSkip,
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
@@ -101,6 +105,7 @@ class PostgresStore:
         self.erasure = PostgresErasure(self.db)
         self.feedback = PostgresFeedback(self.db, self.embedding_model)
         self.linkages = PostgresLinkages(self.db)
+        self.skiplist = PostgresSkips(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
 
     @contextmanager
@@ -425,3 +430,20 @@ class PostgresStore:
 
     def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
         return self.records.restore_records(scope, records)
+
+    # ------------------------------------------------------------ 003 skip list and identity crystal (postgres_skips.py)
+
+    def add_skip(self, scope: AgentScope, new: NewSkip, now: datetime) -> StoredSkip:
+        return self.skiplist.add_skip(scope, new, now)
+
+    def skip_entries(self, scope: AgentScope, now: datetime) -> list[StoredSkip]:
+        return self.skiplist.skip_entries(scope, now)
+
+    def remove_skip(self, scope: AgentScope, skip_id: str, now: datetime) -> bool:
+        return self.skiplist.remove_skip(scope, skip_id, now)
+
+    def add_identity(self, scope: AgentScope, snapshot: StoredIdentity) -> StoredIdentity:
+        return self.skiplist.add_identity(scope, snapshot)
+
+    def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
+        return self.skiplist.identities(scope, limit)

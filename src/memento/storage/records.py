@@ -151,8 +151,15 @@ LINKAGES = RecordTable(  # seed 003 (migration 0015): a memory's references to a
     targets=("memory_id",),
 )
 
+# Seed 003's skip list and identity crystal snapshots (migration 0014): rows of one agent each.
+# A skip entry's vector is not exported (it is embedded again when checked).
+SKIPS = RecordTable("skip_list", "skip", "seq", ("id", "agent_id", "item", "reason", "expires_at", "created_at"), unique_id=True)
+IDENTITIES = RecordTable(
+    "identity_snapshots", "identity", "seq", ("id", "agent_id", "crystal", "source", "source_count", "created_at"), unique_id=True
+)
+
 # In restore order: every table after the ones its rows name.
-RECORD_TABLES: tuple[RecordTable, ...] = (FRAGMENTS, VERSIONS, LINKS, ENTITIES, RELATIONS, ENTITY_LINKS, LINKAGES)
+RECORD_TABLES: tuple[RecordTable, ...] = (FRAGMENTS, VERSIONS, LINKS, ENTITIES, RELATIONS, ENTITY_LINKS, LINKAGES, SKIPS, IDENTITIES)
 TABLES: dict[str, RecordTable] = {t.table: t for t in RECORD_TABLES}
 NESTED: tuple[RecordTable, ...] = tuple(t for t in RECORD_TABLES if t.nested)
 

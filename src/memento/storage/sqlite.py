@@ -32,9 +32,12 @@ from .protocol import (
     NewFeedback,
     NewFragment,
     NewLinkage,
+    NewSkip,
     RankFeatures,
     SearchFilter,
+    StoredIdentity,
     StoredReceipt,
+    StoredSkip,
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
@@ -49,6 +52,7 @@ from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
 from .sqlite_search import SQLiteSearch
+from .sqlite_skips import SQLiteSkips
 from .sqlite_sql import parse_ts, ts
 from .sqlite_vectors import SQLiteVectorSource
 from .vectors import VectorIndex
@@ -99,6 +103,7 @@ class SQLiteStore:
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
         self.feedback = SQLiteFeedback(self.db, embedding_model)
         self.linkages = SQLiteLinkages(self.db)
+        self.skiplist = SQLiteSkips(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
 
     @property
@@ -410,3 +415,20 @@ class SQLiteStore:
 
     def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
         return self.records.restore_records(scope, records)
+
+    # ------------------------------------------------------------ 003 skip list and identity crystal (sqlite_skips.py)
+
+    def add_skip(self, scope: AgentScope, new: NewSkip, now: datetime) -> StoredSkip:
+        return self.skiplist.add_skip(scope, new, now)
+
+    def skip_entries(self, scope: AgentScope, now: datetime) -> list[StoredSkip]:
+        return self.skiplist.skip_entries(scope, now)
+
+    def remove_skip(self, scope: AgentScope, skip_id: str, now: datetime) -> bool:
+        return self.skiplist.remove_skip(scope, skip_id, now)
+
+    def add_identity(self, scope: AgentScope, snapshot: StoredIdentity) -> StoredIdentity:
+        return self.skiplist.add_identity(scope, snapshot)
+
+    def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
+        return self.skiplist.identities(scope, limit)
