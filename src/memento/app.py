@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
 from .extras import require
+from .llm import build_llm
 from .observe import Observers
 from .service import MemoryService, utc_now
 from .settings import Settings
@@ -93,6 +94,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         service.add_listener(bus.publish_change)
         bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
+    service.protocol.llm = build_llm(settings)  # MEMENTO_LLM_*: None unless configured (docs/llm.md)
     return App(
         settings=settings,
         service=service,

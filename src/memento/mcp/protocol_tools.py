@@ -3,6 +3,8 @@ module; this module puts them together in the order `tools/list` shows them."""
 
 from __future__ import annotations
 
+from memento.mcp.protocol_distill_tools import DISTILL_TOOLS
 from memento.mcp.tools import ToolSpec
 
 PROTOCOL_TOOLS: tuple[ToolSpec, ...] = ()
+PROTOCOL_TOOLS = PROTOCOL_TOOLS + DISTILL_TOOLS

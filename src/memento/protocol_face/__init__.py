@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..access import call_scope, writable_scope
 from ..models import AgentScope, CallContext, Complete
+from .distill import Distiller
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -26,6 +27,7 @@ class ProtocolFace:
     def __init__(self, service: MemoryService) -> None:
         self.service = service
         self.llm: Complete | None = None  # the operator's configured model (MEMENTO_LLM_*), set at start-up
+        self.distill = Distiller(self)
 
     def language_model(self, ctx: CallContext) -> Complete | None:
         """The model that drafts for this call: the operator's configured one, else the one the
