@@ -129,14 +129,17 @@ def log_startup(app: App, transport: str) -> None:
     redis = f"; redis {settings.redis_host}:{settings.redis_port}" if settings.redis_enabled and not settings.redis_sentinel_enabled else ""
     if settings.redis_enabled and settings.redis_sentinel_enabled:
         redis = f"; redis via sentinel master {settings.redis_master_name}"
+    llm = app.service.protocol.llm
+    shown_llm = f"; language model {getattr(llm, 'name', 'configured')}" if llm is not None else ""  # never its key
     log.info(
-        "memento %s starting: %s database %s; embedding model %s; transport %s%s",
+        "memento %s starting: %s database %s; embedding model %s; transport %s%s%s",
         __version__,
         settings.backend,
         where,
         model,
         transport,
         redis,
+        shown_llm,
         extra={
             "backend": settings.backend,
             "database": where,

@@ -57,14 +57,15 @@ QUESTION = _any(
 PLEASANTRY = _any(
     r"^(?:hi|hello|hey|thanks|thank you|thx|cheers|good (?:morning|afternoon|evening|night)|bye|see you|ok(?:ay)?|sure|great|cool|nice|perfect|"
     r"sounds good|got it|yes|yep|no|nope|lgtm|awesome|wonderful|excellent|done|agreed)\b[\s!.,]*(?:thanks|thank you|again)?[\s!.,]*$",
-    r"^(?:thanks|thank you)\b",
+    r"^(?:thanks|thank you|nice to meet you|welcome)\b",
     r"^(?:안녕|감사|고마워|고맙|넵?\s*[.!]*$|좋아요\s*[.!]*$|좋습니다\s*[.!]*$|알겠|오케이|수고)",
 )
 META = _any(
     r"^(?:i'?ll|i will|let me|i'?m going to|i am going to|i can|i could|here'?s|here is|here are|sure|certainly|of course|great question|"
     r"i'?ve|i have (?:updated|made|added|changed|created|written|run|fixed|removed|looked|checked)|now i|next,? i|would you like|do you want|"
     r"let me know|feel free|i hope|happy to|glad|good catch|you'?re right|absolutely|below|the following|as requested|i understand|"
-    r"i see|i agree|i don'?t know|i'?m not sure|i think|maybe|perhaps|what if|it might|probably|looks like|let'?s (?:see|look|check|try|start|begin))\b",
+    r"i see|i agree|i don'?t know|i'?m not sure|i think|maybe|perhaps|what if|it might|probably|looks like|let'?s (?:see|look|check|try|start|begin)|"
+    r"i (?:need|want|would like|'d like|am trying|'m trying) to)\b",
     r"(?:하겠습니다|드릴게요|드리겠습니다|해 ?볼게요|해 ?보겠습니다|살펴보|도와드|말씀하신|확인해 ?보|할까요|볼까요|같아요)",
 )
 CODE_LIKE = re.compile(r"^(?:\$ |>>> |Traceback|File \"|at [\w.$]+\(|[{}\[\]();]+$)")
@@ -73,7 +74,7 @@ DECISION = _any(
     r"\b(?:we|i|team)(?:'ve| have)? decided\b",
     r"\bdecided (?:to|on|that)\b",
     r"\bdecision (?:is|was)\b",
-    r"\blet'?s (?:use|go with|stick with|switch to|keep|adopt|move to|standardi[sz]e on|drop|pick)\b",
+    r"\blet'?s (?:use|go with|stick with|switch to|keep|adopt|move to|standardi[sz]e on|drop|pick(?! up))\b",
     r"\b(?:we(?:'re| are)?|i'?m|i am) going with\b",
     r"\bgo(?:ing)? with\b",
     r"\bwe(?:'ll| will| should) (?:use|go with|stick with|switch to|adopt|move to|drop|keep)\b",
@@ -206,7 +207,7 @@ def clean(sentence: str) -> str:
     if not text:
         return ""
     text = text[0].upper() + text[1:]
-    return text if text[-1] in ".!。" else text + "."
+    return text if text[-1] in ".!?。！？" else text + "."
 
 
 def classify(sentence: str, role: str | None) -> tuple[ProtocolType, float] | None:
@@ -229,7 +230,7 @@ def classify(sentence: str, role: str | None) -> tuple[ProtocolType, float] | No
         return "observation", 2.0 + bonus
     if PREFERENCE.search(sentence):
         return "fact", 2.0 + bonus
-    specifics = len(SPECIFIC.findall(sentence)) + len(NAME.findall(sentence)) + _named_first(words[0])
+    specifics = len(SPECIFIC.findall(sentence)) + len(NAME.findall(sentence)) + _named_first(words)
     if hangul:
         specifics += len(LATIN_WORD.findall(sentence))
     if specifics >= 2 or (specifics and FACT_VERB.search(sentence)):
@@ -237,9 +238,13 @@ def classify(sentence: str, role: str | None) -> tuple[ProtocolType, float] | No
     return None
 
 
-def _named_first(word: str) -> int:
-    """1 when a sentence's first word looks like a name (capitalised, not a common word): `Alice owns...`."""
-    return int(len(word) >= 3 and word.isalpha() and word[0].isupper() and word[1:].islower() and word.lower() not in STOPWORDS)
+def _named_first(words: list[str]) -> int:
+    """1 when a sentence opens with a name doing something (`Alice owns...`, `Marta from finance
+    owns...`): a capitalised uncommon first word with a fact verb among the next three words (a
+    capitalised imperative, `Run the suite`, has none)."""
+    first = words[0]
+    looks_named = len(first) >= 3 and first.isalpha() and first[0].isupper() and first[1:].islower() and first.lower() not in STOPWORDS
+    return int(looks_named and bool(FACT_VERB.search(" ".join(words[1:4]))))
 
 
 def extract(turns: Sequence[tuple[str | None, str]], limit: int) -> list[Candidate]:
