@@ -5,10 +5,11 @@ memory `"{speaker}: {text}"` (+ image caption) created at its session's date; "n
 conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@10, MRR.
 
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
-                           [--mode keyword|semantic|hybrid] [--profile default|004]
+                           [--mode keyword|semantic|hybrid] [--profile default|004|003]
 
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
---profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004).
+--profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004); --profile 003 with
+seed 003's relevance decay (MEMENTO_SCORE_PROFILE=003).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def main() -> int:
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--embedder", choices=["local", "hash", "none"], default="local")
     parser.add_argument("--mode", choices=["keyword", "semantic", "hybrid"], default=None, help="a 001 search mode (default: the cascade)")
-    parser.add_argument("--profile", choices=["default", "004"], default="default", help="MEMENTO_SCORE_PROFILE of the cascade")
+    parser.add_argument("--profile", choices=["default", "004", "003"], default="default", help="MEMENTO_SCORE_PROFILE of the cascade")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     raw = args.data.read_bytes()

@@ -56,6 +56,9 @@ TABLES = (
     "entity_memories",
     "erasure_receipts",
     "feedback_events",
+    "memory_linkages",
+    "skip_list",
+    "identity_snapshots",
 )
 
 

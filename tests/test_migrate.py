@@ -36,7 +36,17 @@ from memento.models import (
     ToolFeedbackInput,
 )
 from memento.settings import Settings
-from memento.storage.protocol import BULK_KEYS, BULK_TABLES, REINFORCEMENT, BulkStore, SearchFilter, VersionRecord
+from memento.storage.protocol import (
+    BULK_KEYS,
+    BULK_TABLES,
+    REINFORCEMENT,
+    BulkStore,
+    NewLinkage,
+    NewSkip,
+    SearchFilter,
+    StoredIdentity,
+    VersionRecord,
+)
 from memento.storage.sqlite import SQLiteStore
 
 QUERIES = ["database connection pool", "deploy rollback", "pgbouncer prepared statements", "coffee preference"]
@@ -135,12 +145,25 @@ def build_source(path: Path, clock: Clock) -> Path:
             ctx,
         )
         add_graph(app, ids["agent-a-0"], shared, clock.now)
+        linkages = [NewLinkage("memory", ids["agent-a-1"], "supports"), NewLinkage("file", "notes/pool.md"), NewLinkage("item", "item-1")]
+        app.store.add_linkages(AgentScope("agent-a"), shared, linkages, clock.now)  # seed 003
+        add_protocol_records(app, clock.now)
         clock.now = datetime(2026, 1, 3, 9, 0, tzinfo=UTC)
         for agent in ("default", "agent-a", "agent-b"):
             s.recall(RecallInput(text="database connection pool", agentId=agent), CallContext(session_id=f"s-{agent}"))
     finally:
         app.close()
     return path
+
+
+def add_protocol_records(app: App, now: datetime) -> None:
+    """Seed 003's skip entries (one with a vector) and identity snapshots of two agents."""
+    a, b = AgentScope("agent-a"), AgentScope("agent-b")
+    vector = HashEmbedder(256).embed_query("aurora alerts. too cloudy")
+    app.store.add_skip(a, NewSkip("skip-a", "aurora alerts", "too cloudy", datetime(2099, 1, 1, tzinfo=UTC), vector, "hash:v1:256"), now)
+    app.store.add_skip(b, NewSkip("skip-b", "tide tables", "not sailing", datetime(2099, 1, 1, tzinfo=UTC)), now)
+    app.store.add_identity(a, StoredIdentity("idn-a1", "agent-a", "I am agent A.", "manual", 0, now))
+    app.store.add_identity(a, StoredIdentity("idn-a2", "agent-a", "I decided: copy everything.", "crystallized", 3, now))
 
 
 def add_graph(app: App, fragment: str, shared: str, now: datetime) -> None:

@@ -91,3 +91,60 @@ def test_the_agent_setting_lasts_one_transaction(app_conn: Any) -> None:
     with app_conn.transaction():
         as_agent(app_conn, "agent-a")
     assert visible(app_conn, None) == {"frag-d"}  # no agent set: the shared namespace only
+
+
+def test_seed_003_linkage_rows_are_their_agents_alone(app_conn: Any) -> None:
+    """memory_linkages (migration 0015) is isolated per agent, as feedback_events is."""
+    insert = "INSERT INTO agent_memory.memory_linkages (agent_id, fragment_id, target_type, path) VALUES (%s, %s, 'file', %s)"
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("agent-a", "frag-a", "a.md"))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("agent-b", "frag-b", "b.md"))
+
+    def paths(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute("SELECT path FROM agent_memory.memory_linkages")}
+
+    assert (paths("agent-a"), paths("agent-b"), paths("system")) == ({"a.md"}, set(), {"a.md"})
+    row = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'agent_memory.memory_linkages'::regclass"
+    ).fetchone()
+    assert row == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("table", "columns", "values"),
+    [
+        ("skip_list", "id, agent_id, item, reason, expires_at", "%s, %s, 'an item', 'a reason', now() + interval '1 day'"),
+        ("identity_snapshots", "id, agent_id, crystal, source", "%s, %s, 'I am.', 'manual'"),
+    ],
+)
+def test_seed_003_rows_are_their_namespaces_alone(app_conn: Any, table: str, columns: str, values: str) -> None:
+    insert = f"INSERT INTO agent_memory.{table} ({columns}) VALUES ({values})"
+    flags = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (f"agent_memory.{table}",)
+    ).fetchone()
+    assert flags == (True, True)
+    for agent in ("agent-a", "agent-b", "default"):
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            app_conn.execute(insert, (f"{table}-{agent}", agent))
+
+    def seen(agent: str | None) -> set[str]:
+        with app_conn.transaction():
+            if agent is not None:
+                as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute(f"SELECT id FROM agent_memory.{table}")}
+
+    assert seen("agent-a") == {f"{table}-agent-a"}  # not the pool's: these rows are never shared
+    assert seen("default") == {f"{table}-default"} and seen(None) == set()
+    assert seen("system") == {f"{table}-{a}" for a in ("agent-a", "agent-b", "default")}
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, (f"{table}-forged", "agent-b"))
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        assert app_conn.execute(f"DELETE FROM agent_memory.{table} WHERE agent_id = 'agent-b'").rowcount == 0

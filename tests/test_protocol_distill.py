@@ -31,6 +31,7 @@ from memento.protocol_face.distill import same_meaning
 from memento.protocol_face.distill_heuristic import extract
 from memento.protocol_face.distill_llm import SYSTEM, InvalidAnswer, parse_answer
 from memento.protocol_face.distill_models import MAX_TRANSCRIPT_CHARS, DistillInput, DistillResult
+from memento.protocol_face.memory_models import protocol_type
 from memento.settings import Settings
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -165,17 +166,20 @@ def test_distill_stores_each_novel_memory_as_a_003_memory(app: App) -> None:
     assert (result.method, result.fallback, result.dry_run, result.count) == ("heuristic", None, False, 4)
     assert found(result) == EXPECTED and result.skipped == []
     stored = {f.id: f for f in app.store.get_many(AgentScope("agent-a"), [m.id or "" for m in result.memories])}
-    kinds = [(stored[m.id or ""].type, stored[m.id or ""].metadata["protocolType"]) for m in result.memories]
-    assert kinds == [
-        (FragmentType.DECISION, "decision"),
-        (FragmentType.PROCEDURE, "instruction"),
-        (FragmentType.FACT, "fact"),
-        (FragmentType.OBSERVATION, "observation"),
-    ]
+    kinds = [stored[m.id or ""].type for m in result.memories]
+    assert kinds == [FragmentType.DECISION, FragmentType.PROCEDURE, FragmentType.FACT, FragmentType.OBSERVATION]
     for memory in result.memories:
         fragment = stored[memory.id or ""]
         assert fragment.tags == ["project:billing", "source:distill"] == memory.tags
-        assert (fragment.agent_id, fragment.source, fragment.content) == ("agent-a", "distill", memory.content)
+        assert (fragment.agent_id, fragment.source, fragment.topic, fragment.content) == (
+            "agent-a",
+            "distill",
+            "project:billing",
+            memory.content,
+        )
+        assert protocol_type(fragment.type) == memory.type  # what the 003 memories show
+    recalled = app.service.protocol.memories.search("Which database does billing use?", A, 3)
+    assert (recalled[0].id, recalled[0].type) == (result.memories[0].id, "decision")
 
 
 def test_a_second_distill_of_the_same_talk_stores_nothing(app: App) -> None:

@@ -1,4 +1,4 @@
-"""Schemathesis against the served `/api/openapi.json` with a valid agent key: generated requests
+"""Schemathesis against the served `/api/openapi.json` (and seed 003's `/v1/openapi.json`) with a valid agent key: generated requests
 (valid and invalid) for every route; no answer may be a server error (5xx), and every answer must
 match the document — its status codes, content types and response schemas (problem documents
 included). The event stream is left out (it never ends)."""
@@ -29,13 +29,14 @@ def server(tmp_path: Path) -> Iterator[HttpServer]:
         running.stop()
 
 
-def test_the_api_keeps_to_its_openapi_document(server: HttpServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["/api", "/v1"])
+def test_the_api_keeps_to_its_openapi_document(server: HttpServer, tmp_path: Path, api: str) -> None:
     with server.log.open("rb") as log:
         log.seek(0, 2)
         command = [
             str(Path(sys.executable).with_name("schemathesis")),
             "run",
-            server.url + "/api/openapi.json",
+            server.url + api + "/openapi.json",
             "--header",
             f"Authorization: Bearer {KEY_A}",
             "--checks",

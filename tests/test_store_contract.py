@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -27,7 +27,19 @@ from memento.models import (
     TTLTier,
 )
 from memento.service import MemoryService
-from memento.storage.protocol import FragmentChanges, MaintenanceStore, NewFeedback, NewFragment, SearchFilter, Store
+from memento.storage.protocol import (
+    BulkStore,
+    FragmentChanges,
+    LinkageStore,
+    MaintenanceStore,
+    NewFeedback,
+    NewFragment,
+    NewLinkage,
+    NewSkip,
+    SearchFilter,
+    Store,
+    StoredIdentity,
+)
 from memento.storage.terms import COMMON_TERM_MIN_DOCS
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -525,3 +537,87 @@ def test_pinned_fragments_are_kept_by_every_maintenance_primitive(service: Memor
     left = {f.content: f for f in store.list_fragments(A, SearchFilter(), 10)}
     assert sorted(left) == sorted(before) == ["a pinned old cold fact", "a pinned old hot procedure", "a pinned unsure old fact"]
     assert {c: (f.ttl_tier, f.importance) for c, f in left.items()} == {c: (f.ttl_tier, f.importance) for c, f in before.items()}
+
+
+def test_linkages_belong_to_their_memorys_agent_and_go_with_either_memory(service: MemoryService, store: Store) -> None:
+    linkages: LinkageStore = service.store  # type: ignore[assignment]
+    mine, other = put(service, "alice's holder of linkages"), put(service, "alice's linked memory")
+    pooled = put(service, "a shared pool memory", "default")
+    bobs = put(service, "bob's memory", "bob")
+    wanted = [NewLinkage("memory", other, "supports"), NewLinkage("file", "notes/a.md"), NewLinkage("item", "item-1", "tracks")]
+    got = linkages.add_linkages(A, mine, [*wanted, NewLinkage("memory", other, "supports")], NOW)  # a repeat is stored once
+    assert [(x.kind, x.target, x.label) for x in got] == [
+        ("memory", other, "supports"),
+        ("file", "notes/a.md", None),
+        ("item", "item-1", "tracks"),
+    ]
+    assert linkages.add_linkages(A, mine, [NewLinkage("memory", pooled)], NOW)[-1].target == pooled  # a pool memory A sees
+    for scope, holder, targets in (
+        (A, pooled, [NewLinkage("file", "x.md")]),  # the pool's memory is not A's own
+        (A, bobs, [NewLinkage("file", "x.md")]),
+        (B, mine, [NewLinkage("file", "x.md")]),
+        (A, mine, [NewLinkage("file", "y.md"), NewLinkage("memory", bobs)]),  # a target A does not see: nothing stored
+        (A, mine, [NewLinkage("memory", "frag-missing")]),
+    ):
+        with pytest.raises(NotFound):
+            linkages.add_linkages(scope, holder, targets, NOW)
+    assert len(linkages.linkages_of(A, [mine])[mine]) == 4
+    assert linkages.linkages_of(B, [mine]) == {} and linkages.linkages_of(A, []) == {}
+    assert [x.fragment_id for x in linkages.linkages_to(A, [other, pooled])] == [mine, mine]
+    assert linkages.linkages_to(B, [other]) == [] and set(linkages.linkages_of(SYSTEM, [mine])) == {mine}  # maintenance: every agent's
+    store.soft_delete(A, [other], NOW)
+    assert [x.target for x in linkages.linkages_of(A, [mine])[mine]] == ["notes/a.md", "item-1", pooled]  # a hidden target is left out
+    store.restore(A, [other])
+    store.delete(SYSTEM, [pooled])
+    assert len(linkages.linkages_of(A, [mine])[mine]) == 3  # deleting the target deleted its linkage
+    store.delete(A, [mine])
+    assert linkages.linkages_of(SYSTEM, [mine]) == {} and cast(BulkStore, store).count_rows("memory_linkages") == 0  # and the holder's
+
+
+# ---------------------------------------------------------------- 003: the skip list and the identity crystal
+
+
+def skip(skip_id: str, item: str, expires: datetime, vector: np.ndarray | None = None) -> NewSkip:
+    return NewSkip(skip_id, item, f"why {item}", expires, vector, None if vector is None else "model-x")
+
+
+def test_skip_entries_belong_to_one_namespace_expire_and_are_purged_by_writes(app: Any) -> None:
+    from memento.storage.protocol import AppStore
+
+    store: AppStore = app.store
+    vector = np.arange(4, dtype=np.float32)
+    stored = store.add_skip(A, skip("s-1", "aurora", NOW + timedelta(hours=1), vector), NOW)
+    assert (stored.id, stored.agent_id, stored.item, stored.reason) == ("s-1", "alice", "aurora", "why aurora")
+    assert stored.expires_at == NOW + timedelta(hours=1) and stored.created_at == NOW and stored.embedding_model == "model-x"
+    assert np.array_equal(stored.embedding, vector)  # type: ignore[arg-type]
+    store.add_skip(A, skip("s-2", "tides", NOW + timedelta(days=2)), NOW + timedelta(minutes=1))
+    store.add_skip(B, skip("s-3", "bob's", NOW + timedelta(days=2)), NOW)
+    assert [s.id for s in store.skip_entries(A, NOW)] == ["s-2", "s-1"]  # newest first
+    assert store.skip_entries(A, NOW)[1].embedding is not None and store.skip_entries(A, NOW)[0].embedding is None
+    assert [s.id for s in store.skip_entries(A, NOW + timedelta(hours=1))] == ["s-2"]  # expired at its instant
+    assert [s.id for s in store.skip_entries(SYSTEM, NOW)] == []  # exactly the scope's namespace, maintenance too
+    assert [s.id for s in store.skip_entries(AgentScope("default"), NOW)] == []
+    with pytest.raises(Conflict):
+        store.add_skip(B, skip("s-1", "taken id", NOW + timedelta(days=1)), NOW)
+    assert not store.remove_skip(B, "s-2", NOW) and [s.id for s in store.skip_entries(A, NOW)] == ["s-2", "s-1"]
+    store.add_skip(A, skip("s-4", "later", NOW + timedelta(days=3)), NOW + timedelta(hours=2))  # purges s-1
+    assert [s.id for s in store.skip_entries(A, NOW)] == ["s-4", "s-2"]
+    assert store.remove_skip(A, "s-2", NOW) and not store.remove_skip(A, "s-2", NOW)
+    assert [s.id for s in store.skip_entries(B, NOW)] == ["s-3"]
+
+
+def test_identity_snapshots_belong_to_one_namespace_and_are_all_kept(app: Any) -> None:
+    from memento.storage.protocol import AppStore
+
+    store: AppStore = app.store
+    assert store.identities(A, 5) == ([], 0)
+    for n in range(3):
+        store.add_identity(A, StoredIdentity(f"i-{n}", "ignored", f"crystal {n}", "manual", 0, NOW - timedelta(days=n)))
+    made = store.add_identity(B, StoredIdentity("i-b", "alice", "bob's crystal", "crystallized", 7, NOW))
+    assert made.agent_id == "bob" and made.source_count == 7  # the row is the scope's, whatever the snapshot says
+    newest, total = store.identities(A, 2)
+    assert [s.id for s in newest] == ["i-2", "i-1"] and total == 3  # by insertion, not by the clock's created_at
+    assert newest[0].crystal == "crystal 2" and newest[0].source == "manual" and newest[0].created_at == NOW - timedelta(days=2)
+    assert store.identities(B, 10) == ([made], 1) and store.identities(SYSTEM, 10) == ([], 0)
+    with pytest.raises(Conflict):
+        store.add_identity(B, StoredIdentity("i-0", "bob", "taken id", "manual", 0, NOW))

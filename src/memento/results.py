@@ -338,12 +338,24 @@ class ContextResult(Result):
         return out
 
 
+class NodeLinkage(Result):
+    """A seed 003 linkage held by a node of the walk: to a memory or an item by id, to a file by path."""
+
+    from_: str = Field(alias="from")
+    type: str
+    id: str | None = Omitted()
+    path: str | None = Omitted()
+    label: str | None = Omitted()
+
+
 class GraphResult(Result):
-    """The walk's start, nodes and edges; nodes compact unless `verbose`."""
+    """The walk's start, nodes and edges; nodes compact unless `verbose`; `linkages`: the 003
+    linkages its memories hold (absent when none does)."""
 
     start: FragmentView
     nodes: list[FragmentView]
     edges: list[Edge]
+    linkages: list[NodeLinkage] | None = Omitted()
     verbose: bool = Field(default=False, exclude=True)
 
     def dump(self) -> dict[str, Any]:

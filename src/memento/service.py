@@ -74,11 +74,21 @@ from .results import (
     VerifyErasureResult,
 )
 from .retrieval.context import explore, load_context
-from .retrieval.profile import Profile004
+from .retrieval.profile import Profile003, Profile004, ScoreProfile
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .retrieval.search import Search
 from .settings import Settings
-from .storage.protocol import EntityStore, ErasureStore, FragmentChanges, KeywordIndex, MaintenanceStore, NewFeedback, NewFragment, Store
+from .storage.protocol import (
+    EntityStore,
+    ErasureStore,
+    FragmentChanges,
+    KeywordIndex,
+    LinkageStore,
+    MaintenanceStore,
+    NewFeedback,
+    NewFragment,
+    Store,
+)
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -113,8 +123,10 @@ def retention_of(settings: Settings) -> Retention:
     )
 
 
-def score_profile(settings: Settings) -> Profile004 | None:
-    """The score profile 004 when MEMENTO_SCORE_PROFILE chooses it; None: 000's ranking."""
+def score_profile(settings: Settings) -> ScoreProfile | None:
+    """The score profile MEMENTO_SCORE_PROFILE chooses (004's, or 003's relevance decay); None: 000's ranking."""
+    if settings.score_profile == "003":
+        return Profile003()
     if settings.score_profile != "004":
         return None
     return Profile004(
@@ -628,7 +640,7 @@ class MemoryService:
 
     def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> GraphResult:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
-        return explore(self.store, self._scope(inp.agentId, ctx), inp)
+        return explore(self.store, self._scope(inp.agentId, ctx), inp, cast(LinkageStore, self.store))
 
     # ------------------------------------------------------------ maintenance and telemetry
 

@@ -395,10 +395,10 @@ class Settings(BaseSettings):
         description="Default similarity of consolidate_memories clusters, calibrated scale (001 §6.2).",
     )
     # ---- seed 004 (score profile §4.1/§7, retention per memory system §4.2/§7)
-    score_profile: Literal["default", "004"] = Field(
+    score_profile: Literal["default", "004", "003"] = Field(
         "default",
         validation_alias=AliasChoices("MEMENTO_SCORE_PROFILE"),
-        description="How recall's cascade ranks: default (000's fused relevance and prior, MEMORY_CONFIG.ranking) or 004 (S = 0.5·relevance + 0.2·recency + 0.2·importance + 0.1·usage − ε·duplication; docs/search.md).",
+        description="How recall's cascade ranks: default (000's fused relevance and prior, MEMORY_CONFIG.ranking), 004 (S = 0.5·relevance + 0.2·recency + 0.2·importance + 0.1·usage − ε·duplication) or 003 (S = relevance × 0.5^(age/7 days) × access boost × recent-access lift); docs/search.md.",
     )
     score_recency_lambda: float = Field(
         0.0231,
@@ -444,6 +444,13 @@ class Settings(BaseSettings):
         ge=0,
         validation_alias=AliasChoices("MEMENTO_RETENTION_PROCEDURAL_DAYS"),
         description="The same for procedural memories, in days; 0 (the default): kept without limit.",
+    )
+    skip_meaning_threshold: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SKIP_MEANING_THRESHOLD"),
+        description="Seed 003's skip list: the relative similarity (cosine above the background, docs/protocol.md) from which a message matches an entry by meaning; empty: 0.045 with the bundled local models (calibrated on them), no matching by meaning with any other embedder.",
     )
     conformance_fixtures: bool = Field(
         False,

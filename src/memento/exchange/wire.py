@@ -15,7 +15,7 @@ import json
 from datetime import UTC, datetime
 from enum import Enum
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 from pydantic.alias_generators import to_camel
@@ -86,6 +86,24 @@ COLUMN_TYPES: dict[str, tuple[Any, Any]] = {
     "entity_id": (Id, ...),
     "fragment_id": (Id, ...),
     "relevance": (Unit, 1.0),
+    "target_type": (Annotated[str, StringConstraints(pattern=r"^(memory|item|file)$")], ...),  # a seed 003 linkage's
+    "memory_id": (Id | None, None),
+    "item_id": (Annotated[str, StringConstraints(min_length=1, max_length=200)] | None, None),
+    "path": (Annotated[str, StringConstraints(min_length=1, max_length=1000)] | None, None),
+    "label": (Annotated[str, StringConstraints(max_length=100)] | None, None),
+}
+COLUMN_TYPES.update(
+    {  # seed 003's skip list and identity crystal snapshots
+        "item": (Annotated[str, StringConstraints(min_length=1, max_length=500)], ...),
+        "reason": (Annotated[str, StringConstraints(min_length=1, max_length=2000)], ...),
+        "crystal": (Annotated[str, StringConstraints(min_length=1, max_length=8000)], ...),
+        "source_count": (Count, 0),
+    }
+)
+# Where one table's column differs from the same name elsewhere.
+TABLE_TYPES: dict[str, dict[str, tuple[Any, Any]]] = {
+    "skip_list": {"expires_at": (AwareDatetime, ...)},  # a skip always expires
+    "identity_snapshots": {"source": (Literal["manual", "crystallized"], ...)},
 }
 # Where a nested table's column differs from the same name elsewhere (a version may lack what a fragment must have).
 NESTED_TYPES: dict[str, tuple[Any, Any]] = {
@@ -148,6 +166,7 @@ def _model(spec: RecordTable) -> type[BaseModel]:
         kind, default = (
             NESTED_TYPES.get(column, COLUMN_TYPES.get(column, (Any, None))) if spec.nested else COLUMN_TYPES.get(column, (Any, None))
         )
+        kind, default = TABLE_TYPES.get(spec.table, {}).get(column, (kind, default))
         fields[column] = (kind, default)
     if spec.owner is None:
         fields["agent_id"] = (AgentId | None, None)

@@ -23,6 +23,7 @@ from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from memento.mcp.namespace import service_context
 from memento.mcp.paging import offset_page
 from memento.models import ContextInput, FragmentType, RecallInput
+from memento.protocol_face.identity import IdentitySnapshot
 from memento.results import FragmentView, RecallItem
 
 if TYPE_CHECKING:
@@ -93,6 +94,23 @@ EVIDENCE_NOTE = (
 )
 
 
+IDENTITY_CUT = "[cut to fit the token budget: memento_identity has the whole crystal]"
+
+
+def identity_section(snapshot: IdentitySnapshot, budget: int, count: Callable[[str], int]) -> str | None:
+    """The latest identity crystal (seed 003) as a delimited, quoted section of at most `budget`
+    tokens: a longer crystal is cut (its end dropped, and said so); None when not even its
+    heading fits."""
+    head = f"## Identity crystal (snapshot {snapshot.id}, {snapshot.source}, {snapshot.created_at})\n"
+    text = snapshot.crystal
+    section = head + quote_block(text)
+    while count(section) > budget and text:
+        keep = max(0, min(len(text) - 1, int(len(text) * budget / count(section)) - len(IDENTITY_CUT)))
+        text = text[:keep].rstrip()
+        section = head + quote_block(f"{text}… {IDENTITY_CUT}" if text else IDENTITY_CUT)
+    return section if count(section) <= budget else None
+
+
 def parse_budget(value: str | None, default: int) -> int:
     if value is None or value == "":
         return default
@@ -140,10 +158,10 @@ class PromptsFeature:
             PromptSpec(
                 "session_start",
                 "Start a session with memory",
-                "Load core memory (preferences, known errors, procedures) and this session's working "
-                "memory as quoted evidence, like the `context` tool.",
+                "Load the identity crystal, core memory (preferences, known errors, procedures) and this "
+                "session's working memory as quoted evidence, like the `context` tool.",
                 self._session_start,
-                (PromptArgument("tokenBudget", "Maximum estimated tokens (default 2000)."),),
+                (PromptArgument("tokenBudget", "Maximum estimated tokens, the identity crystal's included (default 2000)."),),
             )
         )
 
@@ -226,17 +244,22 @@ class PromptsFeature:
         return {"description": f"{len(fragments)} related memories ({found.total_tokens} tokens)", "messages": [user_text(text)]}
 
     async def _session_start(self, ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
-        inp = ContextInput(tokenBudget=parse_budget(args.get("tokenBudget"), 2000), sessionId=ctx.session.id)
-        loaded = await self._service(self.app.service.context, inp, service_context(ctx.session))
+        budget = parse_budget(args.get("tokenBudget"), 2000)
+        call = service_context(ctx.session)
+        latest = await self._service(self.app.service.protocol.identity.latest, call)
+        identity = identity_section(latest, budget // 2, self.app.service.factory.tokens.count) if latest else None
+        spent = self.app.service.factory.tokens.count(identity) if identity else 0
+        inp = ContextInput(tokenBudget=max(1, budget - spent), sessionId=ctx.session.id)
+        loaded = await self._service(self.app.service.context, inp, call)
         core, working = loaded.core_memory, loaded.working_memory
-        parts = [
-            "Session start: what Memento remembers for you. Call `recall` for anything more specific.",
-            EVIDENCE_NOTE,
-            "## Core memory\n" + (render_memories(core) if core else "(none yet)"),
-        ]
+        parts = ["Session start: what Memento remembers for you. Call `recall` for anything more specific.", EVIDENCE_NOTE]
+        if identity:
+            parts.append(identity)
+        parts.append("## Core memory\n" + (render_memories(core) if core else "(none yet)"))
         if working:
             parts.append("## Working memory of this session\n" + render_memories(working))
-        return {"description": f"{len(core)} core and {len(working)} working-memory fragments", "messages": [user_text("\n\n".join(parts))]}
+        described = f"{len(core)} core and {len(working)} working-memory fragments" + (", and the identity crystal" if identity else "")
+        return {"description": described, "messages": [user_text("\n\n".join(parts))]}
 
     # ------------------------------------------------------------ completers
 

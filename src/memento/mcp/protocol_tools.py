@@ -4,7 +4,9 @@ module; this module puts them together in the order `tools/list` shows them."""
 from __future__ import annotations
 
 from memento.mcp.protocol_distill_tools import DISTILL_TOOLS
+from memento.mcp.protocol_identity_tools import IDENTITY_TOOLS
+from memento.mcp.protocol_memory_tools import MEMORY_TOOLS
+from memento.mcp.protocol_skip_tools import SKIP_TOOLS
 from memento.mcp.tools import ToolSpec
 
-PROTOCOL_TOOLS: tuple[ToolSpec, ...] = ()
-PROTOCOL_TOOLS = PROTOCOL_TOOLS + DISTILL_TOOLS
+PROTOCOL_TOOLS: tuple[ToolSpec, ...] = MEMORY_TOOLS + SKIP_TOOLS + IDENTITY_TOOLS + DISTILL_TOOLS

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 from ..access import call_scope, writable_scope
 from ..models import AgentScope, CallContext, Complete
 from .distill import Distiller
+from .identity import Identity
+from .memories import Memories
+from .skips import Skips
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -27,6 +30,9 @@ class ProtocolFace:
     def __init__(self, service: MemoryService) -> None:
         self.service = service
         self.llm: Complete | None = None  # the operator's configured model (MEMENTO_LLM_*), set at start-up
+        self.memories = Memories(self)  # memories with expiry and linkages (memories.py)
+        self.skips = Skips(self)
+        self.identity = Identity(self)
         self.distill = Distiller(self)
 
     def language_model(self, ctx: CallContext) -> Complete | None:

@@ -7,7 +7,8 @@ the heuristic sieve (distill_heuristic.py). Each candidate is then checked again
 caller's namespace already stores and against the earlier candidates of the same call: the same
 text (its content hash), or a text that says the same thing (`same_meaning`), is skipped and
 reported. The novel ones are stored in one transaction through the engine's write path
-(redaction, dedupe, embedding), or only returned on a dry run. docs/protocol.md "Distill".
+(redaction, dedupe, embedding) as memories.py stores a 003 memory (its kind, its tags, its first
+tag its topic), or only returned on a dry run. docs/protocol.md "Distill".
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ import numpy as np
 from ..analysis import content_hash, query_terms
 from ..errors import Unavailable
 from ..fields import MAX_LIST_ITEMS
-from ..models import AgentScope, CallContext, ChangeEvent, Fragment, FragmentType, RecordInput, RememberInput
+from ..models import AgentScope, CallContext, ChangeEvent, Fragment, RecordFields
 from ..retrieval.search import baseline_for, calibrate
 from ..storage.protocol import SearchFilter
 from .distill_heuristic import Candidate, extract
 from .distill_llm import InvalidAnswer, llm_extract
-from .distill_models import DistilledMemory, DistillInput, DistillResult, Method, ProtocolType, SkippedCandidate
+from .distill_models import DistilledMemory, DistillInput, DistillResult, Method, SkippedCandidate
+from .memories import DEFAULT_TOPIC
+from .memory_models import KIND_OF
 
 if TYPE_CHECKING:
     from . import ProtocolFace
@@ -36,14 +39,6 @@ log = logging.getLogger(__name__)
 
 SOURCE_TAG = "source:distill"
 SOURCE = "distill"
-# 003's types as Memento kinds: `instruction` is none, so it is a procedure that remembers its 003
-# type in metadata.protocolType (as every distilled memory does).
-KIND_OF: dict[ProtocolType, FragmentType] = {
-    "fact": FragmentType.FACT,
-    "decision": FragmentType.DECISION,
-    "observation": FragmentType.OBSERVATION,
-    "instruction": FragmentType.PROCEDURE,
-}
 # When two texts say the same thing, on the calibrated 0-1 scale of retrieval/search.py (bundled
 # e5: raw cosine 0.95 and 0.975). Calibrated on bench/data/distill/pairs.json (bench/distill.py
 # --pairs): related sentences about the same thing reach raw 0.94-0.97 with e5, so a similar
@@ -102,7 +97,7 @@ class Distiller:
         return baseline_for(service.store.embedding_model, service.settings.similarity_baseline)
 
     def extract(self, inp: DistillInput, ctx: CallContext) -> DistillResult:
-        """Distill `inp.transcript` into the caller's namespace (nothing stored on a dry run)."""
+        """Distill the conversation into the caller's namespace (nothing stored on a dry run)."""
         scope = self.face.read_scope(ctx) if inp.dry_run else self.face.write_scope(ctx)
         candidates, method, fallback = self.candidates(inp, ctx)
         novel, skipped = self.novel(scope, [self._text(c) for c in candidates])
@@ -182,11 +177,22 @@ class Distiller:
         """Store the novel texts in one transaction (all or none); a text the store finds already
         there (written since it was checked) is reported as skipped."""
         service = self.face.service
-        inputs = [_remember_input(scope, t.candidate, extra) for t in texts]  # every input valid before anything is written
-        news = [
-            service._prepare(scope, ctx, content=i.content, topic=i.topic, type_=i.fragment_type, source=i.source, record=i.record_fields())
-            for i in inputs
-        ]
+        news = []
+        for text in texts:  # redacted, analysed and embedded outside the transaction
+            tags = service.factory.clean_tags(_tags(extra, text.candidate))
+            record = RecordFields(tags=tags)
+            topic = tags[0] if tags else DEFAULT_TOPIC
+            news.append(
+                service._prepare(
+                    scope,
+                    ctx,
+                    content=text.candidate.content,
+                    topic=topic,
+                    type_=KIND_OF[text.candidate.type],
+                    source=SOURCE,
+                    record=record,
+                )
+            )
         with service.store.atomic():
             inserted = [service.store.insert(scope, new) for new in news]
         memories: list[DistilledMemory] = []
@@ -203,19 +209,6 @@ class Distiller:
 def _tags(extra: tuple[str, ...], candidate: Candidate) -> list[str]:
     """The tags a distilled memory gets: the caller's, the model's, and source:distill."""
     return list(dict.fromkeys([*extra, *candidate.tags, SOURCE_TAG]))[:MAX_LIST_ITEMS]
-
-
-def _remember_input(scope: AgentScope, candidate: Candidate, extra: tuple[str, ...]) -> RememberInput:
-    """The write of one 003 memory: its kind, its 003 type in metadata.protocolType, its tags."""
-    return RememberInput(
-        content=candidate.content,
-        topic=candidate.type,
-        type=KIND_OF[candidate.type],
-        tags=_tags(extra, candidate),
-        source=SOURCE,
-        agentId=scope.agent_id,
-        record=RecordInput(metadata={"protocolType": candidate.type}),
-    )
 
 
 def _skip(candidate: Candidate, reason: str, duplicate_of: str | None, similarity: float | None) -> SkippedCandidate:

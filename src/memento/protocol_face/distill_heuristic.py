@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..analysis import STOPWORDS
-from .distill_models import ProtocolType
+from .memory_models import ProtocolType
 
 
 @dataclass(frozen=True)

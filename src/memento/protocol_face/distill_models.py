@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, Strict, StrictBool, StringConstraints, model_validator
+from pydantic import Field, Strict, StrictBool, StringConstraints, model_validator
 
 from ..fields import MAX_LIST_ITEMS, OperationInput, Tag
-from ..results import Result
+from .memory_models import ProtocolResult, ProtocolType
 
 MAX_TRANSCRIPT_CHARS = 100_000  # as the reference: a longer transcript is sent in parts
 MAX_MESSAGES = 2_000
 DEFAULT_MAX_MEMORIES = 20
 MAX_MEMORIES = 50
-ProtocolType = Literal["fact", "decision", "observation", "instruction"]
-PROTOCOL_TYPES: tuple[ProtocolType, ...] = ("fact", "decision", "observation", "instruction")
 Method = Literal["llm", "sampling", "heuristic"]
 
 
@@ -63,12 +61,6 @@ class DistillInput(OperationInput):
         if self.transcript is not None:
             return [(None, self.transcript)]
         return [(m.role.lower(), m.content) for m in self.messages or []]
-
-
-class ProtocolResult(Result):
-    """A seed 003 result: field names as written (snake_case)."""
-
-    model_config = ConfigDict(alias_generator=None, populate_by_name=True, serialize_by_alias=True, extra="forbid", frozen=True)
 
 
 class DistilledMemory(ProtocolResult):

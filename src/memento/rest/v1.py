@@ -11,7 +11,7 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from ..endpoint import RequestGate
-from . import problems, v1_distill
+from . import problems, v1_distill, v1_identity, v1_memories, v1_skips
 from .guard import RestGuard
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ def create_v1_api(app: App, gate: RequestGate) -> ASGIApp:
         title="Memento Protocol API", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_PATH, docs_url=None, redoc_url=None
     )
     problems.install(api)
+    api.include_router(v1_memories.router(app))
+    api.include_router(v1_skips.router(app))
+    api.include_router(v1_identity.router(app))
     api.include_router(v1_distill.router(app))
 
     def openapi() -> dict[str, Any]:

@@ -7,8 +7,8 @@ from datetime import datetime
 
 from ..errors import NotFound
 from ..models import AgentScope, ContextInput, Fragment, GraphExploreInput, RelationType
-from ..results import ContextResult, Edge, FragmentView, GraphResult, views
-from ..storage.protocol import SearchFilter, Store
+from ..results import ContextResult, Edge, FragmentView, GraphResult, NodeLinkage, views
+from ..storage.protocol import Linkage, LinkageStore, SearchFilter, Store
 from .budget import Counter, WireBudget
 
 CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
@@ -72,8 +72,10 @@ def _fill(budget: WireBudget, fragments: list[Fragment], verbose: bool, ceiling:
     return taken
 
 
-def explore(store: Store, scope: AgentScope, inp: GraphExploreInput) -> GraphResult:
-    """Follow caused_by / resolved_by edges (both directions) from a fragment, `inp.depth` hops."""
+def explore(store: Store, scope: AgentScope, inp: GraphExploreInput, linkages: LinkageStore | None = None) -> GraphResult:
+    """Follow caused_by / resolved_by edges (both directions) from a fragment, `inp.depth` hops;
+    with `linkages`, the seed 003 linkages of the memories visited come along (items and files
+    are not fragments, so they are listed beside the walk rather than walked)."""
     start = store.get_many(scope, [inp.startId])
     if not start:
         raise NotFound(f"fragment {inp.startId!r} not found")
@@ -90,9 +92,18 @@ def explore(store: Store, scope: AgentScope, inp: GraphExploreInput) -> GraphRes
                 frontier.append(fragment.id)
         if not frontier:
             break
+    held = linkages.linkages_of(scope, list(nodes)) if linkages is not None else {}
+    listed = [_node_linkage(x) for fid in nodes for x in held.get(fid, [])]
     return GraphResult(
         start=FragmentView.of(start[0]),
         nodes=views([f for fid, f in nodes.items() if fid != start[0].id]),
         edges=[Edge(from_=a, to=b, relation=r) for (a, b), r in edges.items()],
+        linkages=listed or None,
         verbose=inp.verbose,
     )
+
+
+def _node_linkage(linkage: Linkage) -> NodeLinkage:
+    if linkage.kind == "file":
+        return NodeLinkage(from_=linkage.fragment_id, type="file", path=linkage.target, label=linkage.label)
+    return NodeLinkage(from_=linkage.fragment_id, type=linkage.kind, id=linkage.target, label=linkage.label)

@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Protocol, Self, TypeVar
 
 import numpy as np
 
@@ -39,6 +40,41 @@ FEEDBACK_WEIGHTS: Mapping[str, float] = {
 }
 
 
+class ScoreTerms(Protocol):
+    """One candidate's score under a profile, with what its `why` says."""
+
+    @property
+    def total(self) -> float: ...
+    def why(self) -> str: ...
+    def penalised(self, duplication: float) -> Self:
+        """These terms less a duplication penalty (a near copy of a better-ranked result)."""
+        ...
+
+
+class ScoreProfile(Protocol):
+    """A way to rank recall's cascade that the operator picks (MEMENTO_SCORE_PROFILE): 004's or 003's."""
+
+    @property
+    def duplication(self) -> float:
+        """ε of the duplicate penalty (0: none, and no vectors are read for it)."""
+        ...
+
+    @property
+    def duplicate_similarity(self) -> float: ...
+    @property
+    def reads_feedback(self) -> bool:
+        """Whether `terms` reads the caller's feedback tallies (else they are not fetched)."""
+        ...
+
+    def terms(self, relevance: float | None, features: RankFeatures, tally: FeedbackTally | None, now: datetime) -> ScoreTerms:
+        """The score of one candidate; `relevance` is the fused relevance over the best candidate's
+        (0-1), None for a listing without a query."""
+        ...
+
+
+T = TypeVar("T", bound=ScoreTerms)
+
+
 @dataclass(frozen=True)
 class Profile004:
     """The weights of 004 §7 and the operator's settings (λ, ε, the duplicate similarity)."""
@@ -51,10 +87,13 @@ class Profile004:
     importance: float = 0.2
     usage: float = 0.1
 
-    def terms(self, relevance: float, features: RankFeatures, tally: FeedbackTally | None, now: datetime) -> Terms:
-        """The weighted terms of one candidate (before the duplication penalty)."""
+    reads_feedback: bool = True  # usage is moved by the caller's feedback events
+
+    def terms(self, relevance: float | None, features: RankFeatures, tally: FeedbackTally | None, now: datetime) -> Terms:
+        """The weighted terms of one candidate (before the duplication penalty); relevance None
+        (a listing without a query) counts as 0."""
         return Terms(
-            relevance=self.relevance * relevance,
+            relevance=self.relevance * (relevance or 0.0),
             recency=self.recency * recency(features.created_at, now, self.recency_lambda),
             importance=self.importance * features.importance,
             usage=self.usage * usage(features.access_count, tally),
@@ -74,6 +113,10 @@ class Terms:
     @property
     def total(self) -> float:
         return self.relevance + self.recency + self.importance + self.usage - self.duplication
+
+    def penalised(self, duplication: float) -> Terms:
+        """These terms with the duplication penalty `duplication`."""
+        return replace(self, duplication=duplication)
 
     def why(self) -> str:
         """The shares as a result's `why`, e.g. `relevance 0.41 + recency 0.12 + ... - dup 0.00`."""
@@ -99,8 +142,8 @@ def usage(access_count: int, tally: FeedbackTally | None) -> float:
 
 
 def penalise_duplicates(
-    order: Sequence[str], terms: Mapping[str, Terms], vectors: Mapping[str, np.ndarray], profile: Profile004
-) -> dict[str, Terms]:
+    order: Sequence[str], terms: Mapping[str, T], vectors: Mapping[str, np.ndarray], profile: ScoreProfile
+) -> dict[str, T]:
     """`terms` with the duplication penalty: walking `order` (best first), a result whose cosine to
     an earlier one reaches the duplicate similarity gets ε·cosine. Results without a vector are
     compared by nothing (no penalty)."""
@@ -118,6 +161,78 @@ def penalise_duplicates(
         unit = vector / norm
         closest = max((float(np.dot(unit, other)) for other in seen), default=0.0)
         if closest >= profile.duplicate_similarity:
-            out[fid] = replace(terms[fid], duplication=profile.duplication * min(1.0, closest))
+            out[fid] = terms[fid].penalised(profile.duplication * min(1.0, closest))
         seen.append(unit)
     return out
+
+
+# ---------------------------------------------------------------- seed 003's relevance decay
+
+HOURS_PER_DAY = 24.0
+
+
+@dataclass(frozen=True)
+class Profile003:
+    """Seed 003's relevance decay (its "Memories": a 7-day half-life; frequent access resists
+    decay through access_count and last_accessed_at), chosen with MEMENTO_SCORE_PROFILE=003:
+
+        S = relevance × recency × access × touch
+
+    - relevance: the fused relevance over the best candidate's (0-1), as 000's ranking has it; a
+      listing without a query counts every memory as 1;
+    - recency: 0.5^(age / half-life), age from creation (7 days: a memory two weeks old keeps a
+      quarter of a fresh one's);
+    - access: 1 + 0.3·log2(1 + accesses), at most 2: each doubling of the accesses adds 0.3;
+    - touch: 1 + 0.5·0.5^(hours since the last access / 48): a memory recalled lately is lifted by
+      up to half, the lift halving every two days.
+
+    The product has no importance or feedback term and no duplicate penalty (003 has neither).
+    """
+
+    half_life_days: float = 7.0
+    access_step: float = 0.3
+    access_cap: float = 2.0
+    touch_lift: float = 0.5
+    touch_half_life_hours: float = 48.0
+    duplication: float = 0.0
+    duplicate_similarity: float = 1.0
+    reads_feedback: bool = False
+
+    def terms(self, relevance: float | None, features: RankFeatures, tally: FeedbackTally | None, now: datetime) -> DecayTerms:
+        """The factors of one candidate (the feedback tally is not read)."""
+        return DecayTerms(
+            relevance=1.0 if relevance is None else relevance,
+            recency=half_life_decay(features.created_at, now, self.half_life_days * HOURS_PER_DAY),
+            access=min(self.access_cap, 1.0 + self.access_step * math.log2(1 + max(0, features.access_count))),
+            touch=1.0
+            if features.accessed_at is None
+            else 1.0 + self.touch_lift * half_life_decay(features.accessed_at, now, self.touch_half_life_hours),
+        )
+
+
+@dataclass(frozen=True)
+class DecayTerms:
+    """The factors of S under the profile 003, and S."""
+
+    relevance: float
+    recency: float
+    access: float
+    touch: float
+    duplication: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.relevance * self.recency * self.access * self.touch - self.duplication
+
+    def penalised(self, duplication: float) -> DecayTerms:
+        return replace(self, duplication=duplication)
+
+    def why(self) -> str:
+        """The factors as a result's `why`, e.g. `relevance 0.83 × recency 0.71 × access 1.30 × touch 1.12`."""
+        return f"relevance {self.relevance:.2f} × recency {self.recency:.2f} × access {self.access:.2f} × touch {self.touch:.2f}"
+
+
+def half_life_decay(since: datetime, now: datetime, half_life_hours: float) -> float:
+    """0.5^(hours from `since` to `now` / half-life): 1.0 at `since` (and for a time after `now`)."""
+    hours = max(0.0, (now - since).total_seconds() / 3600)
+    return float(0.5 ** (hours / half_life_hours))

@@ -17,7 +17,7 @@ from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, RankFeatures, SearchFilter, Store
 from .budget import Counter, WireBudget
-from .profile import Profile004, penalise_duplicates
+from .profile import ScoreProfile, penalise_duplicates
 from .rank import Candidate, composite, fuse, prior, reason
 from .search import MAX_LIMIT, Search, SearchPage, SearchRequest
 
@@ -66,10 +66,10 @@ class Recall:
         tokens: Counter,
         keyword_index: KeywordIndex | None = None,
         search: Search | None = None,
-        profile: Profile004 | None = None,
+        profile: ScoreProfile | None = None,
     ) -> None:
         self.store = store
-        self.profile = profile  # the score profile 004 (MEMENTO_SCORE_PROFILE=004); None: 000's ranking
+        self.profile = profile  # the score profile 004 or 003 (MEMENTO_SCORE_PROFILE); None: 000's ranking
         self.search = search
         self.tokens = tokens
         self.config = config
@@ -198,18 +198,22 @@ class Recall:
     def _profiled(
         self,
         scope: AgentScope,
-        profile: Profile004,
+        profile: ScoreProfile,
         cands: list[Candidate],
-        relevance: dict[str, float],
+        relevance: dict[str, float] | None,
         features: Mapping[str, RankFeatures],
         successors: Mapping[str, str],
         now: datetime,
         limit: int,
     ) -> list[tuple[Candidate, float]]:
-        """The candidates scored by the profile 004, best first, each with its terms as its `why`.
-        The duplication penalty is judged among the best 2·limit (at least 40) before it."""
-        tallies = self.store.feedback_tallies(scope, [c.id for c in cands])
-        terms = {c.id: profile.terms(relevance.get(c.id, 0.0), features[c.id], tallies.get(c.id), now) for c in cands}
+        """The candidates scored by the profile, best first, each with its terms as its `why`;
+        `relevance` None: a listing without a query. The duplication penalty is judged among the
+        best 2·limit (at least 40) before it."""
+        tallies = self.store.feedback_tallies(scope, [c.id for c in cands]) if profile.reads_feedback else {}
+        terms = {
+            c.id: profile.terms(None if relevance is None else relevance.get(c.id, 0.0), features[c.id], tallies.get(c.id), now)
+            for c in cands
+        }
 
         def factor(c: Candidate) -> float:
             return SUPERSEDED_FACTOR if c.id in successors else 1.0
@@ -247,10 +251,10 @@ class Recall:
             rows = self.store.recent(scope, filt, limit)
             return [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
         rows = self.store.list_fragments(scope, filt, max(limit * 5, 200))
-        if self.profile is not None:  # no query: every relevance is 0
+        if self.profile is not None:  # no query: no relevance
             features = {f.id: RankFeatures(f.importance, f.created_at, f.accessed_at, f.access_count) for f in rows}
             by_id = {f.id: f for f in rows}
-            profiled = self._profiled(scope, self.profile, [Candidate(f.id) for f in rows], {}, features, {}, now, limit)
+            profiled = self._profiled(scope, self.profile, [Candidate(f.id) for f in rows], None, features, {}, now, limit)
             return [(by_id[c.id], c, score) for c, score in profiled]
         scored = [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]
         scored.sort(key=lambda t: -t[2])

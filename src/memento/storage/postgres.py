@@ -37,9 +37,11 @@ from .postgres_entities import PostgresEntities
 from .postgres_erasure import PostgresErasure
 from .postgres_feedback import PostgresFeedback
 from .postgres_fragments import PostgresFragments
+from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
+from .postgres_skips import PostgresSkips
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
@@ -47,12 +49,17 @@ from .protocol import (
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    Linkage,
     MemoryOverview,
     NewFeedback,
     NewFragment,
+    NewLinkage,
+    NewSkip,
     RankFeatures,
     SearchFilter,
+    StoredIdentity,
     StoredReceipt,
+    StoredSkip,
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
@@ -97,6 +104,8 @@ class PostgresStore:
         self.entities = PostgresEntities(self.db, self.embedding_model)
         self.erasure = PostgresErasure(self.db)
         self.feedback = PostgresFeedback(self.db, self.embedding_model)
+        self.linkages = PostgresLinkages(self.db)
+        self.skiplist = PostgresSkips(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
 
     @contextmanager
@@ -272,6 +281,17 @@ class PostgresStore:
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
 
+    # ------------------------------------------------------------ 003 linkages (postgres_linkages.py)
+
+    def add_linkages(self, scope: AgentScope, fragment_id: str, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
+        return self.linkages.add_linkages(scope, fragment_id, linkages, now)
+
+    def linkages_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, list[Linkage]]:
+        return self.linkages.linkages_of(scope, ids)
+
+    def linkages_to(self, scope: AgentScope, ids: Sequence[str]) -> list[Linkage]:
+        return self.linkages.linkages_to(scope, ids)
+
     # ------------------------------------------------------------ retrieval tiers (postgres_search.py)
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
@@ -410,3 +430,20 @@ class PostgresStore:
 
     def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
         return self.records.restore_records(scope, records)
+
+    # ------------------------------------------------------------ 003 skip list and identity crystal (postgres_skips.py)
+
+    def add_skip(self, scope: AgentScope, new: NewSkip, now: datetime) -> StoredSkip:
+        return self.skiplist.add_skip(scope, new, now)
+
+    def skip_entries(self, scope: AgentScope, now: datetime) -> list[StoredSkip]:
+        return self.skiplist.skip_entries(scope, now)
+
+    def remove_skip(self, scope: AgentScope, skip_id: str, now: datetime) -> bool:
+        return self.skiplist.remove_skip(scope, skip_id, now)
+
+    def add_identity(self, scope: AgentScope, snapshot: StoredIdentity) -> StoredIdentity:
+        return self.skiplist.add_identity(scope, snapshot)
+
+    def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
+        return self.skiplist.identities(scope, limit)

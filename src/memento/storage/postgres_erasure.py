@@ -32,7 +32,7 @@ from .sqlfilter import live_sql
 
 log = logging.getLogger(__name__)
 
-VACUUMED = ("fragments", "fragment_versions", "fragment_links", "fragment_terms", "fragment_keywords", "entity_memories")
+VACUUMED = ("fragments", "fragment_versions", "fragment_links", "fragment_terms", "fragment_keywords", "entity_memories", "memory_linkages")
 
 
 def any_state_sql(scope: AgentScope) -> tuple[str, list[Any]]:
@@ -97,6 +97,7 @@ class PostgresErasure:
                 "versions": len(targets.versions),
                 "links": _links(cur, ids),
                 "entityLinks": _count(cur, "entity_memories", "fragment_id", ids),
+                "linkages": _linkages(cur, ids),
                 "derived": len(targets.derived) + len({v.fragment_id for v in targets.versions if v.merged_from}),
             }
             _as(cur, scope.agent_id)
@@ -237,3 +238,12 @@ def _strip(cur: Cursor, f: Fragment, named: Sequence[str]) -> None:
         "UPDATE agent_memory.fragments SET source = %s, origin_trace = %s, metadata = %s WHERE id = %s",
         (source, Jsonb(trace) if trace else None, Jsonb(metadata or {}), f.id),
     )
+
+
+def _linkages(cur: Cursor, ids: Sequence[str]) -> int:
+    """Seed 003 linkages the erasure removes by cascade: those its memories hold, and those naming them."""
+    cur.execute(
+        "SELECT COUNT(*) AS n FROM agent_memory.memory_linkages WHERE fragment_id = ANY(%s) OR memory_id = ANY(%s)", (list(ids), list(ids))
+    )
+    row = cur.fetchone()
+    return int(row["n"]) if row else 0

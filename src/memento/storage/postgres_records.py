@@ -25,6 +25,7 @@ from .records import (
     RecordTable,
     RestoreOutcome,
     check_owner,
+    named_fragments,
     owners_sql,
     page_sql,
     record_table,
@@ -116,7 +117,7 @@ class PostgresRecords:
 
     def _row(self, cur: Cursor, scope: AgentScope, spec: RecordTable, row: dict[str, object], outcome: RestoreOutcome) -> None:
         key = row_key(spec, row)
-        named = [str(row[c]) for c in spec.fragments]
+        named = named_fragments(spec, row)
         found: dict[str, tuple[str, object, object]] = {}
         owners: dict[str, str] = {}
         if named:

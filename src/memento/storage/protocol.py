@@ -412,6 +412,9 @@ BULK_TABLES: tuple[str, ...] = (
     "relations",
     "entity_memories",
     "feedback_events",
+    "memory_linkages",
+    "skip_list",
+    "identity_snapshots",
 )
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
@@ -423,6 +426,9 @@ BULK_KEYS: dict[str, str] = {
     "relations": "seq",
     "entity_memories": "seq",
     "feedback_events": "id",
+    "memory_linkages": "id",
+    "skip_list": "seq",
+    "identity_snapshots": "seq",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -507,6 +513,10 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "entity_memories": ("agent_id", "entity_id", "fragment_id", "relevance", "created_at"),
     "feedback_events": ("id", "agent_id", "fragment_id", "event", "score", "note", "session_id", "created_at"),
+    "memory_linkages": ("id", "agent_id", "fragment_id", "target_type", "memory_id", "item_id", "path", "label", "created_at"),
+    # a skip entry's vector is not copied: it is embedded again when checked
+    "skip_list": ("id", "agent_id", "item", "reason", "expires_at", "created_at"),
+    "identity_snapshots": ("id", "agent_id", "crystal", "source", "source_count", "created_at"),
 }
 
 
@@ -821,6 +831,127 @@ class ErasureStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- 003 linkages (migration 0015)
+
+LinkageKind = Literal["memory", "item", "file"]
+LINKAGE_KINDS: tuple[LinkageKind, ...] = ("memory", "item", "file")
+
+
+@dataclass(frozen=True)
+class NewLinkage:
+    """A linkage to store on a memory (003 "Linkages"): `target` is the memory's or the item's id,
+    or the file's path."""
+
+    kind: LinkageKind
+    target: str
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Linkage:
+    """A stored linkage of memory `fragment_id`."""
+
+    fragment_id: str
+    kind: LinkageKind
+    target: str
+    label: str | None
+    created_at: datetime
+
+
+class LinkageStore(Protocol):
+    """Seed 003's linkages (`memory_linkages`, row-level security on PostgreSQL). A linkage belongs
+    to the agent whose memory holds it: only that agent reads it (every agent's for the
+    maintenance scope). Deleting either memory deletes it; soft-deleting hides it with its memory."""
+
+    def add_linkages(self, scope: AgentScope, fragment_id: str, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
+        """Store linkages on a memory of the scope's own namespace (NotFound otherwise), in one
+        transaction (joining the caller's): a memory target must be one the scope sees (NotFound
+        naming it; nothing stored); a linkage the memory already has is not stored twice. The
+        memory's linkages afterwards, in the order they were stored."""
+        ...
+
+    def linkages_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, list[Linkage]]:
+        """The linkages of these visible memories that have any, in the order stored; one naming a
+        memory the scope does not see (soft-deleted, expired, another namespace's) is left out."""
+        ...
+
+    def linkages_to(self, scope: AgentScope, ids: Sequence[str]) -> list[Linkage]:
+        """The memory linkages that name any of these memories, held by visible memories whose
+        linkages the scope reads."""
+
+
+# ---------------------------------------------------------------- seed 003: the skip list and the identity crystal
+
+
+@dataclass(frozen=True)
+class NewSkip:
+    """A skip-list entry to store in the scope's own namespace (never the shared pool's)."""
+
+    id: str
+    item: str
+    reason: str
+    expires_at: datetime
+    embedding: np.ndarray | None = None  # the vector of "item. reason" by `embedding_model`
+    embedding_model: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredSkip:
+    """A stored skip-list entry (its vector and that vector's model, when it has one)."""
+
+    id: str
+    agent_id: str
+    item: str
+    reason: str
+    expires_at: datetime
+    created_at: datetime
+    embedding: np.ndarray | None = None
+    embedding_model: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredIdentity:
+    """An identity crystal snapshot (`source`: manual or crystallized)."""
+
+    id: str
+    agent_id: str
+    crystal: str
+    source: str
+    source_count: int
+    created_at: datetime
+
+
+class SkipStore(Protocol):
+    """Seed 003's skip list: rows of exactly the scope's own namespace (`scope.agent_id`, the
+    maintenance scope included), never another's nor the pool's. Expired entries (expires_at
+    at or before `now`) are never returned; every write purges the namespace's expired rows in
+    its own transaction."""
+
+    def add_skip(self, scope: AgentScope, new: NewSkip, now: datetime) -> StoredSkip:
+        """Store an entry (Conflict if its id is taken), purging the namespace's expired ones first."""
+        ...
+
+    def skip_entries(self, scope: AgentScope, now: datetime) -> list[StoredSkip]:
+        """The namespace's unexpired entries, newest first."""
+        ...
+
+    def remove_skip(self, scope: AgentScope, skip_id: str, now: datetime) -> bool:
+        """Delete the namespace's unexpired entry of that id (False: none), purging its expired ones."""
+        ...
+
+
+class IdentityStore(Protocol):
+    """Seed 003's identity crystal: snapshots of exactly the scope's own namespace, every one kept."""
+
+    def add_identity(self, scope: AgentScope, snapshot: StoredIdentity) -> StoredIdentity:
+        """Store a snapshot as the scope's (its agent_id is the scope's); Conflict if its id is taken."""
+        ...
+
+    def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
+        """The namespace's newest `limit` snapshots, newest first, and how many it holds in all."""
+        ...
+
+
 class AppStore(
     Store,
     EntityStore,
@@ -833,6 +964,9 @@ class AppStore(
     AnalyticsStore,
     ErasureStore,
     RecordStore,
+    LinkageStore,
+    SkipStore,
+    IdentityStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

@@ -41,6 +41,7 @@ class RecordTable:
     entities: tuple[str, ...] = ()  # columns naming entities of the same agent (checked on restore)
     nested: bool = False  # travels inside its fragment's record (`fragments[0]` names it), not on its own line
     unique_id: bool = False  # `id` is the row's identity, kept across stores (a serial key is not exported)
+    targets: tuple[str, ...] = ()  # columns that may name a fragment (NULL: none): restored only where it is held
 
 
 FRAGMENT_COLUMNS: tuple[str, ...] = (
@@ -141,8 +142,24 @@ ENTITY_LINKS = RecordTable(
     entities=("entity_id",),
 )
 
+LINKAGES = RecordTable(  # seed 003 (migration 0015): a memory's references to a memory, an item or a file
+    "memory_linkages",
+    "linkage",
+    "id",
+    ("agent_id", "fragment_id", "target_type", "memory_id", "item_id", "path", "label", "created_at"),
+    fragments=("fragment_id",),
+    targets=("memory_id",),
+)
+
+# Seed 003's skip list and identity crystal snapshots (migration 0014): rows of one agent each.
+# A skip entry's vector is not exported (it is embedded again when checked).
+SKIPS = RecordTable("skip_list", "skip", "seq", ("id", "agent_id", "item", "reason", "expires_at", "created_at"), unique_id=True)
+IDENTITIES = RecordTable(
+    "identity_snapshots", "identity", "seq", ("id", "agent_id", "crystal", "source", "source_count", "created_at"), unique_id=True
+)
+
 # In restore order: every table after the ones its rows name.
-RECORD_TABLES: tuple[RecordTable, ...] = (FRAGMENTS, VERSIONS, LINKS, ENTITIES, RELATIONS, ENTITY_LINKS)
+RECORD_TABLES: tuple[RecordTable, ...] = (FRAGMENTS, VERSIONS, LINKS, ENTITIES, RELATIONS, ENTITY_LINKS, LINKAGES, SKIPS, IDENTITIES)
 TABLES: dict[str, RecordTable] = {t.table: t for t in RECORD_TABLES}
 NESTED: tuple[RecordTable, ...] = tuple(t for t in RECORD_TABLES if t.nested)
 
@@ -302,6 +319,11 @@ def shared_with(agent: str, owner: str, session_id: object, privacy: object) -> 
     if owner == agent:
         return True
     return owner == DEFAULT_AGENT and session_id is None and privacy != "private"
+
+
+def named_fragments(spec: RecordTable, row: dict[str, object]) -> list[str]:
+    """The fragments a restored row names: its fragment columns, and the target columns it fills."""
+    return [str(row[c]) for c in spec.fragments] + [str(row[c]) for c in spec.targets if row.get(c) is not None]
 
 
 def row_key(spec: RecordTable, row: dict[str, object]) -> str:

@@ -27,12 +27,17 @@ from .protocol import (
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    Linkage,
     MemoryOverview,
     NewFeedback,
     NewFragment,
+    NewLinkage,
+    NewSkip,
     RankFeatures,
     SearchFilter,
+    StoredIdentity,
     StoredReceipt,
+    StoredSkip,
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
@@ -43,9 +48,11 @@ from .sqlite_entities import SQLiteEntities
 from .sqlite_erasure import SQLiteErasure
 from .sqlite_feedback import SQLiteFeedback
 from .sqlite_fragments import SQLiteFragments
+from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
 from .sqlite_search import SQLiteSearch
+from .sqlite_skips import SQLiteSkips
 from .sqlite_sql import parse_ts, ts
 from .sqlite_vectors import SQLiteVectorSource
 from .vectors import VectorIndex
@@ -95,6 +102,8 @@ class SQLiteStore:
         self.entities = SQLiteEntities(self.db, embedding_model)
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
         self.feedback = SQLiteFeedback(self.db, embedding_model)
+        self.linkages = SQLiteLinkages(self.db)
+        self.skiplist = SQLiteSkips(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
 
     @property
@@ -257,6 +266,17 @@ class SQLiteStore:
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
 
+    # ------------------------------------------------------------ 003 linkages (sqlite_linkages.py)
+
+    def add_linkages(self, scope: AgentScope, fragment_id: str, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
+        return self.linkages.add_linkages(scope, fragment_id, linkages, now)
+
+    def linkages_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, list[Linkage]]:
+        return self.linkages.linkages_of(scope, ids)
+
+    def linkages_to(self, scope: AgentScope, ids: Sequence[str]) -> list[Linkage]:
+        return self.linkages.linkages_to(scope, ids)
+
     # ------------------------------------------------------------ retrieval tiers (sqlite_search.py)
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
@@ -395,3 +415,20 @@ class SQLiteStore:
 
     def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
         return self.records.restore_records(scope, records)
+
+    # ------------------------------------------------------------ 003 skip list and identity crystal (sqlite_skips.py)
+
+    def add_skip(self, scope: AgentScope, new: NewSkip, now: datetime) -> StoredSkip:
+        return self.skiplist.add_skip(scope, new, now)
+
+    def skip_entries(self, scope: AgentScope, now: datetime) -> list[StoredSkip]:
+        return self.skiplist.skip_entries(scope, now)
+
+    def remove_skip(self, scope: AgentScope, skip_id: str, now: datetime) -> bool:
+        return self.skiplist.remove_skip(scope, skip_id, now)
+
+    def add_identity(self, scope: AgentScope, snapshot: StoredIdentity) -> StoredIdentity:
+        return self.skiplist.add_identity(scope, snapshot)
+
+    def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
+        return self.skiplist.identities(scope, limit)

@@ -122,6 +122,7 @@ class SQLiteErasure:
                 "versions": len(targets.versions),
                 "links": _links(conn, ids),
                 "entityLinks": _count(conn, "entity_memories", "fragment_id", ids),
+                "linkages": _linkages(conn, ids),
                 "derived": len(targets.derived) + len({v.fragment_id for v in targets.versions if v.merged_from}),
             }
             merged = [v.id for v in targets.versions if v.merged_from]
@@ -268,4 +269,16 @@ def _strip(conn: sqlite3.Connection, f: Fragment, named: Sequence[str]) -> None:
     conn.execute(
         "UPDATE fragments SET source = ?, origin_trace = ?, metadata = ? WHERE seq = ?",
         (source, json.dumps(trace, ensure_ascii=False) if trace else None, json.dumps(metadata or {}, ensure_ascii=False), f.seq),
+    )
+
+
+def _linkages(conn: sqlite3.Connection, ids: Sequence[str]) -> int:
+    """Seed 003 linkages the erasure removes by cascade: those its memories hold, and those naming them."""
+    if not ids:
+        return 0
+    marks = _marks(ids)
+    return int(
+        conn.execute(
+            f"SELECT COUNT(*) FROM memory_linkages WHERE fragment_id IN ({marks}) OR memory_id IN ({marks})", [*ids, *ids]
+        ).fetchone()[0]
     )

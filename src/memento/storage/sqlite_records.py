@@ -22,6 +22,7 @@ from .records import (
     RecordTable,
     RestoreOutcome,
     check_owner,
+    named_fragments,
     owners_sql,
     page_sql,
     record_table,
@@ -137,7 +138,7 @@ class SQLiteRecords:
 
     def _row(self, conn: sqlite3.Connection, scope: AgentScope, spec: RecordTable, row: dict[str, object], outcome: RestoreOutcome) -> None:
         key = row_key(spec, row)
-        named = [str(row[c]) for c in spec.fragments]
+        named = named_fragments(spec, row)
         rows = conn.execute(f"SELECT id, agent_id, session_id, privacy_scope FROM fragments WHERE id IN ({_marks(named)})", named)
         found = {r[0]: (r[1], r[2], r[3]) for r in rows.fetchall()} if named else {}
         owners = {i: owner for i, (owner, _, _) in found.items()}
