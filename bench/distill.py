@@ -122,7 +122,7 @@ def run(e5: LocalE5Embedder, docs: list[dict[str, object]], extractor: str, mode
             try:
                 found = llm_extract(model, turns, LIMIT)
             except (Unavailable, InvalidAnswer) as exc:
-                print(f"  {doc['id']}: the model's answer was not used ({str(exc)[:120]}); the sieve instead", file=sys.stderr)
+                print(f"  {doc['id']}: the model's answer was not used ({str(exc)[:200]}); the sieve instead", file=sys.stderr)
                 found, fallback = extract(turns, LIMIT), 1
         tally = measure(e5, doc, found, verbose)
         tally.fallbacks = fallback

@@ -223,6 +223,15 @@ def test_a_lent_model_is_used_when_none_is_configured(app: App) -> None:
     assert (result.method, found(result)) == ("sampling", [("Use uv.", "instruction")])
 
 
+def test_a_refused_sampling_request_falls_back_and_says_so(app: App) -> None:
+    def refused(prompt: str, system: str | None, tokens: int) -> str:
+        raise Unavailable("sampling failed: the user declined")
+
+    result = distill(app, CallContext(agent_id="agent-a", complete=refused))
+    assert (result.method, result.fallback) == ("heuristic", "sampling: sampling failed: the user declined")
+    assert found(result) == EXPECTED
+
+
 @pytest.mark.parametrize(
     ("answer", "fallback"), [("I could not find anything.", "llm: the answer is not JSON"), (Unavailable("model down"), "llm: model down")]
 )
@@ -359,7 +368,8 @@ async def test_memento_extract_over_stdio_uses_the_clients_model_when_it_can_sam
         assert code == "invalid_argument" and "nothing to distill" in message
     async with Client(stdio(env), read_timeout_seconds=TIMEOUT_S) as client:  # no sampling: the sieve
         plain = data(await client.call_tool("memento_extract", {"transcript": SESSION}))
-        assert (plain["method"], [m["content"] for m in plain["memories"]]) == ("heuristic", [c for c, _ in EXPECTED])
+        assert (plain["method"], plain["fallback"]) == ("heuristic", None)  # no model was asked
+        assert [m["content"] for m in plain["memories"]] == [c for c, _ in EXPECTED]
 
 
 @pytest.fixture(scope="module")
