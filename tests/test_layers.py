@@ -28,6 +28,7 @@ LAYERS = {
     "memento.vault_query": 0,
     "memento.storage": 1,
     "memento.embeddings": 1,
+    "memento.llm": 1,
     "memento.factory": 2,
     "memento.vectorizer": 2,
     "memento.views": 2,

@@ -285,6 +285,7 @@ async def test_a_read_only_key_is_refused_by_every_writing_tool_and_route(server
         "memento_identity_update": {"crystal": "written by a read-only key"},
         "memento_identity_crystallize": {},
         "memento_init": {},
+        "memento_extract": {"transcript": "We decided to deploy on Tuesdays from now on."},
     }
     async with connect(server, KEY_A_RO) as ro:
         listed = {tool.name: tool for tool in (await ro.list_tools()).tools if tool.name.startswith("memento_")}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
 from .extras import require
+from .llm import build_llm
 from .observe import Observers
 from .service import MemoryService, utc_now
 from .settings import Settings
@@ -93,6 +94,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         service.add_listener(bus.publish_change)
         bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
+    service.protocol.llm = build_llm(settings)  # MEMENTO_LLM_*: None unless configured (docs/llm.md)
     return App(
         settings=settings,
         service=service,
@@ -127,14 +129,17 @@ def log_startup(app: App, transport: str) -> None:
     redis = f"; redis {settings.redis_host}:{settings.redis_port}" if settings.redis_enabled and not settings.redis_sentinel_enabled else ""
     if settings.redis_enabled and settings.redis_sentinel_enabled:
         redis = f"; redis via sentinel master {settings.redis_master_name}"
+    llm = app.service.protocol.llm
+    shown_llm = f"; language model {getattr(llm, 'name', 'configured')}" if llm is not None else ""  # never its key
     log.info(
-        "memento %s starting: %s database %s; embedding model %s; transport %s%s",
+        "memento %s starting: %s database %s; embedding model %s; transport %s%s%s",
         __version__,
         settings.backend,
         where,
         model,
         transport,
         redis,
+        shown_llm,
         extra={
             "backend": settings.backend,
             "database": where,

@@ -457,6 +457,39 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"),
         description="Expose the MCP conformance suite's test_* tools, test:// resources and prompts (testing only; never in production).",
     )
+    # ---- language model (docs/llm.md): drafts for seed 003's distill and crystallize
+    llm_url: str = Field(
+        "",
+        validation_alias=AliasChoices("MEMENTO_LLM_URL"),
+        description="Base URL of an OpenAI-compatible chat-completions API (llama.cpp, Ollama, vLLM, OpenAI), e.g. http://127.0.0.1:8080/v1; empty: no LLM (deterministic drafts, or the MCP client's sampling).",
+    )
+    llm_model: str = Field(
+        "",
+        validation_alias=AliasChoices("MEMENTO_LLM_MODEL"),
+        description="Model name sent with each request; empty: none sent (the server's default).",
+    )
+    llm_api_key: str = Field(
+        "", validation_alias=AliasChoices("MEMENTO_LLM_API_KEY"), description="Bearer key of the LLM API, if it needs one."
+    )
+    llm_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        validation_alias=AliasChoices("MEMENTO_LLM_TIMEOUT_S"),
+        description="Seconds one LLM request may take, connecting included.",
+    )
+
+    @field_validator("llm_url")
+    @classmethod
+    def _llm_url(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        value = value.strip().rstrip("/")
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+                raise ValueError("MEMENTO_LLM_URL must be an http(s) base URL without query or fragment, e.g. http://127.0.0.1:8080/v1")
+        return value
 
     @field_validator("public_url")
     @classmethod

@@ -1,7 +1,9 @@
 """Requests the server makes of the client: elicitation (confirm a forget) and sampling.
 
 Both are used only when the client declared the capability in `initialize`; without it the
-server behaves exactly as before (no confirmation, no sampling).
+server behaves exactly as before (no confirmation, no sampling). Sampling is lent to the tools
+of the `protocol` toolset as `CallContext.complete` (`lent_model`), the model their drafts use
+when the operator configured none (docs/llm.md).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import anyio.from_thread
 import anyio.to_thread
 from pydantic import ValidationError
 
@@ -17,7 +20,7 @@ from memento.mcp import versions
 from memento.mcp.features import RequestContext, SessionView
 from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.namespace import service_context
-from memento.models import ForgetInput
+from memento.models import Complete, ForgetInput
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -92,3 +95,19 @@ async def sample(ctx: RequestContext, prompt: str, *, max_tokens: int = 512, sys
     content = answer.get("content")
     blocks = content if isinstance(content, list) else [content]
     return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+
+def lent_model(ctx: RequestContext) -> Complete | None:
+    """The client's model for one tool call, when it declared sampling: a blocking
+    complete(prompt, system, max_tokens) for the tool's worker thread, which sends
+    sampling/createMessage through the event loop (`sample`). None without the capability."""
+    if not can_sample(ctx.session):
+        return None
+
+    def complete(prompt: str, system: str | None, max_tokens: int) -> str:
+        try:
+            return anyio.from_thread.run(partial(sample, ctx, prompt, max_tokens=max_tokens, system=system))
+        except RuntimeError:  # not on a worker thread of the server's loop (the call has ended)
+            raise Unavailable("sampling is only possible during the tool call") from None
+
+    return complete

@@ -22,14 +22,14 @@ import anyio.to_thread
 import memento
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.mcp import jsonrpc, versions
-from memento.mcp.client_features import confirm_forget
+from memento.mcp.client_features import confirm_forget, lent_model
 from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
 from memento.mcp.namespace import MEMORY_SESSION, service_context
 from memento.mcp.tools import ToolSpec, call_tool
-from memento.mcp.toolsets import selected_tools, tool_definitions
+from memento.mcp.toolsets import REGISTRY, selected_tools, tool_definitions
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -50,6 +50,9 @@ INSTRUCTIONS = (
     "session."
 )
 DEFAULT_PAGE_SIZE = 50
+# Tools whose calls get the client's model (CallContext.complete) when it offers sampling: seed
+# 003's, whose drafts (distill, crystallize) use a model when one is there. No other tool needs one.
+SAMPLING_TOOLS = frozenset(spec.name for spec in REGISTRY.get("protocol").tools)
 
 
 CoreHandler = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -408,6 +411,8 @@ class McpServer:
             structured = self.app.settings.structured_output or spec.structured
             if structured:  # the result's JSON goes twice (text and structuredContent): budgets count both
                 service_ctx = replace(service_ctx, payload_copies=2)
+            if name in SAMPLING_TOOLS:  # 003's drafts may use the client's model (MCP sampling)
+                service_ctx = replace(service_ctx, complete=lent_model(rctx))
             return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx, structured=structured)
 
         if self.tasks is not None:

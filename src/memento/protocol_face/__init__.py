@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..access import call_scope, writable_scope
 from ..models import AgentScope, CallContext, Complete
 from .context import ContextCall
+from .distill import Distiller
 from .health import Health, HealthPart
 from .identity import Identity
 from .items import Items
@@ -42,6 +43,7 @@ class ProtocolFace:
         self.workspaces = Workspaces(self)  # workspace records (workspaces.py)
         self.health = Health(self)  # memento_health (health.py)
         self.context = ContextCall(self)  # the context call (context.py)
+        self.distill = Distiller(self)  # transcripts to memories (distill.py)
         self.health_parts: list[HealthPart] = [self._skip_health, self._identity_health]  # memento_health's other parts
 
     def _skip_health(self, scope: AgentScope, ctx: CallContext) -> tuple[str, dict[str, object]]:
