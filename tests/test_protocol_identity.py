@@ -30,7 +30,7 @@ from memento.errors import Conflict, Forbidden, InvalidArgument, Unavailable
 from memento.exchange.export import Exporter
 from memento.exchange.restore import RestoreFormatError, check, restore
 from memento.mcp.prompts import IDENTITY_CUT, PromptsFeature, identity_section
-from memento.models import AgentScope, CallContext, ReflectInput, RememberInput
+from memento.models import AgentScope, CallContext, ForgetInput, ForgetMode, RecallInput, ReflectInput, RememberInput
 from memento.protocol_face.crystal import MAX_CRYSTAL_CHARS, MODEL_TOKENS
 from memento.protocol_face.identity import (
     PLACEHOLDER,
@@ -194,6 +194,24 @@ def test_the_extractive_draft_speaks_in_the_first_person_from_working_memory_and
     assert made.sources == {"items": 4, "memories": 5, "summaries": 0} and made.source_count == 9  # the summaries are top memories too
     got = service.protocol.identity.get(IdentityInput(), ALICE)
     assert (got.id, got.crystal, got.source, got.source_count) == (made.id, text, "crystallized", 9)
+
+
+def test_a_hard_forget_deletes_the_snapshots_quoting_the_erased_memory(service: MemoryService) -> None:
+    """A crystal is derived from memories: erasing one (004 forget mode=hard) takes the snapshots
+    that quote it too, in every namespace, and says so in the receipt; other snapshots stay."""
+    remember(service, "The vault passphrase hint is a purple heron over the quay", "fact", importance=1.0)
+    remember(service, "Prefer small pull requests over big ones", "preference", importance=0.8)
+    quoting = service.protocol.identity.crystallize(CrystallizeInput(), ALICE)
+    assert "purple heron" in quoting.crystal
+    kept = write(service, "I am Alice; I keep my notes short.")
+    bobs = write(service, "Bob heard: The vault passphrase hint is a purple heron over the quay", BOB)
+    fid = service.recall(RecallInput(text="purple heron quay"), ALICE).fragments[0].id
+    result = service.forget(ForgetInput(id=fid, mode=ForgetMode.HARD, force=True), ALICE)
+    assert result.receipt is not None and result.receipt.locations.get("identity_crystals") == 2
+    history = service.protocol.identity.history(IdentityHistoryInput(include_text=True), ALICE)
+    assert [h.id for h in history.snapshots] == [kept.id]
+    assert service.protocol.identity.latest(BOB) is None and bobs.id
+    assert "purple heron" not in json.dumps([h.model_dump() for h in history.snapshots])
 
 
 def test_a_dry_run_stores_nothing_and_nothing_to_draft_from_is_refused(service: MemoryService) -> None:

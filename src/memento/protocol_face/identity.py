@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
@@ -17,7 +18,7 @@ from pydantic import Field, Strict, StrictBool, StringConstraints
 from ..errors import Conflict, InvalidArgument, Unavailable
 from ..fields import OperationInput
 from ..graph_results import SeedResult
-from ..models import CallContext
+from ..models import AgentScope, CallContext
 from ..results import Omitted
 from ..storage.protocol import IdentityStore, SearchFilter, StoredIdentity
 from . import crystal
@@ -121,12 +122,29 @@ def snapshot_of(stored: StoredIdentity) -> IdentitySnapshot:
     )
 
 
+QUOTE_CHARS = 120  # of an erased text, looked for in crystals
+MIN_QUOTE_CHARS = 12  # shorter texts are too common to tell a quote from a coincidence
+
+
 class Identity:
     """The identity crystal of the caller's namespace."""
+
+    name = "identity_crystals"  # the erasure receipt's location (ErasureParticipant)
 
     def __init__(self, face: ProtocolFace) -> None:
         self.face = face
         self.store = cast(IdentityStore, face.service.store)  # every backend is an AppStore (storage/protocol.py)
+        face.service.erasure.add_participant(self)  # a crystal may quote a memory a hard forget erases
+
+    def erase(self, ids: Sequence[str], texts: Sequence[str]) -> int:
+        """A hard forget's participant: delete every snapshot quoting an erased memory (a crystal
+        is derived from memories; an extractive draft quotes them whitespace-flattened and cut at
+        MAX_LINE_CHARS, so the first QUOTE_CHARS characters of the text are looked for)."""
+        needles = sorted({flat[:QUOTE_CHARS] for text in texts if len(flat := " ".join(text.split())) >= MIN_QUOTE_CHARS})
+        return self.store.drop_identities_quoting(AgentScope("system"), needles) if needles else 0
+
+    def residue(self, ids: Sequence[str]) -> int | None:
+        return None  # found only by the text, which is gone once erased
 
     def latest(self, ctx: CallContext) -> IdentitySnapshot | None:
         """The namespace's latest crystal, if it has one."""

@@ -451,6 +451,9 @@ class PostgresStore:
     def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
         return self.skiplist.identities(scope, limit)
 
+    def drop_identities_quoting(self, scope: AgentScope, needles: Sequence[str]) -> int:
+        return self.skiplist.drop_identities_quoting(scope, needles)
+
     # ------------------------------------------------------------ 003 working memory (postgres_workmem.py)
 
     def add_item(self, scope: AgentScope, item: WorkItem) -> None:

@@ -4,6 +4,7 @@ as well as bound by the policy."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -99,6 +100,15 @@ class PostgresSkips:
             if row is None:
                 raise Conflict(f"identity snapshot id {snapshot.id!r} is taken; nothing stored")
             return _identity(row)
+
+    def drop_identities_quoting(self, scope: AgentScope, needles: Sequence[str]) -> int:
+        if not needles:
+            return 0
+        quoted = " OR ".join("strpos(crystal, %s) > 0" for _ in needles)
+        owner, params = ("", []) if scope.is_maintenance else ("agent_id = %s AND ", [scope.agent_id])
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(f"DELETE FROM agent_memory.identity_snapshots WHERE {owner}({quoted})", [*params, *needles])
+            return cur.rowcount
 
     def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:

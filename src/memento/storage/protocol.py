@@ -974,6 +974,11 @@ class IdentityStore(Protocol):
         """The namespace's newest `limit` snapshots, newest first, and how many it holds in all."""
         ...
 
+    def drop_identities_quoting(self, scope: AgentScope, needles: Sequence[str]) -> int:
+        """Delete the snapshots of the scope (every namespace's for the maintenance scope) whose
+        crystal contains one of `needles` (a hard forget's erased text); how many."""
+        ...
+
 
 # ---------------------------------------------------------------- 003 working memory (storage/workmem.py)
 

@@ -3,6 +3,7 @@ exactly the scope's own namespace, every statement filtered by it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -103,6 +104,14 @@ class SQLiteSkips:
             if row is None:
                 raise Conflict(f"identity snapshot id {snapshot.id!r} is taken; nothing stored")
             return _identity(row)
+
+    def drop_identities_quoting(self, scope: AgentScope, needles: Sequence[str]) -> int:
+        if not needles:
+            return 0
+        quoted = " OR ".join("instr(crystal, ?) > 0" for _ in needles)
+        owner, params = ("", []) if scope.is_maintenance else ("agent_id = ? AND ", [scope.agent_id])
+        with self.db.tx() as conn:
+            return int(conn.execute(f"DELETE FROM identity_snapshots WHERE {owner}({quoted})", [*params, *needles]).rowcount)
 
     def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
         conn = self.db.reader()
