@@ -59,6 +59,9 @@ TABLES = (
     "memory_linkages",
     "skip_list",
     "identity_snapshots",
+    "workspaces",
+    "working_memory_sections",
+    "working_memory_items",
 )
 
 

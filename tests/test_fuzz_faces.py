@@ -1,5 +1,5 @@
-"""Fuzzing the tools of the newer faces (seed 001's `entity`, seed 002's `vault`) through the MCP
-tool-call path on a real SQLite store: any arguments — each tool's own parameter names holding
+"""Fuzzing the tools of the newer faces (seed 001's `entity`, seed 002's `vault`, seed 003's
+`protocol`) through the MCP tool-call path on a real SQLite store: any arguments — each tool's own parameter names holding
 well-typed values most of the time, any JSON otherwise — get a tool result that is either success
 or a clean error with a code (002's bulk-prune refusal: the JSON-RPC invalid-params error); never
 the `internal` error of an unexpected exception."""
@@ -25,7 +25,7 @@ from memento.mcp.toolsets import REGISTRY
 from memento.models import CallContext
 from memento.settings import Settings
 
-SPECS = {spec.name: spec for spec in REGISTRY.select("entity,vault")}
+SPECS = {spec.name: spec for spec in REGISTRY.select("entity,vault,protocol")}
 VERSION = "2025-11-25"
 NAMES = ["Alice", "Bob", "Frontend Team", "ÉLAN", "x" * 300, ""]
 GOOD: dict[str, st.SearchStrategy[Any]] = {

@@ -48,6 +48,7 @@ from memento.storage.protocol import (
     VersionRecord,
 )
 from memento.storage.sqlite import SQLiteStore
+from memento.storage.workmem import WorkItem
 
 QUERIES = ["database connection pool", "deploy rollback", "pgbouncer prepared statements", "coffee preference"]
 
@@ -183,6 +184,12 @@ def add_graph(app: App, fragment: str, shared: str, now: datetime) -> None:
         "an absorbed duplicate", "record", ("copy",), FragmentType.LEARNING, 0.4, "merge", 0.3, {"m": 1}, ("x",), "merged:frag-x"
     )
     app.store.add_version(scope, shared, merged, now)
+    # 003's working memory: a workspace record, its sections (one written), an item
+    workspace = AgentScope("agent-a:proj")
+    app.store.open_workspace(workspace, "proj", ["active_work", "session_notes"], now)
+    app.store.put_section(workspace, "session_notes", "- the copy keeps notes", now, 50)
+    item = WorkItem("item-0123456789abcdef", "agent-a:proj", "waiting_for", "Vendor reply", "", "paused", 4, ("ops",), "ping", now, now)
+    app.store.add_item(workspace, item)
 
 
 def dump(url: str) -> dict[str, list[dict[str, Any]]]:
@@ -276,6 +283,8 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
         ("works_at", 0.8, 0.9, "since 2020", {"k": 1})
     ]
     assert sorted(r["relevance"] for r in before["entity_memories"]) == [0.5, 0.9]
+    assert [(r["agent_id"], r["tags"], r["priority"]) for r in before["working_memory_items"]] == [("agent-a:proj", ["ops"], 4)]
+    assert [r["section"] for r in before["working_memory_sections"]] == ["active_work", "session_notes"]
     merged = [r for r in before["fragment_versions"] if r["note"] is not None]
     assert [(r["note"], r["confidence"], r["metadata"], r["tags"]) for r in merged] == [("merged:frag-x", 0.3, {"m": 1}, ["x"])]
     amended = next(r for r in before["fragment_versions"] if r["content"] == "the database connection pool is capped at 20 (agent-a)")

@@ -41,6 +41,7 @@ from memento.protocol_face.identity import (
     IdentityUpdateInput,
 )
 from memento.protocol_face.skips import SkipAddInput, SkipListInput
+from memento.protocol_face.workmem_models import ItemCreateInput
 from memento.service import MemoryService
 from memento.settings import Settings
 from memento.storage.protocol import SearchFilter
@@ -133,7 +134,7 @@ def test_a_read_only_credential_reads_but_never_writes(service: MemoryService) -
 
 @dataclass(frozen=True)
 class Item:
-    """A working-memory item as the items part of the face shows it (category, title, status...)."""
+    """A working-memory item to create through the items part (category, title, status...)."""
 
     category: str
     title: str
@@ -143,19 +144,21 @@ class Item:
     next_action: str | None = None
 
 
-class Items:
-    """The working-memory part's `for_context` for these tests: the items part is built on its own
-    branch; crystallize reads it through `face.items` once it is there."""
-
-    def __init__(self, items: list[Item]) -> None:
-        self.items = items
-
-    def for_context(self, ctx: CallContext) -> list[Item]:
-        return [i for i in self.items if i.status in ("active", "paused")]
-
-
 def with_items(service: MemoryService, *items: Item) -> None:
-    service.protocol.items = Items(list(items))  # type: ignore[attr-defined]
+    for item in items:
+        service.protocol.items.create(
+            ItemCreateInput.model_validate(
+                {
+                    "category": item.category,
+                    "title": item.title,
+                    "content": item.content or None,
+                    "status": item.status,
+                    "priority": item.priority,
+                    "next_action": item.next_action,
+                }
+            ),
+            ALICE,
+        )
 
 
 def a_working_life(service: MemoryService) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from memento.analysis import query_terms
-from memento.errors import Conflict, Forbidden, NotFound
+from memento.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from memento.models import (
     AgentScope,
     CallContext,
@@ -39,8 +39,10 @@ from memento.storage.protocol import (
     SearchFilter,
     Store,
     StoredIdentity,
+    WorkingMemoryStore,
 )
 from memento.storage.terms import COMMON_TERM_MIN_DOCS
+from memento.storage.workmem import ItemChanges, ItemQuery, WorkItem
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -621,3 +623,118 @@ def test_identity_snapshots_belong_to_one_namespace_and_are_all_kept(app: Any) -
     assert store.identities(B, 10) == ([made], 1) and store.identities(SYSTEM, 10) == ([], 0)
     with pytest.raises(Conflict):
         store.add_identity(B, StoredIdentity("i-0", "bob", "taken id", "manual", 0, NOW))
+
+
+# ---------------------------------------------------------------- 003 working memory (WorkingMemoryStore)
+
+
+def item(item_id: str, agent: str = "alice", *, created: datetime = NOW, **fields: Any) -> WorkItem:
+    values: dict[str, Any] = {"category": "active_work", "title": item_id, "content": "", "status": "active", "priority": 0}
+    values.update(fields)
+    return WorkItem(
+        id=item_id,
+        agent_id=agent,
+        tags=tuple(values.pop("tags", ())),
+        next_action=values.pop("next_action", None),
+        created_at=created,
+        updated_at=created,
+        **values,
+    )
+
+
+def test_items_belong_to_one_namespace_and_update_partially(app: Any) -> None:
+    store: WorkingMemoryStore = app.store
+    store.add_item(A, item("item-1", title="Ship the Ärger release", tags=("ops",), next_action="tag v2", priority=3))
+    store.add_item(B, item("item-2", "bob"))
+    assert store.get_item(A, "item-1") is not None and store.get_item(B, "item-1") is None
+    assert store.get_item(AgentScope("default"), "item-1") is None and store.get_item(SYSTEM, "item-1") is None  # one namespace only
+    later = NOW + timedelta(hours=1)
+    changed = store.update_item(A, "item-1", ItemChanges(status="paused", tags=("ops", "release")), later)
+    assert changed is not None and (changed.status, changed.tags, changed.priority, changed.next_action) == (
+        "paused",
+        ("ops", "release"),
+        3,
+        "tag v2",
+    )
+    assert (changed.created_at, changed.updated_at) == (NOW, later)
+    cleared = store.update_item(A, "item-1", ItemChanges(set_next_action=True), later)
+    assert cleared is not None and cleared.next_action is None and cleared.title == "Ship the Ärger release"
+    assert store.get_item(A, "item-1") == cleared
+    assert store.update_item(B, "item-1", ItemChanges(title="taken"), later) is None  # another namespace's: as unknown
+    assert store.update_item(A, "item-missing", ItemChanges(title="x"), later) is None
+    assert store.delete_item(B, "item-1") is False and store.get_item(A, "item-1") is not None
+    assert store.delete_item(A, "item-1") is True and store.get_item(A, "item-1") is None
+    assert store.delete_item(A, "item-1") is False
+
+
+def test_items_list_by_priority_then_newest_with_filters_and_totals(app: Any) -> None:
+    store: WorkingMemoryStore = app.store
+    store.add_item(A, item("item-low", priority=1, created=NOW))
+    store.add_item(A, item("item-high", priority=9, created=NOW - timedelta(days=1)))
+    store.add_item(A, item("item-new", priority=1, created=NOW + timedelta(hours=1), category="waiting_for", content="Wait for ÉLAN"))
+    store.add_item(A, item("item-same", priority=1, created=NOW))  # created with item-low: the later insert first
+    store.add_item(A, item("item-done", priority=10, status="completed", next_action="Archive the Deploy notes"))
+    store.add_item(B, item("item-bob", "bob", priority=10))
+    found, total = store.list_items(A, ItemQuery())
+    assert [i.id for i in found] == ["item-high", "item-new", "item-same", "item-low"] and total == 4  # active and paused
+    page, total = store.list_items(A, ItemQuery(limit=2, offset=1))
+    assert [i.id for i in page] == ["item-new", "item-same"] and total == 4
+    assert [i.id for i in store.list_items(A, ItemQuery(statuses=("completed",)))[0]] == ["item-done"]
+    assert [i.id for i in store.list_items(A, ItemQuery(category="waiting_for"))[0]] == ["item-new"]
+    assert [i.id for i in store.list_items(A, ItemQuery(terms=("élan",)))[0]] == ["item-new"]  # case-folded, Unicode
+    assert store.list_items(A, ItemQuery(terms=("wait", "nothing"))) == ([], 0)  # every term must appear
+    assert [i.id for i in store.list_items(A, ItemQuery(statuses=("completed",), terms=("deploy",)))[0]] == ["item-done"]  # next_action
+    assert [i.id for i in store.list_items(B, ItemQuery())[0]] == ["item-bob"]
+    assert store.list_items(SYSTEM, ItemQuery()) == ([], 0)
+
+
+def test_sections_are_created_once_replaced_and_capped(app: Any) -> None:
+    store: WorkingMemoryStore = app.store
+    assert store.add_sections(A, ["active_work", "session_notes"], NOW) == 2
+    assert store.add_sections(A, ["session_notes", "activity_log"], NOW) == 1  # existing ones untouched
+    written, created = store.put_section(A, "session_notes", "- met bob", NOW + timedelta(minutes=5), 4)
+    assert created is False and written.content == "- met bob"
+    assert store.put_section(A, "project_x", "notes", NOW, 4)[1] is True
+    with pytest.raises(InvalidArgument):
+        store.put_section(A, "project_y", "one too many", NOW, 4)
+    assert [(s.section, s.content) for s in store.sections(A)] == [
+        ("active_work", ""),
+        ("session_notes", "- met bob"),
+        ("activity_log", ""),
+        ("project_x", "notes"),
+    ]
+    assert store.sections(A)[1].updated_at == NOW + timedelta(minutes=5)
+    assert store.sections(B) == [] and store.sections(SYSTEM) == []
+
+
+def test_a_workspace_is_opened_once_with_its_sections(app: Any) -> None:
+    store: WorkingMemoryStore = app.store
+    w = AgentScope("alice:proj")
+    assert store.workspace_of(w) is None
+    assert store.open_workspace(w, "proj", ["active_work", "skip_list"], NOW) is True
+    assert store.open_workspace(w, "other", ["activity_log"], NOW + timedelta(hours=1)) is False  # nothing changes
+    record = store.workspace_of(w)
+    assert record is not None and (record.namespace, record.name, record.created_at) == ("alice:proj", "proj", NOW)
+    assert [s.section for s in store.sections(w)] == ["active_work", "skip_list"]
+    assert store.sections(A) == []  # the workspace's sections are its own
+    store.open_workspace(A, "alice", [], NOW)
+    store.open_workspace(AgentScope("alicex"), "alicex", [], NOW)  # a longer name, not a workspace of alice
+    store.open_workspace(AgentScope("bob:proj"), "proj", [], NOW)
+    assert [r.namespace for r in store.list_workspaces(A)] == ["alice:proj", "alice"]
+    assert [r.namespace for r in store.list_workspaces(w)] == ["alice:proj"]
+    assert [r.namespace for r in store.list_workspaces(B)] == ["bob:proj"]
+    assert [r.namespace for r in store.list_workspaces(SYSTEM)] == ["alice:proj", "alice", "alicex", "bob:proj"]
+
+
+def test_the_working_memory_summary_counts_the_namespace(app: Any) -> None:
+    store: WorkingMemoryStore = app.store
+    empty = store.working_memory_summary(A)
+    assert (empty.items, empty.sections, empty.items_updated, empty.sections_updated) == ({}, 0, None, None)
+    store.add_item(A, item("item-1"))
+    store.add_item(A, item("item-2", category="skip_list", created=NOW + timedelta(hours=2)))
+    store.add_item(A, item("item-3", status="archived"))
+    store.add_item(B, item("item-4", "bob"))
+    store.add_sections(A, ["active_work"], NOW + timedelta(hours=1))
+    summary = store.working_memory_summary(A)
+    assert summary.items == {("active", "active_work"): 1, ("active", "skip_list"): 1, ("archived", "active_work"): 1}
+    assert (summary.sections, summary.items_updated, summary.sections_updated) == (1, NOW + timedelta(hours=2), NOW + timedelta(hours=1))

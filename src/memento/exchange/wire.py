@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 from ..fields import AgentId
 from ..models import FragmentType, MemorySystem, PrivacyScope, RelationType, TTLTier
 from ..storage.records import FRAGMENTS, LINKS, NESTED, RECORD_TABLES, RecordTable
+from ..storage.workmem import ItemCategory, ItemStatus
 
 FORMAT = "memento-export"
 VERSION = 2
@@ -91,6 +92,13 @@ COLUMN_TYPES: dict[str, tuple[Any, Any]] = {
     "item_id": (Annotated[str, StringConstraints(min_length=1, max_length=200)] | None, None),
     "path": (Annotated[str, StringConstraints(min_length=1, max_length=1000)] | None, None),
     "label": (Annotated[str, StringConstraints(max_length=100)] | None, None),
+    # 003's working memory
+    "section": (Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")], ...),
+    "category": (ItemCategory, ...),
+    "title": (Annotated[str, StringConstraints(min_length=1, max_length=500)], ...),
+    "status": (ItemStatus, "active"),
+    "priority": (Annotated[int, Field(ge=0, le=10)], 0),
+    "next_action": (Annotated[str, StringConstraints(max_length=2000)] | None, None),
 }
 COLUMN_TYPES.update(
     {  # seed 003's skip list and identity crystal snapshots

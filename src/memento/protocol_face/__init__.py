@@ -15,10 +15,15 @@ from typing import TYPE_CHECKING
 
 from ..access import call_scope, writable_scope
 from ..models import AgentScope, CallContext, Complete
+from .context import ContextCall
 from .distill import Distiller
+from .health import Health, HealthPart
 from .identity import Identity
+from .items import Items
 from .memories import Memories
+from .sections import Sections
 from .skips import Skips
+from .workspaces import Workspaces
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -33,7 +38,20 @@ class ProtocolFace:
         self.memories = Memories(self)  # memories with expiry and linkages (memories.py)
         self.skips = Skips(self)
         self.identity = Identity(self)
-        self.distill = Distiller(self)
+        self.items = Items(self)  # working-memory items (items.py)
+        self.sections = Sections(self)  # the legacy markdown sections (sections.py)
+        self.workspaces = Workspaces(self)  # workspace records (workspaces.py)
+        self.health = Health(self)  # memento_health (health.py)
+        self.context = ContextCall(self)  # the context call (context.py)
+        self.distill = Distiller(self)  # distillation (distill.py)
+        self.health_parts: list[HealthPart] = [self._skip_health, self._identity_health]  # memento_health's other parts
+
+    def _skip_health(self, scope: AgentScope, ctx: CallContext) -> tuple[str, dict[str, object]]:
+        return "skip_list", {"active": len(self.skips.store.skip_entries(scope, self.service.clock()))}
+
+    def _identity_health(self, scope: AgentScope, ctx: CallContext) -> tuple[str, dict[str, object]]:
+        latest, total = self.identity.store.identities(scope, 1)
+        return "identity", {"snapshots": total, "latest_at": latest[0].created_at.isoformat() if latest else None}
 
     def language_model(self, ctx: CallContext) -> Complete | None:
         """The model that drafts for this call: the operator's configured one, else the one the
@@ -46,14 +64,17 @@ class ProtocolFace:
         self.opened(scope, ctx)
         return scope
 
-    def write_scope(self, ctx: CallContext) -> AgentScope:
-        """The namespace a changing call works in (refused for read-only credentials)."""
+    def write_scope(self, ctx: CallContext, *, open_workspace: bool = True) -> AgentScope:
+        """The namespace a changing call works in (refused for read-only credentials); its named
+        workspace is opened unless `open_workspace` is False (memento_init opens it itself)."""
         scope = writable_scope(None, ctx, self.service.settings.shared_pool, pool=False)
-        self.opened(scope, ctx)
+        if open_workspace:
+            self.opened(scope, ctx)
         return scope
 
     def opened(self, scope: AgentScope, ctx: CallContext) -> None:
         """A call in `scope` arrived: a workspace named for the first time is created here."""
+        self.workspaces.opened(scope, ctx)
 
 
 __all__ = ["ProtocolFace"]

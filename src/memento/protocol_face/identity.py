@@ -198,10 +198,8 @@ class Identity:
     # ------------------------------------------------------------ helpers
 
     def _work_items(self, ctx: CallContext) -> list[Any]:
-        """The working-memory part's active and paused items (`face.items.for_context`). That part
-        is built apart from this one: until it is there, a crystal has no items (the merge point)."""
-        items = getattr(self.face, "items", None)
-        return [] if items is None else list(items.for_context(ctx))
+        """The working-memory part's active and paused items (`face.items.for_context`)."""
+        return list(self.face.items.for_context(ctx))
 
     def _draft(self, material: crystal.Material, ctx: CallContext) -> tuple[str, Literal["model", "extractive"]]:
         complete = self.face.language_model(ctx)

@@ -11,7 +11,7 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from ..endpoint import RequestGate
-from . import problems, v1_distill, v1_identity, v1_memories, v1_skips
+from . import problems, v1_context, v1_distill, v1_identity, v1_items, v1_memories, v1_skips
 from .guard import RestGuard
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ def create_v1_api(app: App, gate: RequestGate) -> ASGIApp:
     api.include_router(v1_memories.router(app))
     api.include_router(v1_skips.router(app))
     api.include_router(v1_identity.router(app))
+    api.include_router(v1_context.router(app))
+    api.include_router(v1_items.router(app))  # working memory, workspaces, health
     api.include_router(v1_distill.router(app))
 
     def openapi() -> dict[str, Any]:

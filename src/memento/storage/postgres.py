@@ -42,6 +42,7 @@ from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .postgres_skips import PostgresSkips
+from .postgres_workmem import PostgresWorkMemory
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
@@ -63,6 +64,7 @@ from .protocol import (
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
+from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
 
@@ -107,6 +109,7 @@ class PostgresStore:
         self.linkages = PostgresLinkages(self.db)
         self.skiplist = PostgresSkips(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
+        self.workmem = PostgresWorkMemory(self.db)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -447,3 +450,41 @@ class PostgresStore:
 
     def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
         return self.skiplist.identities(scope, limit)
+
+    # ------------------------------------------------------------ 003 working memory (postgres_workmem.py)
+
+    def add_item(self, scope: AgentScope, item: WorkItem) -> None:
+        self.workmem.add_item(scope, item)
+
+    def get_item(self, scope: AgentScope, item_id: str) -> WorkItem | None:
+        return self.workmem.get_item(scope, item_id)
+
+    def update_item(self, scope: AgentScope, item_id: str, changes: ItemChanges, now: datetime) -> WorkItem | None:
+        return self.workmem.update_item(scope, item_id, changes, now)
+
+    def delete_item(self, scope: AgentScope, item_id: str) -> bool:
+        return self.workmem.delete_item(scope, item_id)
+
+    def list_items(self, scope: AgentScope, query: ItemQuery) -> tuple[list[WorkItem], int]:
+        return self.workmem.list_items(scope, query)
+
+    def sections(self, scope: AgentScope) -> list[Section]:
+        return self.workmem.sections(scope)
+
+    def put_section(self, scope: AgentScope, section: str, content: str, now: datetime, max_sections: int) -> tuple[Section, bool]:
+        return self.workmem.put_section(scope, section, content, now, max_sections)
+
+    def add_sections(self, scope: AgentScope, names: Sequence[str], now: datetime) -> int:
+        return self.workmem.add_sections(scope, names, now)
+
+    def open_workspace(self, scope: AgentScope, name: str, sections: Sequence[str], now: datetime) -> bool:
+        return self.workmem.open_workspace(scope, name, sections, now)
+
+    def workspace_of(self, scope: AgentScope) -> WorkspaceRecord | None:
+        return self.workmem.workspace_of(scope)
+
+    def list_workspaces(self, scope: AgentScope) -> list[WorkspaceRecord]:
+        return self.workmem.list_workspaces(scope)
+
+    def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
+        return self.workmem.working_memory_summary(scope)

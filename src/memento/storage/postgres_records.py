@@ -19,6 +19,7 @@ from .records import (
     ALREADY_PRESENT,
     ENTITIES,
     FRAGMENTS,
+    ITEMS,
     LINKS,
     NESTED,
     RecordQuery,
@@ -33,6 +34,7 @@ from .records import (
     shared_with,
     split_nested,
 )
+from .workmem import folded_text
 
 
 class PostgresRecords:
@@ -161,6 +163,9 @@ def _plain(row: dict[str, Any]) -> dict[str, object]:
 
 def _insert(cur: Cursor, spec: RecordTable, row: dict[str, object], embedding_model: str | None) -> bool:
     values: dict[str, object] = {c: _pg_value(c, row.get(c), nullable=spec.nested) for c in spec.columns}
+    if spec is ITEMS:  # the search text is derived, not carried
+        action = row.get("next_action")
+        values["folded"] = folded_text(str(row["title"]), str(row.get("content") or ""), None if action is None else str(action))
     if spec is ENTITIES:
         values["name_key"] = name_key(str(row["name"]))
         vector = row.get("embedding")

@@ -26,6 +26,7 @@ from ..models import (
     memory_system_for,
     privacy_for,
 )
+from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
     from .records import RecordQuery, RestoreOutcome
@@ -415,6 +416,9 @@ BULK_TABLES: tuple[str, ...] = (
     "memory_linkages",
     "skip_list",
     "identity_snapshots",
+    "workspaces",
+    "working_memory_sections",
+    "working_memory_items",
 )
 BULK_KEYS: dict[str, str] = {
     "fragments": "seq",
@@ -429,6 +433,9 @@ BULK_KEYS: dict[str, str] = {
     "memory_linkages": "id",
     "skip_list": "seq",
     "identity_snapshots": "seq",
+    "workspaces": "seq",
+    "working_memory_sections": "seq",
+    "working_memory_items": "seq",
 }
 # The columns copied, the same on every backend (fragments add seq, embedding, embedding_model).
 BULK_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -517,6 +524,22 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
     # a skip entry's vector is not copied: it is embedded again when checked
     "skip_list": ("id", "agent_id", "item", "reason", "expires_at", "created_at"),
     "identity_snapshots": ("id", "agent_id", "crystal", "source", "source_count", "created_at"),
+    "workspaces": ("agent_id", "name", "created_at"),
+    "working_memory_sections": ("agent_id", "section", "content", "updated_at"),
+    "working_memory_items": (
+        "id",
+        "agent_id",
+        "category",
+        "title",
+        "content",
+        "status",
+        "priority",
+        "tags",
+        "next_action",
+        "folded",
+        "created_at",
+        "updated_at",
+    ),
 }
 
 
@@ -952,6 +975,66 @@ class IdentityStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- 003 working memory (storage/workmem.py)
+
+
+class WorkingMemoryStore(Protocol):
+    """Seed 003's working memory: items, the legacy markdown sections and the workspace records.
+    Every row belongs to exactly one namespace: each method reads and changes only rows of
+    `scope.agent_id` (never the shared pool's, nor every agent's for the maintenance scope),
+    except `list_workspaces`."""
+
+    def add_item(self, scope: AgentScope, item: WorkItem) -> None:
+        """Store a new item as the scope's (its `agent_id` is the scope's)."""
+        ...
+
+    def get_item(self, scope: AgentScope, item_id: str) -> WorkItem | None: ...
+    def update_item(self, scope: AgentScope, item_id: str, changes: ItemChanges, now: datetime) -> WorkItem | None:
+        """Apply `changes` to the scope's item in one transaction; the item as stored, None when the
+        scope has no such item."""
+        ...
+
+    def delete_item(self, scope: AgentScope, item_id: str) -> bool:
+        """Delete the scope's item; whether there was one."""
+        ...
+
+    def list_items(self, scope: AgentScope, query: ItemQuery) -> tuple[list[WorkItem], int]:
+        """A page of the scope's items the query selects, in its order, and how many it selects in all."""
+        ...
+
+    def sections(self, scope: AgentScope) -> list[Section]:
+        """The scope's sections in the order they were created."""
+        ...
+
+    def put_section(self, scope: AgentScope, section: str, content: str, now: datetime, max_sections: int) -> tuple[Section, bool]:
+        """Replace a section's content, creating the section when missing (True: created); a new
+        section beyond `max_sections` is refused (InvalidArgument), changing nothing."""
+        ...
+
+    def add_sections(self, scope: AgentScope, names: Sequence[str], now: datetime) -> int:
+        """Create the named sections the scope lacks, empty; how many were new."""
+        ...
+
+    def open_workspace(self, scope: AgentScope, name: str, sections: Sequence[str], now: datetime) -> bool:
+        """Create the scope's workspace record (named `name`) and its sections, in one transaction,
+        unless the record exists (then nothing changes); whether this call created it. Two callers
+        at once create one record."""
+        ...
+
+    def workspace_of(self, scope: AgentScope) -> WorkspaceRecord | None:
+        """The scope's own workspace record."""
+        ...
+
+    def list_workspaces(self, scope: AgentScope) -> list[WorkspaceRecord]:
+        """The workspace records of the scope's namespace and of the namespaces `<agent>:<name>`
+        inside it; every record for the maintenance scope. By namespace."""
+        ...
+
+    def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
+        """Counts and latest changes of the scope's items and sections (the health report)."""
+        ...
+
+
 class AppStore(
     Store,
     EntityStore,
@@ -967,6 +1050,7 @@ class AppStore(
     LinkageStore,
     SkipStore,
     IdentityStore,
+    WorkingMemoryStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

@@ -158,8 +158,33 @@ IDENTITIES = RecordTable(
     "identity_snapshots", "identity", "seq", ("id", "agent_id", "crystal", "source", "source_count", "created_at"), unique_id=True
 )
 
+# Seed 003's working memory (migration 0013): a namespace's workspace record, its markdown
+# sections (one per name) and its items (their `folded` search text is derived again on restore).
+WORKSPACES = RecordTable("workspaces", "workspace", "seq", ("agent_id", "name", "created_at"))
+SECTIONS = RecordTable("working_memory_sections", "section", "seq", ("agent_id", "section", "content", "updated_at"))
+ITEMS = RecordTable(
+    "working_memory_items",
+    "item",
+    "seq",
+    ("id", "agent_id", "category", "title", "content", "status", "priority", "tags", "next_action", "created_at", "updated_at"),
+    unique_id=True,
+)
+
 # In restore order: every table after the ones its rows name.
-RECORD_TABLES: tuple[RecordTable, ...] = (FRAGMENTS, VERSIONS, LINKS, ENTITIES, RELATIONS, ENTITY_LINKS, LINKAGES, SKIPS, IDENTITIES)
+RECORD_TABLES: tuple[RecordTable, ...] = (
+    FRAGMENTS,
+    VERSIONS,
+    LINKS,
+    ENTITIES,
+    RELATIONS,
+    ENTITY_LINKS,
+    LINKAGES,
+    SKIPS,
+    IDENTITIES,
+    WORKSPACES,
+    SECTIONS,
+    ITEMS,
+)
 TABLES: dict[str, RecordTable] = {t.table: t for t in RECORD_TABLES}
 NESTED: tuple[RecordTable, ...] = tuple(t for t in RECORD_TABLES if t.nested)
 

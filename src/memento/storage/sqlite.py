@@ -55,7 +55,9 @@ from .sqlite_search import SQLiteSearch
 from .sqlite_skips import SQLiteSkips
 from .sqlite_sql import parse_ts, ts
 from .sqlite_vectors import SQLiteVectorSource
+from .sqlite_workmem import SQLiteWorkMemory
 from .vectors import VectorIndex
+from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 __all__ = ["SQLiteStore", "parse_ts", "ts"]
 
@@ -105,6 +107,7 @@ class SQLiteStore:
         self.linkages = SQLiteLinkages(self.db)
         self.skiplist = SQLiteSkips(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
+        self.workmem = SQLiteWorkMemory(self.db)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -432,3 +435,41 @@ class SQLiteStore:
 
     def identities(self, scope: AgentScope, limit: int) -> tuple[list[StoredIdentity], int]:
         return self.skiplist.identities(scope, limit)
+
+    # ------------------------------------------------------------ 003 working memory (sqlite_workmem.py)
+
+    def add_item(self, scope: AgentScope, item: WorkItem) -> None:
+        self.workmem.add_item(scope, item)
+
+    def get_item(self, scope: AgentScope, item_id: str) -> WorkItem | None:
+        return self.workmem.get_item(scope, item_id)
+
+    def update_item(self, scope: AgentScope, item_id: str, changes: ItemChanges, now: datetime) -> WorkItem | None:
+        return self.workmem.update_item(scope, item_id, changes, now)
+
+    def delete_item(self, scope: AgentScope, item_id: str) -> bool:
+        return self.workmem.delete_item(scope, item_id)
+
+    def list_items(self, scope: AgentScope, query: ItemQuery) -> tuple[list[WorkItem], int]:
+        return self.workmem.list_items(scope, query)
+
+    def sections(self, scope: AgentScope) -> list[Section]:
+        return self.workmem.sections(scope)
+
+    def put_section(self, scope: AgentScope, section: str, content: str, now: datetime, max_sections: int) -> tuple[Section, bool]:
+        return self.workmem.put_section(scope, section, content, now, max_sections)
+
+    def add_sections(self, scope: AgentScope, names: Sequence[str], now: datetime) -> int:
+        return self.workmem.add_sections(scope, names, now)
+
+    def open_workspace(self, scope: AgentScope, name: str, sections: Sequence[str], now: datetime) -> bool:
+        return self.workmem.open_workspace(scope, name, sections, now)
+
+    def workspace_of(self, scope: AgentScope) -> WorkspaceRecord | None:
+        return self.workmem.workspace_of(scope)
+
+    def list_workspaces(self, scope: AgentScope) -> list[WorkspaceRecord]:
+        return self.workmem.list_workspaces(scope)
+
+    def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
+        return self.workmem.working_memory_summary(scope)

@@ -16,6 +16,7 @@ from .records import (
     ALREADY_PRESENT,
     ENTITIES,
     FRAGMENTS,
+    ITEMS,
     LINKS,
     NESTED,
     RecordQuery,
@@ -33,6 +34,7 @@ from .records import (
 from .sqlite_bulk import _export_row, _sqlite_value
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import SQLITE, _index_text
+from .workmem import folded_text
 
 
 class SQLiteRecords:
@@ -176,6 +178,8 @@ class SQLiteRecords:
 
     def _insert(self, conn: sqlite3.Connection, spec: RecordTable, row: dict[str, object]) -> bool:
         values: dict[str, object] = {c: _sqlite_value(c, row.get(c)) for c in spec.columns}
+        if spec is ITEMS:  # the search text is derived, not carried
+            values["folded"] = folded_text(str(row["title"]), str(row.get("content") or ""), _text(row.get("next_action")))
         if spec is ENTITIES:
             values["name_key"] = name_key(str(row["name"]))
             vector = row.get("embedding")
@@ -198,6 +202,10 @@ class SQLiteRecords:
                     return f"an entity of this name is already stored as {other[0]}"
             return "conflicts with a stored row"
         return ALREADY_PRESENT
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _marks(values: Sequence[Any]) -> str:
