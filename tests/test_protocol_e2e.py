@@ -221,6 +221,10 @@ def a_calls(ids: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("memento_identity_crystallize", {"dry_run": True}),
         ("memento_health", {}),
         ("memento_init", {}),
+        (
+            "memento_extract",
+            {"transcript": "User: We decided to ship the launch code rollout notes on Monday. Always run the migration first."},
+        ),
     ]
 
 
@@ -260,6 +264,7 @@ async def test_no_protocol_tool_or_route_lets_one_agent_reach_anothers_records(s
                 ("GET", "/identity/history", None),
                 ("GET", "/health", None),
                 ("GET", "/workspaces", None),
+                ("POST", "/distill", {"transcript": "User: We decided to ship the launch code rollout notes on Monday.", "dry_run": True}),
             ]:
                 reply = rest.request(method, path, json=body)
                 assert reply.status_code < 500, (method, path, reply.text)
@@ -285,7 +290,7 @@ async def test_a_read_only_key_is_refused_by_every_writing_tool_and_route(server
         "memento_identity_update": {"crystal": "written by a read-only key"},
         "memento_identity_crystallize": {},
         "memento_init": {},
-        "memento_extract": {"transcript": "We decided to deploy on Tuesdays from now on."},
+        "memento_extract": {"transcript": "User: We decided to use Redis 7 for the session cache."},
     }
     async with connect(server, KEY_A_RO) as ro:
         listed = {tool.name: tool for tool in (await ro.list_tools()).tools if tool.name.startswith("memento_")}
