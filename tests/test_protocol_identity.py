@@ -207,7 +207,7 @@ def test_a_hard_forget_deletes_the_snapshots_quoting_the_erased_memory(service: 
     bobs = write(service, "Bob heard: The vault passphrase hint is a purple heron over the quay", BOB)
     fid = service.recall(RecallInput(text="purple heron quay"), ALICE).fragments[0].id
     result = service.forget(ForgetInput(id=fid, mode=ForgetMode.HARD, force=True), ALICE)
-    assert result.receipt is not None and result.receipt.locations.get("identity_crystals") == 2
+    assert result.receipt is not None and result.receipt.locations.get("identityCrystals") == 2
     history = service.protocol.identity.history(IdentityHistoryInput(include_text=True), ALICE)
     assert [h.id for h in history.snapshots] == [kept.id]
     assert service.protocol.identity.latest(BOB) is None and bobs.id

@@ -129,7 +129,7 @@ MIN_QUOTE_CHARS = 12  # shorter texts are too common to tell a quote from a coin
 class Identity:
     """The identity crystal of the caller's namespace."""
 
-    name = "identity_crystals"  # the erasure receipt's location (ErasureParticipant)
+    name = "identityCrystals"  # the erasure receipt's location (ErasureParticipant)
 
     def __init__(self, face: ProtocolFace) -> None:
         self.face = face
