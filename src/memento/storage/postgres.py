@@ -118,6 +118,12 @@ class PostgresStore:
         with self.db.tx(SYSTEM):
             yield
 
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """The store calls inside run for real in one transaction that is rolled back (a dry run)."""
+        with self.db.rehearsal():
+            yield
+
     def ping(self) -> None:
         self.db.ping()
 
