@@ -5,13 +5,13 @@ rehearsal rolled back: it reports exactly what the real run then does and change
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 import numpy as np
 import pytest
-from pydantic.alias_generators import to_camel
 from conftest import Clock
+from pydantic.alias_generators import to_camel
 from test_lifecycle import duplicates_allowed
 
 from memento.app import App, build_app
@@ -77,10 +77,14 @@ def consolidate(service: MemoryService, **kw: Any) -> ConsolidateResult:
     return service.memory_consolidate(ConsolidateInput.model_validate(kw), CallContext())
 
 
-def dump(store: AppStore) -> dict[str, list[dict[str, object]]]:
+def dump(store: object) -> dict[str, list[dict[str, object]]]:
     """Every row of every table a whole-store copy moves (fragments with their vectors)."""
-    plain = lambda v: v.tolist() if isinstance(v, np.ndarray) else v  # noqa: E731
-    return {table: [{k: plain(v) for k, v in row.items()} for row in store.export_rows(table, -1, 1_000_000)] for table in BULK_TABLES}
+    bulk = cast(AppStore, store)
+
+    def plain(v: object) -> object:
+        return v.tolist() if isinstance(v, np.ndarray) else v
+
+    return {table: [{k: plain(v) for k, v in row.items()} for row in bulk.export_rows(table, -1, 1_000_000)] for table in BULK_TABLES}
 
 
 def comparable(result: ConsolidateResult) -> dict[str, object]:
@@ -95,7 +99,10 @@ def comparable(result: ConsolidateResult) -> dict[str, object]:
 def busy_store(service: MemoryService, clock: Clock, embedder: SwitchableEmbedder) -> dict[str, str]:
     """A store in which every stage has work on day 95 (the clock's start is day 0)."""
     start = clock.now
-    at = lambda day: start + timedelta(days=day)  # noqa: E731
+
+    def at(day: int) -> datetime:
+        return start + timedelta(days=day)
+
     ids: dict[str, str] = {}
     ids["episode"] = remember(service, "the launch-day story", type="episode")  # retention: 90 days
     clock.now = at(30)
