@@ -21,7 +21,7 @@ import numpy as np
 
 from ..models import AgentScope, Fragment, FragmentType, RecordFields
 from ..retrieval.search import calibrate
-from ..storage.protocol import REINFORCEMENT, EntityStore, FragmentChanges, SearchFilter, Store, VersionRecord
+from ..storage.protocol import REINFORCEMENT, EntityStore, FragmentChanges, Store, VersionRecord
 
 MAX_CONSOLIDATION = 5_000  # newest memories one consolidation compares
 _BLOCK = 512  # rows of the similarity matrix computed at once (memory stays O(block · n))
@@ -85,21 +85,19 @@ class Merger:
         self.baseline = baseline  # the embedding model's cosine baseline (retrieval.search.baseline_for)
 
     def clusters(self, scope: AgentScope, threshold: float) -> list[Cluster]:
-        """The clusters among the scope's newest MAX_CONSOLIDATION memories it may change."""
-        candidates = [
-            f
-            for f in self.store.recent(scope, SearchFilter(), MAX_CONSOLIDATION)
-            if scope.may_change(f) and f.memory_key is None and f.session_id is None
-        ]
-        vectors = self.store.embeddings_of(scope, [f.id for f in candidates]) if len(candidates) > 1 else {}
-        fragments = [f for f in candidates if f.id in vectors]
-        if len(fragments) < 2:
+        """The clusters among the scope's newest MAX_CONSOLIDATION memories with a stored vector.
+        Only the memories with a neighbour above the threshold are loaded."""
+        stored = self.store.recent_embeddings(scope, MAX_CONSOLIDATION)
+        if len(stored) < 2:
             return []
-        matrix = np.stack([vectors[f.id] for f in fragments]).astype(np.float32)
+        matrix = np.stack([v for _, v in stored]).astype(np.float32)
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         baseline = self.baseline()
-        neighbours = _neighbours(matrix, baseline + threshold * (1.0 - baseline))
-        order = sorted(range(len(fragments)), key=lambda i: (-fragments[i].confidence, fragments[i].created_at, fragments[i].id))
+        pairs = _neighbours(matrix, baseline + threshold * (1.0 - baseline))
+        involved = [stored[i][0] for i in sorted(pairs)]
+        loaded = {f.id: f for f in self.store.get_many(scope, involved) if scope.may_change(f)}
+        fragments = {i: loaded[stored[i][0]] for i in pairs if stored[i][0] in loaded}
+        order = sorted(fragments, key=lambda i: (-fragments[i].confidence, fragments[i].created_at, fragments[i].id))
         rank = {i: n for n, i in enumerate(order)}
         taken: set[int] = set()
         found: list[Cluster] = []
@@ -110,7 +108,7 @@ class Merger:
             digits = numbers(primary.detail or primary.content)
             members = [
                 (j, calibrate(cosine, baseline))
-                for j, cosine in sorted(neighbours.get(i, {}).items(), key=lambda item: rank[item[0]])
+                for j, cosine in sorted(((j, c) for j, c in pairs[i].items() if j in fragments), key=lambda item: rank[item[0]])
                 if j not in taken and _absorbable(fragments[j], primary, digits) and calibrate(cosine, baseline) > threshold
             ]
             if members:

@@ -295,6 +295,11 @@ class Store(Protocol):
         """The stored vectors (the current embedding model's) of these visible fragments."""
         ...
 
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, stored vector) of the `limit` newest visible fragments that have one of the current
+        model, working memory and keyed memories apart; newest first (001 §6.2 merging)."""
+        ...
+
 
 class EntityStore(Protocol):
     """The entity graph of 001 §2.2-§2.4. Entities, relations and associations belong to one

@@ -275,6 +275,9 @@ class SQLiteStore:
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
 
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        return self.feedback.recent_embeddings(scope, limit)
+
     # ------------------------------------------------------------ 003 linkages (sqlite_linkages.py)
 
     def add_linkages(self, scope: AgentScope, fragment_id: str, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
