@@ -18,7 +18,7 @@ from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.protocol import EmbeddingFailed
 from memento.errors import InvalidArgument
-from memento.lifecycle.consolidate import STAGES
+from memento.lifecycle.consolidate import DEFAULT_ID_LIMIT, STAGES
 from memento.models import AgentScope, CallContext, ConsolidateInput, ForgetInput, LinkInput, RecallInput, RememberInput
 from memento.results import ConsolidateResult
 from memento.service import MemoryService
@@ -150,11 +150,11 @@ def test_a_dry_run_reports_exactly_what_the_real_run_does_and_changes_nothing(
         calls = embedder.passages
         events: list[object] = []
         service.add_listener(events.append)
-        dry = consolidate(service, dryRun=True, idLimit=1000)
+        dry = consolidate(service, dryRun=True)
         assert dump(store) == before  # not one row changed
         assert embedder.passages == calls and events == []  # the provider not called, nothing announced
         assert dry.dry_run and dry.stages == [to_camel(s) for s in STAGES]
-        real = consolidate(service, idLimit=1000)
+        real = consolidate(service)
     assert not real.dry_run and events  # the real run announces itself
     assert comparable(dry) == comparable(real)
     done = real.dump()
@@ -181,14 +181,15 @@ def test_a_dry_run_reports_exactly_what_the_real_run_does_and_changes_nothing(
 
 
 def test_ids_are_capped_per_stage_with_a_truncated_flag(service: MemoryService, clock: Clock) -> None:
-    for n in range(5):
+    for n in range(DEFAULT_ID_LIMIT + 3):
         remember(service, f"procedure {n}: restart worker {n}", type="procedure", importance=0.6)
     clock.now += timedelta(days=8)
-    dry = consolidate(service, dryRun=True, idLimit=2, stages=["hotToWarm"])
-    real = consolidate(service, idLimit=2, stages=["hotToWarm"])
-    assert dry.hot_to_warm == real.hot_to_warm == 5
+    dry = consolidate(service, dryRun=True, stages=["hotToWarm"])
+    real = consolidate(service, stages=["hotToWarm"])
+    assert dry.hot_to_warm == real.hot_to_warm == DEFAULT_ID_LIMIT + 3
     assert dry.changed["hotToWarm"] == real.changed["hotToWarm"]
-    assert len(real.changed["hotToWarm"].ids) == 2 and real.changed["hotToWarm"].truncated
+    listed = real.changed["hotToWarm"].ids
+    assert len(listed) == DEFAULT_ID_LIMIT and listed == sorted(listed) and real.changed["hotToWarm"].truncated
 
 
 def test_a_run_limited_to_stages_reports_the_others_as_null(service: MemoryService, clock: Clock) -> None:
@@ -210,8 +211,8 @@ def test_an_unknown_stage_is_refused_listing_the_known_ones_and_nothing_runs(ser
         consolidate(service, stages=["hotToWarm", "compact"])
     assert "'compact'" in str(refused.value) and "hotToWarm" in str(refused.value) and "merged" in str(refused.value)
     assert service.store.get_many(SYSTEM, [hot])[0].ttl_tier.value == "hot"  # hotToWarm did not run either
-    with pytest.raises(ValueError):
-        ConsolidateInput.model_validate({"stages": []})  # an empty list is not "all"
+    with pytest.raises(InvalidArgument):
+        consolidate(service, stages=[])  # an empty list is not "all"
 
 
 def test_access_statistics_are_flushed_before_a_limited_run(service: MemoryService, clock: Clock) -> None:

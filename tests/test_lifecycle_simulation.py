@@ -31,7 +31,7 @@ def remember(service: MemoryService, content: str, ctx: CallContext | None = Non
 
 
 def consolidate(service: MemoryService) -> ConsolidateResult:
-    return service.memory_consolidate(ConsolidateInput(idLimit=1000), CallContext())
+    return service.memory_consolidate(ConsolidateInput(), CallContext())
 
 
 def recall(service: MemoryService, keyword: str) -> list[str]:

@@ -495,6 +495,19 @@ def test_embeddings_of_gives_the_stored_vectors_of_visible_fragments(service: Me
     assert store.embeddings_of(A, []) == {}
 
 
+def test_recent_embeddings_are_the_newest_visible_vectors_without_working_or_keyed_memory(service: MemoryService, store: Store) -> None:
+    older = put(service, "an older note with a vector", created=NOW - timedelta(days=2))
+    newer = put(service, "a newer note with a vector", created=NOW - timedelta(days=1))
+    put(service, "a keyed note", memory_key="k1")
+    put(service, "bob's note", "bob")
+    got = store.recent_embeddings(A, 10)
+    assert [fid for fid, _ in got] == [newer, older]  # newest first; keyed and other namespaces apart
+    np.testing.assert_allclose(got[0][1], store.embeddings_of(A, [newer])[newer], rtol=1e-6)
+    assert [fid for fid, _ in store.recent_embeddings(A, 1)] == [newer]
+    store.soft_delete(A, [newer], NOW)
+    assert [fid for fid, _ in store.recent_embeddings(A, 10)] == [older]  # hidden ones are not compared
+
+
 def test_expire_retention_archives_past_each_systems_cutoff_and_keeps_the_exempt(service: MemoryService, store: Store) -> None:
     maintenance: MaintenanceStore = service.consolidator.maintenance
     old = NOW - timedelta(days=100)

@@ -549,11 +549,8 @@ class ConsolidateInput(OperationInput):
     """Run the maintenance pipeline and return per-stage counts."""
 
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
-    stages: list[Annotated[str, StringConstraints(max_length=40)]] | None = Field(
-        default=None, min_length=1, max_length=20, description='Only these stages, e.g. ["merged"] (default: all).'
-    )
-    dryRun: StrictBool = Field(default=False, description="Report what a run would do; change nothing.")
-    idLimit: Annotated[int, Strict(), Field(ge=0, le=1000)] = Field(default=20, description="Ids listed per stage.")
+    stages: list[str] | None = Field(default=None, max_length=20, description="Only these (default all).")
+    dryRun: StrictBool = Field(default=False, description="Change nothing; report.")
 
 
 class GraphExploreInput(OperationInput):

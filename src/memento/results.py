@@ -419,7 +419,7 @@ class StageChanges(Result):
     """The ids one consolidation stage changed (or, in a dry run, would change), sorted and capped."""
 
     ids: list[str]
-    truncated: bool  # more were changed than listed (idLimit)
+    truncated: bool  # more were changed than listed (20 per stage)
 
 
 class ConsolidateResult(Result):

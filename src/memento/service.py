@@ -724,7 +724,7 @@ class MemoryService:
         scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         if inp.agentId is None and ctx.agent_id is None:  # an unbound caller (the operator): every namespace
             scope = AgentScope(MAINTENANCE_SCOPE)
-        result = self.consolidator.run(scope, progress, stages=inp.stages, dry_run=inp.dryRun, id_limit=inp.idLimit)
+        result = self.consolidator.run(scope, progress, stages=inp.stages, dry_run=inp.dryRun)
         if result.dry_run:
             return result
         # A whole-store run is announced as the shared pool's change: every namespace sees that one.

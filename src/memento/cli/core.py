@@ -57,7 +57,6 @@ def register(sub: Any) -> None:
     cons.add_argument(
         "--dry-run", action="store_true", help="report what a run would do (counts and ids), change nothing; holds the SQLite write lock"
     )
-    cons.add_argument("--id-limit", type=int, default=None, help="ids listed per stage (default 20)")
     mig = sub.add_parser("migrate", help="copy a whole store (every agent) to another backend; resumable")
     mig.add_argument("--from", dest="source", required=True, help="sqlite:///path or postgresql://user@host/db")
     mig.add_argument("--to", dest="target", required=True, help="sqlite:///path or postgresql://owner@host/db (the schema owner)")
@@ -71,8 +70,6 @@ def _consolidate_payload(args: argparse.Namespace) -> dict[str, object]:
         payload["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
     if args.dry_run:
         payload["dryRun"] = True
-    if args.id_limit is not None:
-        payload["idLimit"] = args.id_limit
     return payload
 
 

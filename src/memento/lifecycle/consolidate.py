@@ -58,10 +58,12 @@ def select_stages(names: Sequence[str] | None, default: Sequence[str] = STAGES) 
     `default` when None. An unknown name is refused, listing the known ones; nothing runs."""
     if names is None:
         return tuple(s for s in STAGES if s in default)
+    known = ", ".join(to_camel(s) for s in STAGES)
+    if not names:
+        raise InvalidArgument(f"stages is empty: name one or more of {known}, or leave it out for all; nothing run")
     wanted = {to_snake(n) for n in names}
-    unknown = [n for n in names if to_snake(n) not in STAGES]
+    unknown = [n[:40] for n in names if to_snake(n) not in STAGES]
     if unknown:
-        known = ", ".join(to_camel(s) for s in STAGES)
         raise InvalidArgument(f"unknown consolidation stage(s) {', '.join(map(repr, unknown))}; known: {known}; nothing run")
     return tuple(s for s in STAGES if s in wanted)
 
