@@ -549,6 +549,8 @@ class ConsolidateInput(OperationInput):
     """Run the maintenance pipeline and return per-stage counts."""
 
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    stages: list[str] | None = Field(default=None, max_length=20, description="Only these (default all).")
+    dryRun: StrictBool = Field(default=False, description="Change nothing; report.")
 
 
 class GraphExploreInput(OperationInput):

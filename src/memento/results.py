@@ -415,23 +415,35 @@ class StatsResult(StoreStats):
     embedding_model: str | None
 
 
-class ConsolidateResult(Result):
-    """Per-stage counts of one consolidation run."""
+class StageChanges(Result):
+    """The ids one consolidation stage changed (or, in a dry run, would change), sorted and capped."""
 
-    hot_to_warm: int
-    warm_to_cold: int
-    expired: int
-    confidence_pruned: int  # below the effective-confidence floor (001 §4.5): archived or deleted
-    decayed: int
-    deduplicated: int
-    contradictions: int
-    contradiction_pairs: list[FragmentPair]
-    orphan_links_pruned: int
-    utility_recomputed: int
-    embeddings_backfilled: int
-    working_memory_expired: int
-    forgotten_purged: int = 0  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
-    retention_expired: int  # past its memory system's retention (004 §4.2): archived, restorable
+    ids: list[str]
+    truncated: bool  # more were changed than listed (20 per stage)
+
+
+class ConsolidateResult(Result):
+    """Per-stage counts of one consolidation run. A stage the run did not perform (`stages`) is
+    null, never 0; `changed` lists the ids of every performed stage that changes memories."""
+
+    stages: list[str] = Field(default_factory=list)  # the stages performed, in order (camelCase)
+    dry_run: bool = False  # a rehearsal: the counts and ids of what a real run would do; nothing changed
+    hot_to_warm: int | None = None
+    warm_to_cold: int | None = None
+    expired: int | None = None
+    confidence_pruned: int | None = None  # below the effective-confidence floor (001 §4.5): archived or deleted
+    decayed: int | None = None
+    deduplicated: int | None = None
+    merged: int | None = None  # absorbed into a cluster's primary (001 §6.2), their text in its version trail
+    contradictions: int | None = None
+    contradiction_pairs: list[FragmentPair] | None = None
+    orphan_links_pruned: int | None = None
+    utility_recomputed: int | None = None
+    embeddings_backfilled: int | None = None
+    working_memory_expired: int | None = None
+    forgotten_purged: int | None = None  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
+    retention_expired: int | None = None  # past its memory system's retention (004 §4.2): archived, restorable
+    changed: dict[str, StageChanges] = Field(default_factory=dict)  # by stage (camelCase); links as fromId>toId
     statistics: StoreStats
     elapsed_ms: float
 

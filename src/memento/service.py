@@ -22,7 +22,8 @@ from .entity_service import EntityService
 from .erasure import Erased, Erasure
 from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
-from .lifecycle.consolidate import ConfidencePrune, Consolidator, Retention
+from .lifecycle.consolidate import ConfidencePrune, Consolidator, MergeStage, Retention
+from .lifecycle.merge import Merger, MergeStore
 from .models import (
     DEFAULT_AGENT,
     AgentScope,
@@ -171,6 +172,12 @@ class MemoryService:
             prune=prune,
             retention=retention_of(settings),
             forget_retention=forget_retention,
+            merge=MergeStage(
+                Merger(cast(MergeStore, store), lambda: self.searcher.baseline),
+                settings.consolidation_similarity,
+                settings.merge_on_consolidate,
+            ),
+            pending=self.vectors.pending,
         )
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
@@ -712,20 +719,19 @@ class MemoryService:
     def memory_consolidate(
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
     ) -> ConsolidateResult:
-        """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
+        """Run the consolidation pipeline (or the stages named, or a dry run that changes nothing and
+        announces nothing); per-stage counts and ids. `progress(done, total, stage)` is optional."""
         scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         if inp.agentId is None and ctx.agent_id is None:  # an unbound caller (the operator): every namespace
             scope = AgentScope(MAINTENANCE_SCOPE)
-        result = self.consolidator.run(scope, progress)
+        result = self.consolidator.run(scope, progress, stages=inp.stages, dry_run=inp.dryRun)
+        if result.dry_run:
+            return result
         # A whole-store run is announced as the shared pool's change: every namespace sees that one.
         agent = DEFAULT_AGENT if scope.is_maintenance else scope.agent_id
-        self._emit(
-            ChangeEvent(
-                "consolidated",
-                agent,
-                details={"merged": result.deduplicated, "deleted": result.expired + result.confidence_pruned + result.retention_expired},
-            )
-        )
+        merged = (result.deduplicated or 0) + (result.merged or 0)
+        deleted = (result.expired or 0) + (result.confidence_pruned or 0) + (result.retention_expired or 0)
+        self._emit(ChangeEvent("consolidated", agent, details={"merged": merged, "deleted": deleted}))
         # The run also embedded what was stored without a vector: 001's "background sync done".
         self._emit(ChangeEvent("synced", agent, details={"timestamp": self.clock().isoformat()}))
         return result

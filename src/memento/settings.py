@@ -394,6 +394,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_CONSOLIDATION_THRESHOLD", "CONSOLIDATION_THRESHOLD"),
         description="Default similarity of consolidate_memories clusters, calibrated scale (001 §6.2).",
     )
+    merge_on_consolidate: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_MERGE_ON_CONSOLIDATE"),
+        description="The consolidation pipeline merges clusters of near-identical memories (its `merged` stage, 001 §6.2) in every run.",
+    )
     # ---- seed 004 (score profile §4.1/§7, retention per memory system §4.2/§7)
     score_profile: Literal["default", "004", "003"] = Field(
         "default",

@@ -53,10 +53,24 @@ def register(sub: Any) -> None:
     stats.add_argument("--agent", dest="agent_id")
     cons = sub.add_parser("consolidate", help="run the consolidation pipeline")
     cons.add_argument("--agent", dest="agent_id")
+    cons.add_argument("--stages", help="only these stages, comma-separated (e.g. merged,hotToWarm; default: all)")
+    cons.add_argument(
+        "--dry-run", action="store_true", help="report what a run would do (counts and ids), change nothing; holds the SQLite write lock"
+    )
     mig = sub.add_parser("migrate", help="copy a whole store (every agent) to another backend; resumable")
     mig.add_argument("--from", dest="source", required=True, help="sqlite:///path or postgresql://user@host/db")
     mig.add_argument("--to", dest="target", required=True, help="sqlite:///path or postgresql://owner@host/db (the schema owner)")
     mig.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
+
+
+def _consolidate_payload(args: argparse.Namespace) -> dict[str, object]:
+    """ConsolidateInput's fields from `memento consolidate`'s options."""
+    payload: dict[str, object] = {"agentId": args.agent_id} if args.agent_id else {}
+    if args.stages is not None:
+        payload["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
+    if args.dry_run:
+        payload["dryRun"] = True
+    return payload
 
 
 def _print_recall(result: RecallResult) -> None:
@@ -200,7 +214,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             payload = {"agentId": args.agent_id} if args.agent_id else {}
             _print_json(app.service.memory_stats(MemoryStatsInput.model_validate(payload), ctx))
         elif args.command == "consolidate":
-            payload = {"agentId": args.agent_id} if args.agent_id else {}
+            payload = _consolidate_payload(args)
             _print_json(app.service.memory_consolidate(ConsolidateInput.model_validate(payload), ctx))
     finally:
         app.close()

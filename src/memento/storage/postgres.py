@@ -118,6 +118,12 @@ class PostgresStore:
         with self.db.tx(SYSTEM):
             yield
 
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """The store calls inside run for real in one transaction that is rolled back (a dry run)."""
+        with self.db.rehearsal():
+            yield
+
     def ping(self) -> None:
         self.db.ping()
 
@@ -283,6 +289,9 @@ class PostgresStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        return self.feedback.recent_embeddings(scope, limit)
 
     # ------------------------------------------------------------ 003 linkages (postgres_linkages.py)
 

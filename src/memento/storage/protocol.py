@@ -216,6 +216,11 @@ class Store(Protocol):
         """One transaction around the store calls made inside it (on this thread): all or nothing."""
         ...
 
+    def rehearsal(self) -> AbstractContextManager[None]:
+        """One transaction around the store calls made inside it (on this thread), always rolled
+        back: they run for real and read their own writes, and nothing is kept (a dry run)."""
+        ...
+
     # fragments
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]: ...
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]: ...
@@ -290,6 +295,11 @@ class Store(Protocol):
         """The stored vectors (the current embedding model's) of these visible fragments."""
         ...
 
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, stored vector) of the `limit` newest visible fragments that have one of the current
+        model, working memory and keyed memories apart; newest first (001 §6.2 merging)."""
+        ...
+
 
 class EntityStore(Protocol):
     """The entity graph of 001 §2.2-§2.4. Entities, relations and associations belong to one
@@ -361,7 +371,8 @@ class EntityStore(Protocol):
 
 
 class MaintenanceStore(Protocol):
-    """The primitives of the consolidation pipeline (000 §8)."""
+    """The primitives of the consolidation pipeline (000 §8). Each stage returns the ids of the
+    fragments it changed (removed links as `from_id>to_id`), so a run can say what it did."""
 
     def demote(
         self,
@@ -371,33 +382,37 @@ class MaintenanceStore(Protocol):
         created_before: datetime,
         accessed_before: datetime | None,
         now: datetime | None = None,
-    ) -> int:
+    ) -> list[str]:
         """Move fragments in `from_tier` since before `created_before` (and unused since
         `accessed_before`) to `to_tier`; they enter it at `now`. One step per run."""
         ...
 
-    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int: ...
-    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int: ...
-    def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
+    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> list[str]: ...
+    def decay_importance(
+        self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime
+    ) -> list[str]: ...
+    def prune_low_confidence(
+        self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool
+    ) -> list[str]:
         """001 §4.5: memories below `threshold` effective confidence, the decay counted from the latest of
         creation, last access and tier entry (hot, permanent, pinned, anchored and working memory
-        apart), soft-deleted (`archive`) or deleted; how many."""
+        apart), soft-deleted (`archive`) or deleted; their ids."""
         ...
 
-    def deduplicate(self, scope: AgentScope) -> int: ...
+    def deduplicate(self, scope: AgentScope) -> list[str]: ...
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]: ...
-    def prune_orphan_links(self, scope: AgentScope) -> int: ...
-    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int: ...
-    def expire_sessions(self, idle_before: datetime) -> int: ...
-    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
+    def prune_orphan_links(self, scope: AgentScope) -> list[str]: ...
+    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> list[str]: ...
+    def expire_sessions(self, idle_before: datetime) -> list[str]: ...
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> list[str]:
         """004 §4.2: delete for good the soft-deleted memories (forget mode=soft, archived by the
-        confidence prune) whose deletion is older than `deleted_before`; how many."""
+        confidence prune) whose deletion is older than `deleted_before`; their ids."""
         ...
 
-    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> list[str]:
         """004 §4.2: soft-delete (at `now`, restorable) the memories of each system in `unused_since`
         whose latest of creation and last access is before its cutoff; pinned, anchored, keyed and
-        permanent-tier memories are kept. One statement; how many."""
+        permanent-tier memories are kept. One statement; their ids."""
         ...
 
 

@@ -92,7 +92,7 @@ class SQLiteStore:
                 dimensions,
                 embedding_model,
                 path.with_name(path.name + ".vectors"),
-                SQLiteVectorSource(self.db.reader, self.db.connect, embedding_model, dimensions),
+                SQLiteVectorSource(self.db.committed_reader, self.db.connect, embedding_model, dimensions),
                 ann_threshold=ann_threshold,
                 ef_search=ef_search,
             )
@@ -117,6 +117,12 @@ class SQLiteStore:
     def atomic(self) -> Iterator[None]:
         """One transaction around several store calls (a unit of work): all or nothing."""
         with self.db.tx():
+            yield
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """The store calls inside run for real in one transaction that is rolled back (a dry run)."""
+        with self.db.rehearsal():
             yield
 
     def ping(self, timeout_s: float = PING_TIMEOUT_S) -> None:
@@ -268,6 +274,9 @@ class SQLiteStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        return self.feedback.recent_embeddings(scope, limit)
 
     # ------------------------------------------------------------ 003 linkages (sqlite_linkages.py)
 
