@@ -15,6 +15,8 @@ from ..observe import Observer
 from ..results import ConsolidateResult, FragmentPair, StoreStats
 from ..settings import MemoryConfig
 from ..storage.protocol import MaintenanceStore, Store
+from .review import Reviews
+from .sleep import Sleep
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ STAGES = (
     "contradictions",
     "forgotten_purged",
     "orphan_links_pruned",
+    "sleep_consolidated",
+    "reviews_scheduled",
     "embeddings_backfilled",
     "statistics",
 )
@@ -82,7 +86,11 @@ class Consolidator:
         prune: ConfidencePrune | None = None,
         forget_retention: timedelta | None = None,
         retention: Retention | None = None,
+        sleep: Sleep | None = None,
+        reviews: Reviews | None = None,
     ) -> None:
+        self.sleep = sleep  # 004 §4.3 (lifecycle/sleep.py); None: the stage counts nothing
+        self.reviews = reviews  # 004 §4.2 spaced review (lifecycle/review.py)
         self.observers = observers or Observer()
         self.prune = prune or ConfidencePrune()
         self.retention = retention or Retention()
@@ -149,6 +157,9 @@ class Consolidator:
             ("contradictions", lambda: m.contradictions(scope)),
             ("forgotten_purged", purge),
             ("orphan_links_pruned", lambda: m.prune_orphan_links(scope)),
+            # Before the backfill: the semantic memories it makes are embedded by the same run.
+            ("sleep_consolidated", lambda: self.sleep.run(scope, now) if self.sleep else {"sleep_consolidated": 0}),
+            ("reviews_scheduled", lambda: self.reviews.schedule(scope, now) if self.reviews else 0),
             ("embeddings_backfilled", lambda: self.backfill(scope, None)),
         ]
         result: dict[str, Any] = {}
@@ -159,6 +170,8 @@ class Consolidator:
             if name == "contradictions":
                 result["contradictions"] = len(value)
                 result["contradiction_pairs"] = [FragmentPair(from_id=a, to_id=b) for a, b in value]
+            elif isinstance(value, dict):  # a stage with several counts
+                result.update(value)
             else:
                 result[name] = int(value)
         result["working_memory_expired"] = m.expire_sessions(now - self.session_ttl)
