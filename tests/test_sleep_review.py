@@ -7,7 +7,7 @@ and the 003 context call show due reviews within their budgets."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,13 @@ import pysqlite3.dbapi2 as sqlite3
 import pytest
 from conftest import Clock
 
-from memento.errors import InvalidArgument
+from memento.errors import NotFound
 from memento.models import (
     AgentScope,
     CallContext,
     ConsolidateInput,
     ContextInput,
+    ForgetInput,
     Fragment,
     LinkInput,
     MemoryStatsInput,
@@ -32,7 +33,7 @@ from memento.models import (
 from memento.protocol_face.context import ContextCallInput
 from memento.results import ConsolidateResult
 from memento.service import MemoryService
-from memento.storage.migrations import __name__ as migrations_package
+from memento.storage import migrations
 from memento.storage.protocol import ReviewCard, ReviewStore, SearchFilter
 from memento.storage.sqlite import SQLiteStore
 from memento.storage.sqlite_db import _statements
@@ -110,7 +111,7 @@ def test_a_forgotten_semantic_memory_is_not_made_again(service: MemoryService) -
         remember(service, text)
     consolidate(service)
     [made] = semantic(service, "agent-a")
-    service.forget(__import__("memento.models", fromlist=["ForgetInput"]).ForgetInput(id=made.id), A)
+    service.forget(ForgetInput(id=made.id), A)
     assert consolidate(service).sleep_consolidated == 0 and semantic(service, "agent-a") == []
 
 
@@ -212,7 +213,7 @@ def test_migration_0018_rebuilds_the_links_table_keeping_every_link(tmp_path: Pa
     conn = sqlite3.connect(str(path), isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    folder = Path(str(__import__(migrations_package, fromlist=["__file__"]).__file__)).parent / "sqlite"
+    folder = Path(str(migrations.__file__)).parent / "sqlite"
     for script in sorted(p for p in folder.glob("*.sql") if p.name < "0018"):  # as the runner applies them (sqlite_db.py)
         text = script.read_text()
         conn.execute("BEGIN")
@@ -249,7 +250,7 @@ def test_migration_0018_rebuilds_the_links_table_keeping_every_link(tmp_path: Pa
         assert "0018_sleep_review.sql" in store.migrations()
         indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'fragment_links'")}
         assert "fragment_links_to" in indexes
-        assert store.add_link(AgentScope("default"), "f0", "f2", RelationType.DERIVED_FROM, __import__("datetime").datetime.now())
+        assert store.add_link(AgentScope("default"), "f0", "f2", RelationType.DERIVED_FROM, datetime.now(UTC))
         assert db.execute("SELECT id FROM fragment_links WHERE relation_type = 'derived_from'").fetchone()[0] == 5  # never reuses 4
         assert db.execute("SELECT COUNT(*) FROM pragma_foreign_key_list('fragment_links')").fetchone()[0] == 2
         store.delete(AgentScope("default"), ["f2"])  # the cascade still holds
@@ -304,7 +305,7 @@ def test_a_recall_since_the_last_review_counts_as_reviewed(service: MemoryServic
     assert ids[0] not in show(service)
 
 
-def test_the_most_important_get_cards_pinned_first(service: MemoryService, settings: Any, clock: Clock) -> None:
+def test_the_most_important_get_cards_pinned_first(service: MemoryService) -> None:
     service.reviews.top = 2
     ids = important(service)
     pinned = remember(service, "Keeps the staging password in the vault.", type="fact", importance=0.1, record={"pinned": True})
@@ -371,7 +372,6 @@ def test_memory_stats_lists_the_forget_candidates(service: MemoryService, clock:
 def test_put_reviews_refuses_another_namespaces_memory(service: MemoryService, clock: Clock) -> None:
     [theirs, *_] = important(service, B)
     card = ReviewCard(theirs, "agent-b", clock.now, 1, 0, None, clock.now)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(NotFound):
         service.review_store.put_reviews(AgentScope("agent-a"), [card], ())
-    assert "not found" in str(refused.value) and not isinstance(refused.value, InvalidArgument)
     assert cards(service, "agent-b") == {}
