@@ -130,6 +130,13 @@ def busy_store(service: MemoryService, clock: Clock, embedder: SwitchableEmbedde
     ids["linker"] = remember(service, "a note linked to one that goes")
     ids["gone"] = remember(service, "a note removed behind the store's back")
     service.link(LinkInput(fromId=ids["linker"], toId=ids["gone"], relationType="related"), CallContext())
+    # two recent episodes saying the same thing differently: sleep consolidation's cluster (004 §4.3)
+    ids["episode_a"] = remember(
+        service, "Standup: the deploy script needs the VPN to reach the build server. We retried twice.", type="episode"
+    )
+    ids["episode_b"] = remember(
+        service, "Friday release: the deploy script needs the VPN to reach the build server. Alice fixed the config.", type="episode"
+    )
     embedder.down = True
     ids["unembedded"] = remember(service, "stored while the provider was down")
     embedder.down = False

@@ -101,6 +101,8 @@ class RelationType(StrEnum):
     PART_OF = "part_of"
     CONTRADICTS = "contradicts"
     SUPERSEDED_BY = "superseded_by"
+    DERIVED_FROM = "derived_from"  # 004 §3: a memory drawn from another (sleep consolidation's semantic memory from its episodes)
+    DUPLICATES = "duplicates"  # 004 §3: says the same as another
 
 
 class Scope(StrEnum):

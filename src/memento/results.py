@@ -319,6 +319,22 @@ class RecallResult(Result):
         return out
 
 
+PREVIEW_CHARS = 80
+
+
+def preview(text: str) -> str:
+    """The start of a memory's text (at most PREVIEW_CHARS, an ellipsis when cut)."""
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1].rstrip() + "…"
+
+
+class ReviewView(Result):
+    """A due spaced review (004 §4.2): the memory to look at again, and its reviews so far."""
+
+    id: str
+    preview: str
+    reviews: int
+
+
 class ContextResult(Result):
     """Core and working memory, compact unless `verbose` (every field, and `rendered` markdown);
     `totalTokens` is the whole result's size as sent, which `tokenBudget` bounds."""
@@ -328,6 +344,7 @@ class ContextResult(Result):
     total_tokens: int
     token_budget: int
     rendered: str | None = Omitted()
+    reviews: list[ReviewView] | None = Omitted(description="due spaced reviews shown (004 §4.2); absent when none is due")
     verbose: bool = Field(default=False, exclude=True)
 
     def dump(self) -> dict[str, Any]:
@@ -410,9 +427,21 @@ class StoreStats(Result):
     feedback: dict[str, int] | None = Omitted(description="the caller's feedback events by kind (004)")
 
 
+class ForgetCandidate(Result):
+    """A memory the lifecycle would let go next (004 §4.2's soft-delete candidate queue)."""
+
+    id: str
+    preview: str
+    utility_score: float
+    last_used: str  # ISO-8601: the latest of creation and last access
+
+
 class StatsResult(StoreStats):
     search_mode: str
     embedding_model: str | None
+    forget_candidates: list[ForgetCandidate] | None = Omitted(
+        description="004 §4.2: low-utility memories unused for 30 days, not pinned, anchored, keyed or permanent (at most 10)"
+    )
 
 
 class StageChanges(Result):
@@ -443,6 +472,9 @@ class ConsolidateResult(Result):
     working_memory_expired: int | None = None
     forgotten_purged: int | None = None  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
     retention_expired: int | None = None  # past its memory system's retention (004 §4.2): archived, restorable
+    sleep_consolidated: int | None = None  # 004 §4.3: semantic memories made from clusters of recent episodes
+    sleep_contradictions: int | None = None  # contradicts links added between episodes of a cluster (not integrated)
+    reviews_scheduled: int | None = None  # 004 §4.2: review cards made, or moved on by a use since their last review
     changed: dict[str, StageChanges] = Field(default_factory=dict)  # by stage (camelCase); links as fromId>toId
     statistics: StoreStats
     elapsed_ms: float

@@ -24,6 +24,8 @@ from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import ConfidencePrune, Consolidator, MergeStage, Retention
 from .lifecycle.merge import Merger, MergeStore
+from .lifecycle.review import Reviews
+from .lifecycle.sleep import Sleep, SleepPolicy
 from .models import (
     DEFAULT_AGENT,
     AgentScope,
@@ -60,6 +62,7 @@ from .results import (
     ConsolidateResult,
     ContextResult,
     FeedbackResult,
+    ForgetCandidate,
     ForgetResult,
     FragmentView,
     GraphResult,
@@ -73,11 +76,12 @@ from .results import (
     StatsResult,
     ToolFeedbackResult,
     VerifyErasureResult,
+    preview,
 )
 from .retrieval.context import explore, load_context
 from .retrieval.profile import Profile003, Profile004, ScoreProfile
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
-from .retrieval.search import Search
+from .retrieval.search import Search, baseline_for
 from .settings import Settings
 from .storage.protocol import (
     EntityStore,
@@ -88,6 +92,7 @@ from .storage.protocol import (
     MaintenanceStore,
     NewFeedback,
     NewFragment,
+    ReviewStore,
     Store,
 )
 from .vault_service import VaultService
@@ -122,6 +127,19 @@ def retention_of(settings: Settings) -> Retention:
         semantic=limit(settings.retention_semantic_days, "days"),
         procedural=limit(settings.retention_procedural_days, "days"),
     )
+
+
+# 004 §4.2's soft-delete candidate queue in memory_stats: what the lifecycle would let go next.
+FORGET_CANDIDATE_UTILITY = 0.2
+FORGET_CANDIDATE_UNUSED = timedelta(days=30)
+FORGET_CANDIDATES_SHOWN = 10
+
+
+def sleep_policy(settings: Settings, embedding_model: str | None) -> SleepPolicy:
+    """Sleep consolidation's settings (MEMENTO_SLEEP_*; a window of 0 turns the stage off)."""
+    window = timedelta(days=settings.sleep_window_days) if settings.sleep_window_days > 0 else None
+    baseline = baseline_for(embedding_model, settings.similarity_baseline)
+    return SleepPolicy(window, settings.sleep_similarity, settings.sleep_min_cluster, baseline)
 
 
 def score_profile(settings: Settings) -> ScoreProfile | None:
@@ -162,6 +180,11 @@ class MemoryService:
             settings.confidence_prune_threshold, settings.confidence_half_life_days, settings.confidence_prune_action == "archive"
         )
         forget_retention = timedelta(days=settings.forget_retention_days) if settings.forget_retention_days > 0 else None
+        # Every backend is an AppStore, so the store keeps the review cards too (004 §4.2).
+        self.review_store = cast(ReviewStore, store)
+        self.reviews = Reviews(store, self.review_store, settings.review_top)
+        # The operator's language model drafts the semantic memories when there is one (docs/llm.md).
+        sleep = Sleep(store, self.review_store, self.factory, sleep_policy(settings, store.embedding_model), lambda: self.protocol.llm)
         self.consolidator = Consolidator(
             settings.memory,
             store,
@@ -178,6 +201,8 @@ class MemoryService:
                 settings.merge_on_consolidate,
             ),
             pending=self.vectors.pending,
+            sleep=sleep,
+            reviews=self.reviews,
         )
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
@@ -643,7 +668,12 @@ class MemoryService:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        return load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, self.clock(), self.factory.tokens, ctx.payload_copies)
+        now = self.clock()
+        due = self.reviews.due(scope, now, self.settings.review_shown)
+        result = load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, now, self.factory.tokens, ctx.payload_copies, due)
+        shown = {r.id for r in result.reviews or ()}
+        self.reviews.shown(scope, [card for card, f in due if f.id in shown], now)  # showing a due review is a review
+        return result
 
     def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> GraphResult:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
@@ -713,7 +743,23 @@ class MemoryService:
         """Counts by tier and type, embedding coverage, mean utility, feedback, search mode."""
         scope = self._scope(inp.agentId, ctx)
         feedback = self.store.feedback_counts(scope) or None
-        extra = {"search_mode": self.search_mode(), "embedding_model": self.embedder.name if self.embedder else None, "feedback": feedback}
+        extra: dict[str, object] = {
+            "search_mode": self.search_mode(),
+            "embedding_model": self.embedder.name if self.embedder else None,
+            "feedback": feedback,
+        }
+        queue = self.review_store.forget_candidates(
+            scope, self.clock() - FORGET_CANDIDATE_UNUSED, FORGET_CANDIDATE_UTILITY, FORGET_CANDIDATES_SHOWN
+        )
+        extra["forget_candidates"] = [
+            ForgetCandidate(
+                id=f.id,
+                preview=preview(f.content),
+                utility_score=round(f.utility_score, 4),
+                last_used=max(f.created_at, f.accessed_at or f.created_at).isoformat(),
+            )
+            for f in queue
+        ] or None
         return StatsResult.model_validate(self.store.stats(scope) | extra)
 
     def memory_consolidate(

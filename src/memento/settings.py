@@ -450,6 +450,41 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_RETENTION_PROCEDURAL_DAYS"),
         description="The same for procedural memories, in days; 0 (the default): kept without limit.",
     )
+    # ---- sleep consolidation and spaced review (004 §4.2-4.3, docs/lifecycle.md)
+    sleep_window_days: int = Field(
+        7,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_WINDOW_DAYS"),
+        description="Sleep consolidation integrates episodic memories created within this many days; 0: the stage is off.",
+    )
+    sleep_similarity: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_SIMILARITY"),
+        description="Calibrated similarity (0-1, as MEMENTO_CONSOLIDATION_THRESHOLD) from which two episodes belong to one cluster.",
+    )
+    sleep_min_cluster: int = Field(
+        2,
+        ge=2,
+        le=100,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_MIN_CLUSTER"),
+        description="Fewest consistent episodes that become one semantic memory.",
+    )
+    review_top: int = Field(
+        20,
+        ge=0,
+        le=1000,
+        validation_alias=AliasChoices("MEMENTO_REVIEW_TOP"),
+        description="Spaced review: the most important memories of each namespace that get review cards; 0: no reviews.",
+    )
+    review_shown: int = Field(
+        3,
+        ge=0,
+        le=20,
+        validation_alias=AliasChoices("MEMENTO_REVIEW_SHOWN"),
+        description="Most due reviews one context call shows (within its token budget).",
+    )
     skip_meaning_threshold: float | None = Field(
         None,
         ge=-1,

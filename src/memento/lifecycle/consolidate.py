@@ -26,6 +26,8 @@ from ..results import ConsolidateResult, FragmentPair, StageChanges, StoreStats
 from ..settings import MemoryConfig
 from ..storage.protocol import MaintenanceStore, Store
 from .merge import Merger
+from .review import Reviews
+from .sleep import Sleep
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ STAGES = (
     "contradictions",
     "forgotten_purged",
     "orphan_links_pruned",
+    # Before the backfill: the semantic memories sleep consolidation makes are embedded by the same run.
+    "sleep_consolidated",
+    "reviews_scheduled",
     "embeddings_backfilled",
 )
 DEFAULT_ID_LIMIT = 20  # ids listed per stage unless the caller asks for more
@@ -124,7 +129,11 @@ class Consolidator:
         retention: Retention | None = None,
         merge: MergeStage | None = None,
         pending: Pending | None = None,
+        sleep: Sleep | None = None,
+        reviews: Reviews | None = None,
     ) -> None:
+        self.sleep = sleep  # 004 §4.3 (lifecycle/sleep.py); None: the stage counts nothing
+        self.reviews = reviews  # 004 §4.2 spaced review (lifecycle/review.py)
         self.observers = observers or Observer()
         self.prune = prune or ConfidencePrune()
         self.retention = retention or Retention()
@@ -220,6 +229,11 @@ class Consolidator:
             "contradictions": lambda: m.contradictions(scope),
             "forgotten_purged": purge,
             "orphan_links_pruned": lambda: m.prune_orphan_links(scope),
+            # a dry run asks no language model: the extractive statement stands in (same counts)
+            "sleep_consolidated": lambda: (
+                self.sleep.run(scope, now, use_model=not dry_run) if self.sleep else {"sleep_consolidated": 0, "sleep_contradictions": 0}
+            ),
+            "reviews_scheduled": lambda: self.reviews.schedule(scope, now) if self.reviews else 0,
             "embeddings_backfilled": backfill,
             "working_memory_expired": lambda: m.expire_sessions(now - self.session_ttl),
         }
@@ -241,6 +255,8 @@ class Consolidator:
                 if name == "contradictions":
                     result["contradictions"] = len(value)
                     result["contradiction_pairs"] = [FragmentPair(from_id=a, to_id=b) for a, b in value]
+                elif isinstance(value, dict):  # a stage with several counts (sleep consolidation)
+                    result.update(value)
                 elif isinstance(value, list):
                     result[name] = len(value)
                     ids = sorted(set(value))

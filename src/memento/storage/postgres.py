@@ -40,6 +40,7 @@ from .postgres_fragments import PostgresFragments
 from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
+from .postgres_reviews import PostgresReviews
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .postgres_skips import PostgresSkips
 from .postgres_workmem import PostgresWorkMemory
@@ -57,6 +58,8 @@ from .protocol import (
     NewLinkage,
     NewSkip,
     RankFeatures,
+    ReviewCard,
+    ReviewTarget,
     SearchFilter,
     StoredIdentity,
     StoredReceipt,
@@ -110,6 +113,7 @@ class PostgresStore:
         self.skiplist = PostgresSkips(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
         self.workmem = PostgresWorkMemory(self.db)
+        self.reviews = PostgresReviews(self.db)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -500,3 +504,20 @@ class PostgresStore:
 
     def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
         return self.workmem.working_memory_summary(scope)
+
+    # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (postgres_reviews.py)
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        return self.reviews.review_targets(scope, top)
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        return self.reviews.review_cards(scope, due_before, limit)
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        self.reviews.put_reviews(scope, cards, drop)
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        return self.reviews.derived_sources(scope, ids)
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)

@@ -995,6 +995,66 @@ class IdentityStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- 004 §4.2 spaced review and the forget queue (migration 0018)
+
+
+@dataclass(frozen=True)
+class ReviewCard:
+    """A memory's spaced-review card: due at `due_at`, `interval_days` after its last review."""
+
+    fragment_id: str
+    agent_id: str
+    due_at: datetime
+    interval_days: int
+    reviews: int
+    last_reviewed_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ReviewTarget:
+    """One of a namespace's most important live memories, and when it was last created or used."""
+
+    agent_id: str
+    fragment_id: str
+    last_used: datetime
+
+
+class ReviewStore(Protocol):
+    """Seed 004 §4.2's spaced review (`memory_reviews`, row-level security on PostgreSQL) and the
+    lifecycle's reads beside it. A card belongs to the agent whose memory it is: a scope reads and
+    changes its own namespace's cards (every namespace's for the maintenance scope), never the
+    shared pool's from another namespace."""
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        """Each namespace's `top` most important live memories of its own (pinned first, then by
+        importance × utility; working memory apart), per namespace in that order."""
+        ...
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        """The scope's own cards of live memories, due before `due_before` when given (all when
+        None), the longest overdue first."""
+        ...
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        """Insert or replace these cards and delete the cards of the `drop` memories, in one
+        transaction (joining the caller's); a card of a memory outside the scope's own namespaces
+        is refused (NotFound, nothing changed)."""
+        ...
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        """Those of `ids` that some memory (live or soft-deleted) was derived from (a
+        `derived_from` link to them): sleep consolidation has integrated them already."""
+        ...
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        """004 §4.2's soft-delete candidate queue: live memories of the scope's own namespaces with
+        a utility below `below_utility`, unused (neither created nor accessed) since
+        `unused_before`, neither pinned, anchored, keyed, permanent-tier nor working memory; the
+        lowest utility, then the longest unused, first."""
+        ...
+
+
 # ---------------------------------------------------------------- 003 working memory (storage/workmem.py)
 
 
@@ -1071,6 +1131,7 @@ class AppStore(
     SkipStore,
     IdentityStore,
     WorkingMemoryStore,
+    ReviewStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

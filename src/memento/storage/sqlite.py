@@ -34,6 +34,8 @@ from .protocol import (
     NewLinkage,
     NewSkip,
     RankFeatures,
+    ReviewCard,
+    ReviewTarget,
     SearchFilter,
     StoredIdentity,
     StoredReceipt,
@@ -51,6 +53,7 @@ from .sqlite_fragments import SQLiteFragments
 from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
+from .sqlite_reviews import SQLiteReviews
 from .sqlite_search import SQLiteSearch
 from .sqlite_skips import SQLiteSkips
 from .sqlite_sql import parse_ts, ts
@@ -108,6 +111,7 @@ class SQLiteStore:
         self.skiplist = SQLiteSkips(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
         self.workmem = SQLiteWorkMemory(self.db)
+        self.reviews = SQLiteReviews(self.db)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -485,3 +489,20 @@ class SQLiteStore:
 
     def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
         return self.workmem.working_memory_summary(scope)
+
+    # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (sqlite_reviews.py)
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        return self.reviews.review_targets(scope, top)
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        return self.reviews.review_cards(scope, due_before, limit)
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        self.reviews.put_reviews(scope, cards, drop)
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        return self.reviews.derived_sources(scope, ids)
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)
