@@ -19,6 +19,7 @@ from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.protocol import EmbeddingFailed
 from memento.errors import InvalidArgument
 from memento.lifecycle.consolidate import DEFAULT_ID_LIMIT, STAGES
+from memento.lifecycle.merge import marks
 from memento.models import AgentScope, CallContext, ConsolidateInput, ForgetInput, LinkInput, RecallInput, RememberInput
 from memento.results import ConsolidateResult
 from memento.service import MemoryService
@@ -315,3 +316,17 @@ def test_cli_consolidate_takes_stages_and_dry_run(
     assert out["dryRun"] is True and out["stages"] == ["hotToWarm", "merged"] and out["expired"] is None
     assert main(["consolidate", "--stages", "compact"]) != 0
     assert "known:" in capsys.readouterr().err
+
+
+def test_near_identical_texts_about_different_people_are_never_merged(service: MemoryService) -> None:
+    """An unattended merge must not fold two facts into one: names, like numbers, keep them apart."""
+    alice = remember(service, "Alice owns the billing service rollout", type="observation")
+    bob = remember(service, "Bob owns the billing service rollout", type="observation")
+    same = remember(service, "The billing service rollout is owned by Alice", type="observation")
+    assert marks("The billing rollout, by Alice") == marks("Alice: billing rollout")  # an opener is no name
+    merge = service.consolidator.merge
+    assert merge is not None
+    clusters = merge.merger.clusters(AgentScope("system"), -1.0)  # any similarity: only the rules decide
+    groups = [{c.primary.id, *c.absorbed_ids} for c in clusters]
+    assert {alice, same} in groups  # the same person: merged
+    assert not any({alice, bob} <= g or {bob, same} <= g for g in groups)  # another person: never

@@ -3,7 +3,7 @@ pipeline's `merged` stage.
 
 Clusters are found on the stored vectors (the current embedding model's; a memory without one
 is skipped), never by embedding the texts again. A cluster's primary is the most confident, then
-the oldest memory; the others — same agent, same type, the same numbers in the text, calibrated
+the oldest memory; the others — same agent, same type, the same numbers and names in the text, calibrated
 similarity to the primary above the threshold — are absorbed: each one's text goes to the
 primary's version trail, its tags, confidence, metadata and entity associations to the primary,
 then it is deleted. Pinned, anchored, keyed (002) and working (session) memories are never absorbed.
@@ -26,6 +26,15 @@ from ..storage.protocol import REINFORCEMENT, EntityStore, FragmentChanges, Stor
 MAX_CONSOLIDATION = 5_000  # newest memories one consolidation compares
 _BLOCK = 512  # rows of the similarity matrix computed at once (memory stays O(block · n))
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_NAME = re.compile(r"\b[A-Z][\w'-]*")
+# Capitalised words that name nobody (sentence openers): not a reason to keep two memories apart.
+_OPENERS = frozenset(
+    "a an the i we you he she it they this that these those my our your his her its their "
+    "on in at to for of and but or if when then there here after before also note with without from by as so"
+    " because while during today yesterday tomorrow yes no please now once since all some every each both how what"
+    " why where who which do does did is are was were be can could should would will not never always only just"
+    " first next last finally".split()
+)
 
 
 class MergeStore(Store, EntityStore, Protocol):
@@ -35,6 +44,13 @@ class MergeStore(Store, EntityStore, Protocol):
 def numbers(text: str) -> set[str]:
     """The numbers of a text: "3pm" and "4pm" are different facts, never merged."""
     return set(_NUMBER.findall(text))
+
+
+def marks(text: str) -> set[str]:
+    """What tells two near-identical texts apart as facts: their numbers and the names in them
+    ("Alice owns billing" and "Bob owns billing" are two facts, however close their vectors)."""
+    names = {w.lower() for w in _NAME.findall(text)} - _OPENERS
+    return numbers(text) | {"name:" + n for n in names}
 
 
 @dataclass(frozen=True)
@@ -105,7 +121,7 @@ class Merger:
             if i in taken:
                 continue
             primary = fragments[i]
-            digits = numbers(primary.detail or primary.content)
+            digits = marks(primary.detail or primary.content)
             members = [
                 (j, calibrate(cosine, baseline))
                 for j, cosine in sorted(((j, c) for j, c in pairs[i].items() if j in fragments), key=lambda item: rank[item[0]])
@@ -159,7 +175,7 @@ def _absorbable(f: Fragment, primary: Fragment, digits: set[str]) -> bool:
         f.agent_id == primary.agent_id  # a whole-store run never moves one namespace's text into another
         and f.type is primary.type
         and not (f.pinned or f.is_anchor)
-        and numbers(f.detail or f.content) == digits
+        and marks(f.detail or f.content) == digits
     )
 
 
