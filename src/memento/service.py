@@ -48,6 +48,7 @@ from .models import (
     RememberInput,
     RestoreInput,
     Scope,
+    SummarizeThreadInput,
     ToolFeedbackInput,
     TTLTier,
     VerifyErasureInput,
@@ -70,6 +71,7 @@ from .results import (
     RememberResult,
     RestoreResult,
     StatsResult,
+    SummarizeThreadResult,
     ToolFeedbackResult,
     VerifyErasureResult,
 )
@@ -89,6 +91,7 @@ from .storage.protocol import (
     NewFragment,
     Store,
 )
+from .summarize import ThreadSummarizer
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -192,6 +195,8 @@ class MemoryService:
         self.entities = EntityService(self)  # seed 001's face over this engine
         self.vault = VaultService(self)  # seed 002's face over this engine
         self.protocol = ProtocolFace(self)  # seed 003's face over this engine
+        self.threads = ThreadSummarizer(self)  # 004's working memory's end (summarize.py)
+        self.consolidator.end_sessions = self.threads.expire_idle  # idle sessions are summarized, then expunged
 
     @property
     def embedder(self) -> Embedder | None:
@@ -285,6 +290,12 @@ class MemoryService:
             message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
         elif self.embedder is not None and not fragment.has_embedding:
             message = "stored; embedding pending (provider unavailable), keyword search works now"
+        if created and fragment.session_id is not None:  # 004 wm_buffer: the session's token budget
+            folded, summary = self.threads.fold_overflow(fragment.agent_id, fragment.session_id)
+            if folded:
+                note = f"working memory over its {self.settings.working_memory_token_budget}-token budget: {folded} oldest item(s) folded"
+                note += f" into episodic summary {summary}" if summary else " (already summarized) and removed"
+                message = f"{message}; {note}" if message else note
         cut = fragment.detail is not None
         return RememberResult(
             id=fragment.id,
@@ -730,11 +741,16 @@ class MemoryService:
         self._emit(ChangeEvent("synced", agent, details={"timestamp": self.clock().isoformat()}))
         return result
 
+    def summarize_thread(self, inp: SummarizeThreadInput, ctx: CallContext) -> SummarizeThreadResult:
+        """004 §5.1: the caller's session's working memory as one episodic memory (summarize.py)."""
+        return self.threads.summarize_thread(inp, ctx)
+
     def end_session(self, session_id: str, ctx: CallContext) -> int:
         """Expunge a finished session's working memory: the caller's own, never another
-        namespace's rows that carry the same id."""
+        namespace's rows that carry the same id. What no summary covers yet becomes one episodic
+        summary first, in the same transaction (MEMENTO_SUMMARIZE_ON_SESSION_END)."""
         owner = self._scope(None, ctx).agent_id
-        removed = self.store.expunge_session(session_id, owner)
+        removed = self.threads.end(session_id, owner).removed
         if removed:
             self._emit(ChangeEvent("session_ended", owner, session_id=session_id))
         return removed

@@ -93,6 +93,8 @@ class Consolidator:
         self.clock = clock
         self.session_ttl = session_ttl
         self.forget_retention = forget_retention  # 004 §4.2: soft-forgotten memories kept this long (None: for ever)
+        # 004 wm_buffer: ends idle sessions (summary, then expunge): (rows removed, summaries); None: expunge only
+        self.end_sessions: Callable[[datetime], tuple[int, int]] | None = None
 
     def run(self, scope: AgentScope, progress: Progress | None = None) -> ConsolidateResult:
         """Every stage in order for `scope`; per-stage counts (observed as a consolidation run)."""
@@ -161,7 +163,10 @@ class Consolidator:
                 result["contradiction_pairs"] = [FragmentPair(from_id=a, to_id=b) for a, b in value]
             else:
                 result[name] = int(value)
-        result["working_memory_expired"] = m.expire_sessions(now - self.session_ttl)
+        if self.end_sessions is not None:  # summarized, then expunged (summarize.py)
+            result["working_memory_expired"], result["working_memory_summarized"] = self.end_sessions(now - self.session_ttl)
+        else:
+            result["working_memory_expired"] = m.expire_sessions(now - self.session_ttl)
         result["statistics"] = StoreStats.model_validate(self.store.stats(scope))
         result["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
         if progress:
