@@ -192,6 +192,19 @@ def test_working_memory_is_expunged_and_hidden_from_other_sessions(service: Memo
     assert store.get_many(A, [note]) == []
 
 
+def test_a_sessions_token_total_counts_its_live_unkeyed_working_memory_only(service: MemoryService, store: Store) -> None:
+    first = put(service, "session scratch: try the replica first", session="s-tok")
+    second = put(service, "session scratch: then the primary", session="s-tok")
+    put(service, "a keyed note", session="s-tok", memory_key="k1")  # 002's keyed session memory: apart
+    put(service, "bob's scratch under the same id", "bob", session="s-tok")
+    put(service, "a permanent fact beside it")
+    rows = store.get_many(A, [first, second])
+    assert store.session_tokens("alice", "s-tok") == sum(f.estimated_tokens for f in rows) > 0
+    store.soft_delete(A, [second], NOW)
+    assert store.session_tokens("alice", "s-tok") == rows[0].estimated_tokens
+    assert store.session_tokens("alice", "none") == 0 and store.session_tokens("carol", "s-tok") == 0
+
+
 def test_the_three_retrieval_tiers_filter_and_isolate(service: MemoryService, store: Store) -> None:
     hit = put(service, "postgres vacuum runs nightly", tags=("db",))
     put(service, "postgres vacuum runs for bob too", "bob")
@@ -266,6 +279,21 @@ def test_maintenance_primitives(service: MemoryService, app: Any) -> None:
     assert maintenance.deduplicate(A) == [] and maintenance.prune_orphan_links(A) == []
     assert maintenance.contradictions(A) == []
     assert len(maintenance.expire_sessions(NOW + timedelta(days=1))) >= 0
+
+
+def test_idle_sessions_are_the_ones_expire_sessions_removes(service: MemoryService, store: Store) -> None:
+    maintenance: MaintenanceStore = service.consolidator.maintenance
+    put(service, "an old note", session="old", created=NOW - timedelta(hours=3))
+    put(service, "an older note", session="old", created=NOW - timedelta(hours=4))
+    put(service, "bob's old note", "bob", session="old", created=NOW - timedelta(hours=5))
+    put(service, "a fresh note", session="fresh", created=NOW)
+    put(service, "a mixed session's old note", session="mixed", created=NOW - timedelta(hours=5))
+    put(service, "a mixed session's new note", session="mixed", created=NOW)
+    idle = maintenance.idle_sessions(NOW - timedelta(hours=1))
+    assert sorted(idle) == [("alice", "old"), ("bob", "old")]
+    assert len(maintenance.expire_sessions(NOW - timedelta(hours=1))) == 3
+    assert maintenance.idle_sessions(NOW - timedelta(hours=1)) == []
+    assert len(store.list_fragments(A, SearchFilter(session_id="mixed", only_session=True), 10)) == 2
 
 
 def test_another_agents_data_does_not_change_your_terms_or_ranking(service: MemoryService, store: Store) -> None:

@@ -584,6 +584,15 @@ class FeedbackInput(OperationInput):
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
 
 
+class SummarizeThreadInput(OperationInput):
+    """004 §5.1 summarize_thread: a session's working memory into one episodic memory."""
+
+    sessionId: ShortText | None = Field(default=None, description="Default: this session.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    title: ShortText | None = Field(default=None, description="Summary's first line.")
+    keep: StrictBool = Field(default=True, description="false: remove the items.")
+
+
 # A language model lent for one call: complete(prompt, system, max_tokens) -> text; raises
 # errors.Unavailable when it cannot answer. MCP sampling lends the client's own model this way.
 Complete = Callable[[str, "str | None", int], str]

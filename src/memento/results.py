@@ -14,7 +14,7 @@ null included.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -470,6 +470,7 @@ class ConsolidateResult(Result):
     utility_recomputed: int | None = None
     embeddings_backfilled: int | None = None
     working_memory_expired: int | None = None
+    working_memory_summarized: int | None = None  # episodic summaries the idle sessions' ends left (docs/lifecycle.md)
     forgotten_purged: int | None = None  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
     retention_expired: int | None = None  # past its memory system's retention (004 §4.2): archived, restorable
     sleep_consolidated: int | None = None  # 004 §4.3: semantic memories made from clusters of recent episodes
@@ -488,3 +489,16 @@ class FeedbackResult(Result):
     memory_id: str
     event: FeedbackEvent
     counts: dict[str, int]
+
+
+class SummarizeThreadResult(Result):
+    """004 §5.1 summarize_thread: the episodic memory a session's working memory became."""
+
+    success: bool = True
+    id: str
+    session_id: str
+    item_count: int  # working-memory items the summary covers
+    removed: int  # items taken out of working memory (keep: false)
+    method: Literal["extractive", "llm", "sampling"]
+    fallback: str | None = Omitted(description="Why a model's answer was not used.")
+    summary: str  # the whole text (the memory's content is its first 300 characters)

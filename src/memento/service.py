@@ -51,6 +51,7 @@ from .models import (
     RememberInput,
     RestoreInput,
     Scope,
+    SummarizeThreadInput,
     ToolFeedbackInput,
     TTLTier,
     VerifyErasureInput,
@@ -74,6 +75,7 @@ from .results import (
     RememberResult,
     RestoreResult,
     StatsResult,
+    SummarizeThreadResult,
     ToolFeedbackResult,
     VerifyErasureResult,
     preview,
@@ -95,6 +97,7 @@ from .storage.protocol import (
     ReviewStore,
     Store,
 )
+from .summarize import ThreadSummarizer
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -224,6 +227,9 @@ class MemoryService:
         self.entities = EntityService(self)  # seed 001's face over this engine
         self.vault = VaultService(self)  # seed 002's face over this engine
         self.protocol = ProtocolFace(self)  # seed 003's face over this engine
+        self.threads = ThreadSummarizer(self)  # 004's working memory's end (summarize.py)
+        # idle sessions are summarized, then expunged (quietly in a dry run)
+        self.consolidator.end_sessions = lambda before, dry: self.threads.expire_idle(before, quiet=dry)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -317,6 +323,12 @@ class MemoryService:
             message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
         elif self.embedder is not None and not fragment.has_embedding:
             message = "stored; embedding pending (provider unavailable), keyword search works now"
+        if created and fragment.session_id is not None:  # 004 wm_buffer: the session's token budget
+            folded, summary = self.threads.fold_overflow(fragment.agent_id, fragment.session_id)
+            if folded:
+                note = f"working memory over its {self.settings.working_memory_token_budget}-token budget: {folded} oldest item(s) folded"
+                note += f" into episodic summary {summary}" if summary else " (already summarized) and removed"
+                message = f"{message}; {note}" if message else note
         cut = fragment.detail is not None
         return RememberResult(
             id=fragment.id,
@@ -380,6 +392,7 @@ class MemoryService:
         session_id: str | None = None,
         created_at: datetime | None = None,
         record: RecordFields | None = None,
+        embed: bool = True,
     ) -> NewFragment:
         """A fragment ready to insert: redacted, analysed and embedded (outside any transaction)."""
         session = None
@@ -405,7 +418,7 @@ class MemoryService:
         # A tier's days count from creation, except that a memory born cold (an import with an old
         # createdAt, say) starts its cold stay now: the first consolidation must not expire it.
         draft = replace(draft, entered_at=self.clock() if draft.ttl_tier is TTLTier.COLD else draft.created_at)
-        vector = self.vectors.passage(draft.content)
+        vector = self.vectors.passage(draft.content) if embed else None  # not embedded: the backfill's
         own = session is not None and session == ctx.session_id
         return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
 
@@ -782,11 +795,16 @@ class MemoryService:
         self._emit(ChangeEvent("synced", agent, details={"timestamp": self.clock().isoformat()}))
         return result
 
+    def summarize_thread(self, inp: SummarizeThreadInput, ctx: CallContext) -> SummarizeThreadResult:
+        """004 §5.1: the caller's session's working memory as one episodic memory (summarize.py)."""
+        return self.threads.summarize_thread(inp, ctx)
+
     def end_session(self, session_id: str, ctx: CallContext) -> int:
         """Expunge a finished session's working memory: the caller's own, never another
-        namespace's rows that carry the same id."""
+        namespace's rows that carry the same id. What no summary covers yet becomes one episodic
+        summary first, in the same transaction (MEMENTO_SUMMARIZE_ON_SESSION_END)."""
         owner = self._scope(None, ctx).agent_id
-        removed = self.store.expunge_session(session_id, owner)
+        removed = self.threads.end(session_id, owner).removed
         if removed:
             self._emit(ChangeEvent("session_ended", owner, session_id=session_id))
         return removed

@@ -485,6 +485,25 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_REVIEW_SHOWN"),
         description="Most due reviews one context call shows (within its token budget).",
     )
+    # ---- 004 §3 wm_buffer: working memory's end (docs/lifecycle.md "Working memory's end")
+    summarize_on_session_end: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_SUMMARIZE_ON_SESSION_END"),
+        description="When a session ends (closed, or idle past SESSION_TTL_MINUTES) its working memory becomes one episodic summary before it is removed (the deterministic summary, no model); off: it is only removed.",
+    )
+    working_memory_token_budget: int = Field(
+        4000,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_WORKING_MEMORY_TOKEN_BUDGET"),
+        description="Tokens of one session's working memory (scope=session, keyed memories apart); a remember past it folds the oldest items into an episodic summary until half the budget is left; 0: no limit.",
+    )
+    summary_max_tokens: int = Field(
+        300,
+        ge=50,
+        le=4000,
+        validation_alias=AliasChoices("MEMENTO_SUMMARY_MAX_TOKENS"),
+        description="The longest working-memory summary, in tokens (summarize_thread, a session's end, a budget fold).",
+    )
     skip_meaning_threshold: float | None = Field(
         None,
         ge=-1,

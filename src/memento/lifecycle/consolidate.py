@@ -146,6 +146,8 @@ class Consolidator:
         self.clock = clock
         self.session_ttl = session_ttl
         self.forget_retention = forget_retention  # 004 §4.2: soft-forgotten memories kept this long (None: for ever)
+        # 004 wm_buffer: ends idle sessions (summary, then expunge): (rows removed, summaries); None: expunge only
+        self.end_sessions: Callable[[datetime, bool], tuple[list[str], int]] | None = None
 
     @property
     def default_stages(self) -> tuple[str, ...]:
@@ -235,8 +237,15 @@ class Consolidator:
             ),
             "reviews_scheduled": lambda: self.reviews.schedule(scope, now) if self.reviews else 0,
             "embeddings_backfilled": backfill,
-            "working_memory_expired": lambda: m.expire_sessions(now - self.session_ttl),
+            "working_memory_expired": lambda: self._end_sessions(now, dry_run),
         }
+
+    def _end_sessions(self, now: datetime, dry_run: bool) -> list[str] | dict[str, Any]:
+        """Idle sessions end: summarized, then expunged (summarize.py), or only expunged."""
+        if self.end_sessions is None:
+            return self.maintenance.expire_sessions(now - self.session_ttl)
+        removed, summaries = self.end_sessions(now - self.session_ttl, dry_run)
+        return {"working_memory_expired": removed, "working_memory_summarized": summaries}
 
     def _run(
         self, scope: AgentScope, chosen: tuple[str, ...], progress: Progress | None, *, dry_run: bool, id_limit: int
@@ -255,8 +264,14 @@ class Consolidator:
                 if name == "contradictions":
                     result["contradictions"] = len(value)
                     result["contradiction_pairs"] = [FragmentPair(from_id=a, to_id=b) for a, b in value]
-                elif isinstance(value, dict):  # a stage with several counts (sleep consolidation)
-                    result.update(value)
+                elif isinstance(value, dict):  # a stage with several results (sleep, working memory's end)
+                    for key, part in value.items():
+                        if isinstance(part, list):  # its ids
+                            result[key] = len(part)
+                            ids = sorted(set(part))
+                            changed[to_camel(key)] = StageChanges(ids=ids[:id_limit], truncated=len(ids) > id_limit)
+                        else:
+                            result[key] = int(part)
                 elif isinstance(value, list):
                     result[name] = len(value)
                     ids = sorted(set(value))

@@ -224,6 +224,9 @@ class PostgresStore:
     def session_owners(self, session_id: str) -> list[str]:
         return self.queries.session_owners(session_id)
 
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        return self.queries.session_tokens(agent_id, session_id)
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return self.queries.get_many(scope, ids)
 

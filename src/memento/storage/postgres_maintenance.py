@@ -253,3 +253,12 @@ class PostgresMaintenance:
             )
             ids = [r["id"] for r in cur.fetchall()]
             return self.store._delete(cur, AgentScope(SYSTEM), ids) if ids else []
+
+    def idle_sessions(self, idle_before: datetime) -> list[tuple[str, str]]:
+        with self.store.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT agent_id, session_id FROM agent_memory.fragments WHERE session_id IS NOT NULL GROUP BY agent_id, session_id"
+                " HAVING MAX(COALESCE(accessed_at, created_at)) < %s ORDER BY agent_id, session_id",
+                (idle_before,),
+            )
+            return [(r["agent_id"], r["session_id"]) for r in cur.fetchall()]

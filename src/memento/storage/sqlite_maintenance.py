@@ -262,6 +262,14 @@ class SQLiteMaintenance:
         ]
         return self.store.delete(AgentScope("system"), ids) if ids else []
 
+    def idle_sessions(self, idle_before: datetime) -> list[tuple[str, str]]:
+        rows = self.store.db.reader().execute(
+            "SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL GROUP BY agent_id, session_id"
+            " HAVING MAX(COALESCE(accessed_at, created_at)) < ? ORDER BY agent_id, session_id",
+            (ts(idle_before),),
+        )
+        return [(r[0], r[1]) for r in rows]
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
