@@ -62,6 +62,9 @@ TABLES = (
     "workspaces",
     "working_memory_sections",
     "working_memory_items",
+    "evaluation_jobs",
+    "merge_proposals",
+    "evaluation_tokens",
 )
 
 

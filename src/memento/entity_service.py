@@ -695,6 +695,29 @@ class EntityService:
             clusters=report,
         )
 
+    def absorb_memory(self, agent_id: str | None, absorbed_id: str, primary_id: str, ctx: CallContext) -> Fragment:
+        """001 §6.2's merge of one pair (the evaluator's merge proposal, docs/lifecycle.md): as in
+        `consolidate_memories`, the absorbed memory's text goes to the primary's version trail, its
+        tags, confidence, metadata and entity associations to the primary, then it is deleted, in
+        one transaction. A pinned, anchored or keyed memory is never absorbed (InvalidArgument)."""
+        scope = self.memory._writable(agent_id, ctx, pool=True)
+        now = self._now()
+        with self._store.atomic():
+            found = {f.id: f for f in self._store.get_many(scope, [absorbed_id, primary_id]) if scope.may_change(f)}
+            for wanted in (absorbed_id, primary_id):
+                if wanted not in found or absorbed_id == primary_id:
+                    raise NotFound(f"memory {wanted!r} not found (or the same as the other); nothing merged")
+            absorbed, primary = found[absorbed_id], found[primary_id]
+            if absorbed.pinned or absorbed.is_anchor or absorbed.memory_key is not None:
+                raise InvalidArgument(f"memory {absorbed_id!r} is pinned, anchored or keyed: never absorbed; nothing merged")
+            record = RecordFields(tags=tuple(absorbed.tags), confidence=absorbed.confidence, metadata=dict(absorbed.metadata))
+            text = absorbed.detail or absorbed.content
+            primary = self._merge_into(scope, primary, text, record, absorbed.source, now, note=f"merged:{absorbed.id}")
+            self._store.move_entity_links(scope, absorbed.id, primary.id, now)
+            self._store.delete(scope, [absorbed.id])
+        self.memory._emit(ChangeEvent("consolidated", scope.agent_id, details={"merged": 1, "deleted": 1}))
+        return primary
+
     def _clusters(self, scope: AgentScope, threshold: float) -> list[tuple[Fragment, list[tuple[Fragment, float]]]]:
         # keyed memories (002) belong to their key: never merged
         fragments = [

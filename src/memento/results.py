@@ -410,9 +410,22 @@ class StoreStats(Result):
     feedback: dict[str, int] | None = Omitted(description="the caller's feedback events by kind (004)")
 
 
+class EvaluatorStats(Result):
+    """The evaluator's queue for the caller (000 §7): jobs by status, open merge proposals and
+    model tokens used today (UTC)."""
+
+    queued: int
+    running: int
+    done: int
+    dead: int
+    proposals: int
+    tokens_today: int
+
+
 class StatsResult(StoreStats):
     search_mode: str
     embedding_model: str | None
+    evaluator: EvaluatorStats | None = Omitted(description="the evaluator's queue, proposals and tokens today")
 
 
 class ConsolidateResult(Result):

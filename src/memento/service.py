@@ -58,6 +58,7 @@ from .results import (
     AmendResult,
     ConsolidateResult,
     ContextResult,
+    EvaluatorStats,
     FeedbackResult,
     ForgetResult,
     FragmentView,
@@ -81,6 +82,7 @@ from .settings import Settings
 from .storage.protocol import (
     EntityStore,
     ErasureStore,
+    EvaluationStore,
     FragmentChanges,
     KeywordIndex,
     LinkageStore,
@@ -706,7 +708,13 @@ class MemoryService:
         """Counts by tier and type, embedding coverage, mean utility, feedback, search mode."""
         scope = self._scope(inp.agentId, ctx)
         feedback = self.store.feedback_counts(scope) or None
-        extra = {"search_mode": self.search_mode(), "embedding_model": self.embedder.name if self.embedder else None, "feedback": feedback}
+        queue = cast(EvaluationStore, self.store).evaluation_counts(scope, self.clock().astimezone(UTC).date())
+        extra = {
+            "search_mode": self.search_mode(),
+            "embedding_model": self.embedder.name if self.embedder else None,
+            "feedback": feedback,
+            "evaluator": EvaluatorStats.model_validate(queue.__dict__),
+        }
         return StatsResult.model_validate(self.store.stats(scope) | extra)
 
     def memory_consolidate(
