@@ -63,6 +63,9 @@ TABLES = (
     "working_memory_sections",
     "working_memory_items",
     "memory_reviews",
+    "evaluation_jobs",
+    "merge_proposals",
+    "evaluation_tokens",
 )
 
 

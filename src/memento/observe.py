@@ -29,6 +29,10 @@ class Observer:
     def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
         """An embedding provider call finished: kind passage | query; error None on success."""
 
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        """The evaluator handled a job: outcome done | retried | dead | deferred; `tokens` the
+        model tokens `provider` spent on it (0 for the heuristic)."""
+
 
 class Observers(Observer):
     """Fans every hook out to the registered observers (thread-safe registration)."""
@@ -73,3 +77,10 @@ class Observers(Observer):
                 observer.embedding(kind, seconds, error)
             except Exception:
                 log.exception("embedding observer failed")
+
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        for observer in self._observers:
+            try:
+                observer.evaluation(outcome, provider, tokens)
+            except Exception:
+                log.exception("evaluation observer failed")

@@ -62,6 +62,7 @@ from .results import (
     AmendResult,
     ConsolidateResult,
     ContextResult,
+    EvaluatorStats,
     FeedbackResult,
     ForgetCandidate,
     ForgetResult,
@@ -88,6 +89,7 @@ from .settings import Settings
 from .storage.protocol import (
     EntityStore,
     ErasureStore,
+    EvaluationStore,
     FragmentChanges,
     KeywordIndex,
     LinkageStore,
@@ -773,6 +775,8 @@ class MemoryService:
             )
             for f in queue
         ] or None
+        queue_counts = cast(EvaluationStore, self.store).evaluation_counts(scope, self.clock().astimezone(UTC).date())
+        extra["evaluator"] = EvaluatorStats.model_validate(queue_counts.__dict__)
         return StatsResult.model_validate(self.store.stats(scope) | extra)
 
     def memory_consolidate(

@@ -164,6 +164,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
         log_startup(app, args.transport)
+        if settings.evaluator_enabled and app.evaluator is not None:
+            app.evaluator.start()  # the evaluator's worker thread (000 §7); App.close stops it
         from ..mcp.stdio import serve_stdio
         from ..web import serve_http
 
