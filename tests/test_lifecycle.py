@@ -103,6 +103,18 @@ def test_recent_access_protects_from_demotion(service: MemoryService, clock: Clo
     assert consolidate(service).warm_to_cold == 0
 
 
+def test_a_recall_just_before_consolidation_keeps_its_fragment(service: MemoryService, clock: Clock) -> None:
+    """Issue 13 defect 2: the recall's access is still pending in memory when the run starts (no
+    explicit flush here); the run settles it before any stage reads access statistics."""
+    fid = remember(service, "cold fact about the ledger export", importance=0.3)  # cold fact: 60 stale days
+    clock.now += timedelta(days=59)
+    assert service.recall(RecallInput(text="ledger export"), CallContext()).fragments
+    clock.now += timedelta(days=2)  # unused for 61 days but for the recall a day ago
+    result = consolidate(service)
+    assert (result.expired, result.confidence_pruned, result.retention_expired) == (0, 0, 0)
+    assert service.store.get_many(service._scope(None, CallContext()), [fid])
+
+
 def test_decay_lowers_unused_low_utility_importance(service: MemoryService, clock: Clock) -> None:
     fid = remember(service, "rarely used decision", type="decision", importance=0.6)
     clock.now += timedelta(days=40)
