@@ -44,6 +44,7 @@ TOOL_NAMES = {
     "verify_erasure",
     "export",  # docs/export.md
     "feedback",
+    "summarize_thread",  # 004 §5.1
 }
 
 

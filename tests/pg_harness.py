@@ -63,6 +63,7 @@ TABLES = (
     "working_memory_sections",
     "working_memory_items",
     "consolidation_runs",
+    "memory_reviews",
 )
 
 

@@ -130,7 +130,7 @@ def test_contradictions_are_reported_not_resolved(service: MemoryService) -> Non
     b = remember(service, "the office opens at 9")
     service.link(LinkInput(fromId=a, toId=b, relationType="contradicts"), CallContext())
     result = consolidate(service)
-    assert result.contradictions == 1 and [p.dump() for p in result.contradiction_pairs] == [{"fromId": a, "toId": b}]
+    assert result.contradictions == 1 and [p.dump() for p in result.contradiction_pairs or []] == [{"fromId": a, "toId": b}]
     assert service.memory_stats(MemoryStatsInput(), CallContext()).total == 2
 
 
@@ -143,6 +143,7 @@ def test_consolidation_returns_every_stage(service: MemoryService) -> None:
         "retentionExpired",
         "decayed",
         "deduplicated",
+        "merged",
         "contradictions",
         "orphanLinksPruned",
         "utilityRecomputed",
@@ -226,7 +227,7 @@ def test_the_first_run_decays_old_unused_fragments(service: MemoryService, clock
     fid = service.remember(RememberInput(content="a note nobody recalls", topic="t", type="fact", importance=0.6), CallContext()).id
     clock.now = datetime(2026, 1, 21, tzinfo=UTC)  # three weeks without a recall: still warm, utility below 0.5
     result = service.memory_consolidate(ConsolidateInput(), CallContext())
-    assert result.decayed >= 1
+    assert (result.decayed or 0) >= 1 and fid in result.changed["decayed"].ids
     assert service.store.get_many(AgentScope("system"), [fid])[0].importance < 0.6
 
 

@@ -175,3 +175,25 @@ def test_consolidation_runs_are_their_namespaces_and_whole_store_runs_readable_b
         assert app_conn.execute("DELETE FROM agent_memory.consolidation_runs WHERE id = 'run-sys'").rowcount == 0
         assert app_conn.execute("UPDATE agent_memory.consolidation_runs SET outcome = 'error' WHERE id = 'run-sys'").rowcount == 0
     assert runs("system") == {"run-a", "run-sys", "run-b"}
+
+
+def test_seed_004_review_cards_are_their_agents_alone(app_conn: Any) -> None:
+    """memory_reviews (migration 0018) is isolated per agent, as memory_linkages is."""
+    insert = "INSERT INTO agent_memory.memory_reviews (fragment_id, agent_id, due_at, interval_days) VALUES (%s, %s, now(), 1)"
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("frag-a", "agent-a"))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("frag-b", "agent-b"))
+
+    def cards(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute("SELECT fragment_id FROM agent_memory.memory_reviews")}
+
+    assert (cards("agent-a"), cards("agent-b"), cards("system")) == ({"frag-a"}, set(), {"frag-a"})
+    row = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'agent_memory.memory_reviews'::regclass"
+    ).fetchone()
+    assert row == (True, True)

@@ -24,8 +24,11 @@ from .entity_service import EntityService
 from .erasure import Erased, Erasure
 from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
-from .lifecycle.consolidate import ConfidencePrune, Consolidator, Retention
+from .lifecycle.consolidate import ConfidencePrune, Consolidator, MergeStage, Retention
+from .lifecycle.merge import Merger, MergeStore
+from .lifecycle.review import Reviews
 from .lifecycle.scheduler import Progress
+from .lifecycle.sleep import Sleep, SleepPolicy
 from .models import (
     DEFAULT_AGENT,
     MAINTENANCE_AGENTS,
@@ -52,6 +55,7 @@ from .models import (
     RememberInput,
     RestoreInput,
     Scope,
+    SummarizeThreadInput,
     ToolFeedbackInput,
     TTLTier,
     VerifyErasureInput,
@@ -65,6 +69,7 @@ from .results import (
     ConsolidationRunView,
     ContextResult,
     FeedbackResult,
+    ForgetCandidate,
     ForgetResult,
     FragmentView,
     GraphResult,
@@ -76,13 +81,15 @@ from .results import (
     RememberResult,
     RestoreResult,
     StatsResult,
+    SummarizeThreadResult,
     ToolFeedbackResult,
     VerifyErasureResult,
+    preview,
 )
 from .retrieval.context import explore, load_context
 from .retrieval.profile import Profile003, Profile004, ScoreProfile
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
-from .retrieval.search import Search
+from .retrieval.search import Search, baseline_for
 from .settings import Settings
 from .storage.protocol import (
     EntityStore,
@@ -93,9 +100,11 @@ from .storage.protocol import (
     MaintenanceStore,
     NewFeedback,
     NewFragment,
+    ReviewStore,
     Store,
 )
 from .storage.runs import ConsolidationRun, ConsolidationRunStore, NewRun, RunQuery, RunTrigger
+from .summarize import ThreadSummarizer
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -128,6 +137,19 @@ def retention_of(settings: Settings) -> Retention:
         semantic=limit(settings.retention_semantic_days, "days"),
         procedural=limit(settings.retention_procedural_days, "days"),
     )
+
+
+# 004 §4.2's soft-delete candidate queue in memory_stats: what the lifecycle would let go next.
+FORGET_CANDIDATE_UTILITY = 0.2
+FORGET_CANDIDATE_UNUSED = timedelta(days=30)
+FORGET_CANDIDATES_SHOWN = 10
+
+
+def sleep_policy(settings: Settings, embedding_model: str | None) -> SleepPolicy:
+    """Sleep consolidation's settings (MEMENTO_SLEEP_*; a window of 0 turns the stage off)."""
+    window = timedelta(days=settings.sleep_window_days) if settings.sleep_window_days > 0 else None
+    baseline = baseline_for(embedding_model, settings.similarity_baseline)
+    return SleepPolicy(window, settings.sleep_similarity, settings.sleep_min_cluster, baseline)
 
 
 def score_profile(settings: Settings) -> ScoreProfile | None:
@@ -168,6 +190,11 @@ class MemoryService:
             settings.confidence_prune_threshold, settings.confidence_half_life_days, settings.confidence_prune_action == "archive"
         )
         forget_retention = timedelta(days=settings.forget_retention_days) if settings.forget_retention_days > 0 else None
+        # Every backend is an AppStore, so the store keeps the review cards too (004 §4.2).
+        self.review_store = cast(ReviewStore, store)
+        self.reviews = Reviews(store, self.review_store, settings.review_top)
+        # The operator's language model drafts the semantic memories when there is one (docs/llm.md).
+        sleep = Sleep(store, self.review_store, self.factory, sleep_policy(settings, store.embedding_model), lambda: self.protocol.llm)
         self.consolidator = Consolidator(
             settings.memory,
             store,
@@ -178,6 +205,14 @@ class MemoryService:
             prune=prune,
             retention=retention_of(settings),
             forget_retention=forget_retention,
+            merge=MergeStage(
+                Merger(cast(MergeStore, store), lambda: self.searcher.baseline),
+                settings.consolidation_similarity,
+                settings.merge_on_consolidate,
+            ),
+            pending=self.vectors.pending,
+            sleep=sleep,
+            reviews=self.reviews,
         )
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
@@ -202,6 +237,9 @@ class MemoryService:
         # Every backend is an AppStore, so the store records consolidation runs too (migration 0016).
         self.runs = cast(ConsolidationRunStore, store)
         self.replica = f"{socket.gethostname()}:{os.getpid()}"  # who ran a recorded run
+        self.threads = ThreadSummarizer(self)  # 004's working memory's end (summarize.py)
+        # idle sessions are summarized, then expunged (quietly in a dry run)
+        self.consolidator.end_sessions = lambda before, dry: self.threads.expire_idle(before, quiet=dry)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -295,6 +333,12 @@ class MemoryService:
             message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
         elif self.embedder is not None and not fragment.has_embedding:
             message = "stored; embedding pending (provider unavailable), keyword search works now"
+        if created and fragment.session_id is not None:  # 004 wm_buffer: the session's token budget
+            folded, summary = self.threads.fold_overflow(fragment.agent_id, fragment.session_id)
+            if folded:
+                note = f"working memory over its {self.settings.working_memory_token_budget}-token budget: {folded} oldest item(s) folded"
+                note += f" into episodic summary {summary}" if summary else " (already summarized) and removed"
+                message = f"{message}; {note}" if message else note
         cut = fragment.detail is not None
         return RememberResult(
             id=fragment.id,
@@ -358,6 +402,7 @@ class MemoryService:
         session_id: str | None = None,
         created_at: datetime | None = None,
         record: RecordFields | None = None,
+        embed: bool = True,
     ) -> NewFragment:
         """A fragment ready to insert: redacted, analysed and embedded (outside any transaction)."""
         session = None
@@ -383,7 +428,7 @@ class MemoryService:
         # A tier's days count from creation, except that a memory born cold (an import with an old
         # createdAt, say) starts its cold stay now: the first consolidation must not expire it.
         draft = replace(draft, entered_at=self.clock() if draft.ttl_tier is TTLTier.COLD else draft.created_at)
-        vector = self.vectors.passage(draft.content)
+        vector = self.vectors.passage(draft.content) if embed else None  # not embedded: the backfill's
         own = session is not None and session == ctx.session_id
         return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
 
@@ -646,7 +691,12 @@ class MemoryService:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        return load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, self.clock(), self.factory.tokens, ctx.payload_copies)
+        now = self.clock()
+        due = self.reviews.due(scope, now, self.settings.review_shown)
+        result = load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, now, self.factory.tokens, ctx.payload_copies, due)
+        shown = {r.id for r in result.reviews or ()}
+        self.reviews.shown(scope, [card for card, f in due if f.id in shown], now)  # showing a due review is a review
+        return result
 
     def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> GraphResult:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
@@ -722,6 +772,18 @@ class MemoryService:
             "embedding_model": self.embedder.name if self.embedder else None,
             "feedback": feedback,
         }
+        queue = self.review_store.forget_candidates(
+            scope, self.clock() - FORGET_CANDIDATE_UNUSED, FORGET_CANDIDATE_UTILITY, FORGET_CANDIDATES_SHOWN
+        )
+        extra["forget_candidates"] = [
+            ForgetCandidate(
+                id=f.id,
+                preview=preview(f.content),
+                utility_score=round(f.utility_score, 4),
+                last_used=max(f.created_at, f.accessed_at or f.created_at).isoformat(),
+            )
+            for f in queue
+        ] or None
         last = self.runs.consolidation_runs(scope.agent_id, RunQuery(outcomes=("ok", "error"), limit=1))
         extra |= {"last_consolidation": _run_view(last[0], ctx) if last else None}
         return StatsResult.model_validate(self.store.stats(scope) | extra)
@@ -729,11 +791,14 @@ class MemoryService:
     def memory_consolidate(
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
     ) -> ConsolidateResult:
-        """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
+        """Run the consolidation pipeline (or the stages named, or a dry run that changes nothing and
+        announces nothing); per-stage counts and ids. `progress(done, total, stage)` is optional."""
         scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         if inp.agentId is None and ctx.agent_id is None:  # an unbound caller (the operator): every namespace
             scope = AgentScope(MAINTENANCE_SCOPE)
-        result = self._recorded_run(scope, "manual", lambda: self.consolidator.run(scope, progress))
+        if inp.dryRun:  # a rehearsal, not a run: neither recorded nor announced
+            return self.consolidator.run(scope, progress, stages=inp.stages, dry_run=True)
+        result = self._recorded_run(scope, "manual", lambda: self.consolidator.run(scope, progress, stages=inp.stages))
         assert result is not None  # a manual run is always due
         return result
 
@@ -793,22 +858,23 @@ class MemoryService:
         self.observers.consolidation_run(trigger, "ok", time.perf_counter() - began)
         # A whole-store run is announced as the shared pool's change: every namespace sees that one.
         agent = DEFAULT_AGENT if scope.is_maintenance else scope.agent_id
-        self._emit(
-            ChangeEvent(
-                "consolidated",
-                agent,
-                details={"merged": result.deduplicated, "deleted": result.expired + result.confidence_pruned + result.retention_expired},
-            )
-        )
+        merged = (result.deduplicated or 0) + (result.merged or 0)
+        deleted = (result.expired or 0) + (result.confidence_pruned or 0) + (result.retention_expired or 0)
+        self._emit(ChangeEvent("consolidated", agent, details={"merged": merged, "deleted": deleted}))
         # The run also embedded what was stored without a vector: 001's "background sync done".
         self._emit(ChangeEvent("synced", agent, details={"timestamp": self.clock().isoformat()}))
         return result
 
+    def summarize_thread(self, inp: SummarizeThreadInput, ctx: CallContext) -> SummarizeThreadResult:
+        """004 §5.1: the caller's session's working memory as one episodic memory (summarize.py)."""
+        return self.threads.summarize_thread(inp, ctx)
+
     def end_session(self, session_id: str, ctx: CallContext) -> int:
         """Expunge a finished session's working memory: the caller's own, never another
-        namespace's rows that carry the same id."""
+        namespace's rows that carry the same id. What no summary covers yet becomes one episodic
+        summary first, in the same transaction (MEMENTO_SUMMARIZE_ON_SESSION_END)."""
         owner = self._scope(None, ctx).agent_id
-        removed = self.store.expunge_session(session_id, owner)
+        removed = self.threads.end(session_id, owner).removed
         if removed:
             self._emit(ChangeEvent("session_ended", owner, session_id=session_id))
         return removed

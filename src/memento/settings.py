@@ -394,6 +394,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_CONSOLIDATION_THRESHOLD", "CONSOLIDATION_THRESHOLD"),
         description="Default similarity of consolidate_memories clusters, calibrated scale (001 §6.2).",
     )
+    merge_on_consolidate: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_MERGE_ON_CONSOLIDATE"),
+        description="The consolidation pipeline merges clusters of near-identical memories (its `merged` stage, 001 §6.2) in every run.",
+    )
     # ---- seed 004 (score profile §4.1/§7, retention per memory system §4.2/§7)
     score_profile: Literal["default", "004", "003"] = Field(
         "default",
@@ -462,6 +467,60 @@ class Settings(BaseSettings):
         True,
         validation_alias=AliasChoices("MEMENTO_CONSOLIDATE_ON_START"),
         description="A server consolidates every namespace shortly after it starts (a backfill after downtime).",
+    )
+    # ---- sleep consolidation and spaced review (004 §4.2-4.3, docs/lifecycle.md)
+    sleep_window_days: int = Field(
+        7,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_WINDOW_DAYS"),
+        description="Sleep consolidation integrates episodic memories created within this many days; 0: the stage is off.",
+    )
+    sleep_similarity: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_SIMILARITY"),
+        description="Calibrated similarity (0-1, as MEMENTO_CONSOLIDATION_THRESHOLD) from which two episodes belong to one cluster.",
+    )
+    sleep_min_cluster: int = Field(
+        2,
+        ge=2,
+        le=100,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_MIN_CLUSTER"),
+        description="Fewest consistent episodes that become one semantic memory.",
+    )
+    review_top: int = Field(
+        20,
+        ge=0,
+        le=1000,
+        validation_alias=AliasChoices("MEMENTO_REVIEW_TOP"),
+        description="Spaced review: the most important memories of each namespace that get review cards; 0: no reviews.",
+    )
+    review_shown: int = Field(
+        3,
+        ge=0,
+        le=20,
+        validation_alias=AliasChoices("MEMENTO_REVIEW_SHOWN"),
+        description="Most due reviews one context call shows (within its token budget).",
+    )
+    # ---- 004 §3 wm_buffer: working memory's end (docs/lifecycle.md "Working memory's end")
+    summarize_on_session_end: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_SUMMARIZE_ON_SESSION_END"),
+        description="When a session ends (closed, or idle past SESSION_TTL_MINUTES) its working memory becomes one episodic summary before it is removed (the deterministic summary, no model); off: it is only removed.",
+    )
+    working_memory_token_budget: int = Field(
+        4000,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_WORKING_MEMORY_TOKEN_BUDGET"),
+        description="Tokens of one session's working memory (scope=session, keyed memories apart); a remember past it folds the oldest items into an episodic summary until half the budget is left; 0: no limit.",
+    )
+    summary_max_tokens: int = Field(
+        300,
+        ge=50,
+        le=4000,
+        validation_alias=AliasChoices("MEMENTO_SUMMARY_MAX_TOKENS"),
+        description="The longest working-memory summary, in tokens (summarize_thread, a session's end, a budget fold).",
     )
     skip_meaning_threshold: float | None = Field(
         None,

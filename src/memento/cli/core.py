@@ -57,10 +57,24 @@ def register(sub: Any) -> None:
     cons.add_argument("--runs", action="store_true", help="list the recent runs (scheduled and manual) instead of running one")
     cons.add_argument("--limit", type=int, default=20, help="runs listed with --runs (default 20)")
     cons.add_argument("--json", action="store_true", help="with --runs: print the raw result")
+    cons.add_argument("--stages", help="only these stages, comma-separated (e.g. merged,hotToWarm; default: all)")
+    cons.add_argument(
+        "--dry-run", action="store_true", help="report what a run would do (counts and ids), change nothing; holds the SQLite write lock"
+    )
     mig = sub.add_parser("migrate", help="copy a whole store (every agent) to another backend; resumable")
     mig.add_argument("--from", dest="source", required=True, help="sqlite:///path or postgresql://user@host/db")
     mig.add_argument("--to", dest="target", required=True, help="sqlite:///path or postgresql://owner@host/db (the schema owner)")
     mig.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
+
+
+def _consolidate_payload(args: argparse.Namespace) -> dict[str, object]:
+    """ConsolidateInput's fields from `memento consolidate`'s options."""
+    payload: dict[str, object] = {"agentId": args.agent_id} if args.agent_id else {}
+    if args.stages is not None:
+        payload["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
+    if args.dry_run:
+        payload["dryRun"] = True
+    return payload
 
 
 def _print_recall(result: RecallResult) -> None:
@@ -240,7 +254,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         elif args.command == "consolidate" and args.runs:
             _print_runs(app, args, ctx)
         elif args.command == "consolidate":
-            payload = {"agentId": args.agent_id} if args.agent_id else {}
+            payload = _consolidate_payload(args)
             _print_json(app.service.memory_consolidate(ConsolidateInput.model_validate(payload), ctx, stage_progress()))
     finally:
         app.close()

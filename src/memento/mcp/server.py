@@ -52,7 +52,7 @@ INSTRUCTIONS = (
 DEFAULT_PAGE_SIZE = 50
 # Tools whose calls get the client's model (CallContext.complete) when it offers sampling: seed
 # 003's, whose drafts (distill, crystallize) use a model when one is there. No other tool needs one.
-SAMPLING_TOOLS = frozenset(spec.name for spec in REGISTRY.get("protocol").tools)
+SAMPLING_TOOLS = frozenset(spec.name for spec in REGISTRY.get("protocol").tools) | {"summarize_thread"}  # 004's draft too
 
 
 CoreHandler = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]

@@ -40,6 +40,7 @@ from .postgres_fragments import PostgresFragments
 from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
+from .postgres_reviews import PostgresReviews
 from .postgres_runs import AdvisoryRunLock, PostgresRuns
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .postgres_skips import PostgresSkips
@@ -58,6 +59,8 @@ from .protocol import (
     NewLinkage,
     NewSkip,
     RankFeatures,
+    ReviewCard,
+    ReviewTarget,
     SearchFilter,
     StoredIdentity,
     StoredReceipt,
@@ -113,12 +116,19 @@ class PostgresStore:
         self.records = PostgresRecords(self.db, self.embedding_model)
         self.workmem = PostgresWorkMemory(self.db)
         self.runs = PostgresRuns(self.db)
+        self.reviews = PostgresReviews(self.db)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
         """One transaction around several store calls (a unit of work): all or nothing. The
         calls inside set their own row-level security context, as they would alone."""
         with self.db.tx(SYSTEM):
+            yield
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """The store calls inside run for real in one transaction that is rolled back (a dry run)."""
+        with self.db.rehearsal():
             yield
 
     def ping(self) -> None:
@@ -217,6 +227,9 @@ class PostgresStore:
     def session_owners(self, session_id: str) -> list[str]:
         return self.queries.session_owners(session_id)
 
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        return self.queries.session_tokens(agent_id, session_id)
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return self.queries.get_many(scope, ids)
 
@@ -286,6 +299,9 @@ class PostgresStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        return self.feedback.recent_embeddings(scope, limit)
 
     # ------------------------------------------------------------ 003 linkages (postgres_linkages.py)
 
@@ -510,3 +526,20 @@ class PostgresStore:
 
     def consolidation_lock(self) -> AdvisoryRunLock:
         return self.runs.consolidation_lock()
+
+    # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (postgres_reviews.py)
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        return self.reviews.review_targets(scope, top)
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        return self.reviews.review_cards(scope, due_before, limit)
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        self.reviews.put_reviews(scope, cards, drop)
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        return self.reviews.derived_sources(scope, ids)
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)

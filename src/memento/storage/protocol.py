@@ -217,6 +217,11 @@ class Store(Protocol):
         """One transaction around the store calls made inside it (on this thread): all or nothing."""
         ...
 
+    def rehearsal(self) -> AbstractContextManager[None]:
+        """One transaction around the store calls made inside it (on this thread), always rolled
+        back: they run for real and read their own writes, and nothing is kept (a dry run)."""
+        ...
+
     # fragments
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]: ...
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]: ...
@@ -244,6 +249,11 @@ class Store(Protocol):
     def count(self, scope: AgentScope, filt: SearchFilter) -> int: ...
     def expunge_session(self, session_id: str, agent_id: str) -> int: ...
     def session_owners(self, session_id: str) -> list[str]: ...
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        """The estimated tokens of the working memory `agent_id` keeps under `session_id` (live,
+        unkeyed rows: 004's wm_buffer budget); one aggregate over the session index."""
+        ...
+
     def flush_access(self) -> None: ...
 
     # links
@@ -289,6 +299,11 @@ class Store(Protocol):
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors (the current embedding model's) of these visible fragments."""
+        ...
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, stored vector) of the `limit` newest visible fragments that have one of the current
+        model, working memory and keyed memories apart; newest first (001 §6.2 merging)."""
         ...
 
 
@@ -362,7 +377,8 @@ class EntityStore(Protocol):
 
 
 class MaintenanceStore(Protocol):
-    """The primitives of the consolidation pipeline (000 §8)."""
+    """The primitives of the consolidation pipeline (000 §8). Each stage returns the ids of the
+    fragments it changed (removed links as `from_id>to_id`), so a run can say what it did."""
 
     def demote(
         self,
@@ -372,33 +388,42 @@ class MaintenanceStore(Protocol):
         created_before: datetime,
         accessed_before: datetime | None,
         now: datetime | None = None,
-    ) -> int:
+    ) -> list[str]:
         """Move fragments in `from_tier` since before `created_before` (and unused since
         `accessed_before`) to `to_tier`; they enter it at `now`. One step per run."""
         ...
 
-    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int: ...
-    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int: ...
-    def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
+    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> list[str]: ...
+    def decay_importance(
+        self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime
+    ) -> list[str]: ...
+    def prune_low_confidence(
+        self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool
+    ) -> list[str]:
         """001 §4.5: memories below `threshold` effective confidence, the decay counted from the latest of
         creation, last access and tier entry (hot, permanent, pinned, anchored and working memory
-        apart), soft-deleted (`archive`) or deleted; how many."""
+        apart), soft-deleted (`archive`) or deleted; their ids."""
         ...
 
-    def deduplicate(self, scope: AgentScope) -> int: ...
+    def deduplicate(self, scope: AgentScope) -> list[str]: ...
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]: ...
-    def prune_orphan_links(self, scope: AgentScope) -> int: ...
-    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int: ...
-    def expire_sessions(self, idle_before: datetime) -> int: ...
-    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
-        """004 §4.2: delete for good the soft-deleted memories (forget mode=soft, archived by the
-        confidence prune) whose deletion is older than `deleted_before`; how many."""
+    def prune_orphan_links(self, scope: AgentScope) -> list[str]: ...
+    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> list[str]: ...
+    def expire_sessions(self, idle_before: datetime) -> list[str]: ...
+    def idle_sessions(self, idle_before: datetime) -> list[tuple[str, str]]:
+        """(agent_id, session_id) of every session whose newest working-memory row is older than
+        `idle_before`: the sessions `expire_sessions` would expunge, grouped the same way."""
         ...
 
-    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> list[str]:
+        """004 §4.2: delete for good the soft-deleted memories (forget mode=soft, archived by the
+        confidence prune) whose deletion is older than `deleted_before`; their ids."""
+        ...
+
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> list[str]:
         """004 §4.2: soft-delete (at `now`, restorable) the memories of each system in `unused_since`
         whose latest of creation and last access is before its cutoff; pinned, anchored, keyed and
-        permanent-tier memories are kept. One statement; how many."""
+        permanent-tier memories are kept. One statement; their ids."""
         ...
 
 
@@ -981,6 +1006,66 @@ class IdentityStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- 004 §4.2 spaced review and the forget queue (migration 0018)
+
+
+@dataclass(frozen=True)
+class ReviewCard:
+    """A memory's spaced-review card: due at `due_at`, `interval_days` after its last review."""
+
+    fragment_id: str
+    agent_id: str
+    due_at: datetime
+    interval_days: int
+    reviews: int
+    last_reviewed_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ReviewTarget:
+    """One of a namespace's most important live memories, and when it was last created or used."""
+
+    agent_id: str
+    fragment_id: str
+    last_used: datetime
+
+
+class ReviewStore(Protocol):
+    """Seed 004 §4.2's spaced review (`memory_reviews`, row-level security on PostgreSQL) and the
+    lifecycle's reads beside it. A card belongs to the agent whose memory it is: a scope reads and
+    changes its own namespace's cards (every namespace's for the maintenance scope), never the
+    shared pool's from another namespace."""
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        """Each namespace's `top` most important live memories of its own (pinned first, then by
+        importance × utility; working memory apart), per namespace in that order."""
+        ...
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        """The scope's own cards of live memories, due before `due_before` when given (all when
+        None), the longest overdue first."""
+        ...
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        """Insert or replace these cards and delete the cards of the `drop` memories, in one
+        transaction (joining the caller's); a card of a memory outside the scope's own namespaces
+        is refused (NotFound, nothing changed)."""
+        ...
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        """Those of `ids` that some memory (live or soft-deleted) was derived from (a
+        `derived_from` link to them): sleep consolidation has integrated them already."""
+        ...
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        """004 §4.2's soft-delete candidate queue: live memories of the scope's own namespaces with
+        a utility below `below_utility`, unused (neither created nor accessed) since
+        `unused_before`, neither pinned, anchored, keyed, permanent-tier nor working memory; the
+        lowest utility, then the longest unused, first."""
+        ...
+
+
 # ---------------------------------------------------------------- 003 working memory (storage/workmem.py)
 
 
@@ -1058,6 +1143,7 @@ class AppStore(
     IdentityStore,
     WorkingMemoryStore,
     ConsolidationRunStore,
+    ReviewStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

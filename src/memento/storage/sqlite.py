@@ -34,6 +34,8 @@ from .protocol import (
     NewLinkage,
     NewSkip,
     RankFeatures,
+    ReviewCard,
+    ReviewTarget,
     SearchFilter,
     StoredIdentity,
     StoredReceipt,
@@ -52,6 +54,7 @@ from .sqlite_fragments import SQLiteFragments
 from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
+from .sqlite_reviews import SQLiteReviews
 from .sqlite_runs import ProcessRunLock, SQLiteRuns
 from .sqlite_search import SQLiteSearch
 from .sqlite_skips import SQLiteSkips
@@ -94,7 +97,7 @@ class SQLiteStore:
                 dimensions,
                 embedding_model,
                 path.with_name(path.name + ".vectors"),
-                SQLiteVectorSource(self.db.reader, self.db.connect, embedding_model, dimensions),
+                SQLiteVectorSource(self.db.committed_reader, self.db.connect, embedding_model, dimensions),
                 ann_threshold=ann_threshold,
                 ef_search=ef_search,
             )
@@ -111,6 +114,7 @@ class SQLiteStore:
         self.records = SQLiteRecords(self.db, embedding_model, agents)
         self.workmem = SQLiteWorkMemory(self.db)
         self.runs = SQLiteRuns(self.db)
+        self.reviews = SQLiteReviews(self.db)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -120,6 +124,12 @@ class SQLiteStore:
     def atomic(self) -> Iterator[None]:
         """One transaction around several store calls (a unit of work): all or nothing."""
         with self.db.tx():
+            yield
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """The store calls inside run for real in one transaction that is rolled back (a dry run)."""
+        with self.db.rehearsal():
             yield
 
     def ping(self, timeout_s: float = PING_TIMEOUT_S) -> None:
@@ -202,6 +212,9 @@ class SQLiteStore:
     def session_owners(self, session_id: str) -> list[str]:
         return self.queries.session_owners(session_id)
 
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        return self.queries.session_tokens(agent_id, session_id)
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return self.queries.get_many(scope, ids)
 
@@ -271,6 +284,9 @@ class SQLiteStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        return self.feedback.recent_embeddings(scope, limit)
 
     # ------------------------------------------------------------ 003 linkages (sqlite_linkages.py)
 
@@ -495,3 +511,20 @@ class SQLiteStore:
 
     def consolidation_lock(self) -> ProcessRunLock:
         return self.runs.consolidation_lock()
+
+    # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (sqlite_reviews.py)
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        return self.reviews.review_targets(scope, top)
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        return self.reviews.review_cards(scope, due_before, limit)
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        self.reviews.put_reviews(scope, cards, drop)
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        return self.reviews.derived_sources(scope, ids)
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)
