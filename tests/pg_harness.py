@@ -64,6 +64,9 @@ TABLES = (
     "working_memory_items",
     "consolidation_runs",
     "memory_reviews",
+    "evaluation_jobs",
+    "merge_proposals",
+    "evaluation_tokens",
 )
 
 

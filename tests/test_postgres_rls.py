@@ -197,3 +197,34 @@ def test_seed_004_review_cards_are_their_agents_alone(app_conn: Any) -> None:
         "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'agent_memory.memory_reviews'::regclass"
     ).fetchone()
     assert row == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "columns", "values"),
+    [
+        ("evaluation_jobs", "fragment_id", "fragment_id, agent_id, next_attempt_at, enqueued_at", "%s, %s, now(), now()"),
+        ("merge_proposals", "from_id", "from_id, agent_id, to_id, similarity, reason, created_at", "%s, %s, 'frag-d', 0.9, 'r', now()"),
+        ("evaluation_tokens", "provider", "provider, agent_id, day, tokens", "%s, %s, current_date, 10"),
+    ],
+)
+def test_the_evaluators_rows_are_their_agents_alone(app_conn: Any, table: str, key: str, columns: str, values: str) -> None:
+    """Migration 0017: the evaluator's queue, proposals and token tallies are isolated per agent."""
+    flags = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (f"agent_memory.{table}",)
+    ).fetchone()
+    assert flags == (True, True)
+    insert = f"INSERT INTO agent_memory.{table} ({columns}) VALUES ({values})"
+    for fid, agent in (("frag-a", "agent-a"), ("frag-b", "agent-b")):
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            app_conn.execute(insert, (fid, agent))
+
+    def seen(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute(f"SELECT {key} FROM agent_memory.{table}")}
+
+    assert (seen("agent-a"), seen("agent-b"), seen("system")) == ({"frag-a"}, {"frag-b"}, {"frag-a", "frag-b"})
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("frag-b", "agent-b"))

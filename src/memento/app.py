@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
 from .extras import require
+from .lifecycle.evaluator import Evaluator
+from .lifecycle.providers import build_gemini, provider_chooser
+from .lifecycle.sampling import SamplingSessions
 from .llm import build_llm
 from .observe import Observers
 from .service import MemoryService, utc_now
@@ -40,6 +43,8 @@ class App:
     redis: RedisClients | None = None  # the process's Redis connections, when Redis is enabled
     observers: Observers = field(default_factory=Observers)  # metrics and logs listen here
     scheduler: Scheduler | None = None  # servers only (start_scheduler); build_app never starts one
+    evaluator: Evaluator | None = None  # 000 §7's worker: queues on every write; its thread runs when started
+    sampling: SamplingSessions = field(default_factory=SamplingSessions)  # MCP sessions lending their model
     _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -97,7 +102,17 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
     service.protocol.llm = build_llm(settings)  # MEMENTO_LLM_*: None unless configured (docs/llm.md)
-    return App(
+    sampling = SamplingSessions()
+    evaluator = Evaluator(
+        store,
+        settings,
+        provider_chooser(settings, service.protocol.llm, build_gemini(settings), sampling),
+        clock=clock,
+        baseline=lambda: service.searcher.baseline,
+        observers=observers,
+    )
+    service.add_listener(evaluator.on_change)  # a write only queues; the worker judges (docs/lifecycle.md)
+    built = App(
         settings=settings,
         service=service,
         store=store,
@@ -106,7 +121,11 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         bus=bus,
         redis=redis,
         observers=observers,
+        evaluator=evaluator,
+        sampling=sampling,
     )
+    built.on_close(evaluator.stop)
+    return built
 
 
 def build_scheduler(app: App, clock: Callable[[], datetime] | None = None) -> Scheduler:

@@ -58,7 +58,7 @@ from .graph_results import (
     StoredMemory,
     iso,
 )
-from .lifecycle.merge import Merger, merge_into, numbers
+from .lifecycle.merge import Cluster, Merger, merge_into, numbers
 from .models import AgentScope, AmendInput, CallContext, ChangeEvent, Fragment, RecordFields, RecordInput
 from .retrieval.search import SearchRequest
 from .storage.protocol import AnalyticsStore, EntityStore, SearchFilter, Store
@@ -666,6 +666,28 @@ class EntityService:
     def merger(self) -> Merger:
         """001 §6.2's merging over this engine's store (lifecycle/merge.py)."""
         return Merger(self._store, lambda: self.memory.searcher.baseline)
+
+    def absorb_memory(self, agent_id: str | None, absorbed_id: str, primary_id: str, ctx: CallContext) -> Fragment:
+        """001 §6.2's merge of one pair (the evaluator's merge proposal, docs/lifecycle.md): as in
+        `consolidate_memories` (the same Merger), the absorbed memory's text and version trail go to
+        the primary's version trail, its tags, confidence, metadata and entity associations to the
+        primary, then it is deleted, in one transaction. A pinned, anchored or keyed memory is never
+        absorbed (InvalidArgument)."""
+        scope = self.memory._writable(agent_id, ctx, pool=True)
+        now = self._now()
+        found = {f.id: f for f in self._store.get_many(scope, [absorbed_id, primary_id]) if scope.may_change(f)}
+        for wanted in (absorbed_id, primary_id):
+            if wanted not in found or absorbed_id == primary_id:
+                raise NotFound(f"memory {wanted!r} not found (or the same as the other); nothing merged")
+        absorbed, primary = found[absorbed_id], found[primary_id]
+        if absorbed.pinned or absorbed.is_anchor or absorbed.memory_key is not None:
+            raise InvalidArgument(f"memory {absorbed_id!r} is pinned, anchored or keyed: never absorbed; nothing merged")
+        self.merger.merge(scope, Cluster(primary, ((absorbed, 1.0),)), now)
+        self.memory._emit(ChangeEvent("consolidated", scope.agent_id, details={"merged": 1, "deleted": 1}))
+        merged = self._store.get_many(scope, [primary_id])
+        if not merged:
+            raise NotFound(f"memory {primary_id!r} is gone")
+        return merged[0]
 
     def get_memory_stats(self, inp: GetMemoryStatsInput, ctx: CallContext) -> MemoryStats001:
         """001 §7.2.10, computed in SQL (average_confidence is the mean effective confidence; the

@@ -33,6 +33,10 @@ class Observer:
         """A recorded consolidation run ended: trigger interval | inserts | startup | manual,
         outcome ok | error | skipped."""
 
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        """The evaluator handled a job: outcome done | retried | dead | deferred; `tokens` the
+        model tokens `provider` spent on it (0 for the heuristic)."""
+
 
 class Observers(Observer):
     """Fans every hook out to the registered observers (thread-safe registration)."""
@@ -84,3 +88,10 @@ class Observers(Observer):
                 observer.consolidation_run(trigger, outcome, seconds)
             except Exception:
                 log.exception("consolidation_run observer failed")
+
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        for observer in self._observers:
+            try:
+                observer.evaluation(outcome, provider, tokens)
+            except Exception:
+                log.exception("evaluation observer failed")

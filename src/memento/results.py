@@ -459,6 +459,18 @@ class ForgetCandidate(Result):
     last_used: str  # ISO-8601: the latest of creation and last access
 
 
+class EvaluatorStats(Result):
+    """The evaluator's queue for the caller (000 §7): jobs by status, open merge proposals and
+    model tokens used today (UTC)."""
+
+    queued: int
+    running: int
+    done: int
+    dead: int
+    proposals: int
+    tokens_today: int
+
+
 class StatsResult(StoreStats):
     search_mode: str
     embedding_model: str | None
@@ -466,6 +478,7 @@ class StatsResult(StoreStats):
     forget_candidates: list[ForgetCandidate] | None = Omitted(
         description="004 §4.2: low-utility memories unused for 30 days, not pinned, anchored, keyed or permanent (at most 10)"
     )
+    evaluator: EvaluatorStats | None = Omitted(description="the evaluator's queue, proposals and tokens today")
 
 
 class StageChanges(Result):

@@ -68,6 +68,7 @@ from .results import (
     ConsolidationRunsResult,
     ConsolidationRunView,
     ContextResult,
+    EvaluatorStats,
     FeedbackResult,
     ForgetCandidate,
     ForgetResult,
@@ -94,6 +95,7 @@ from .settings import Settings
 from .storage.protocol import (
     EntityStore,
     ErasureStore,
+    EvaluationStore,
     FragmentChanges,
     KeywordIndex,
     LinkageStore,
@@ -784,6 +786,8 @@ class MemoryService:
             )
             for f in queue
         ] or None
+        queue_counts = cast(EvaluationStore, self.store).evaluation_counts(scope, self.clock().astimezone(UTC).date())
+        extra["evaluator"] = EvaluatorStats.model_validate(queue_counts.__dict__)
         last = self.runs.consolidation_runs(scope.agent_id, RunQuery(outcomes=("ok", "error"), limit=1))
         extra |= {"last_consolidation": _run_view(last[0], ctx) if last else None}
         return StatsResult.model_validate(self.store.stats(scope) | extra)

@@ -555,6 +555,64 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_LLM_TIMEOUT_S"),
         description="Seconds one LLM request may take, connecting included.",
     )
+    # ---- the evaluator (000 §7, issue 13; docs/lifecycle.md "Evaluator")
+    evaluator_enabled: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_ENABLED"),
+        description="Run the evaluator's worker thread in the server; off: memories are still queued, and evaluated once it runs.",
+    )
+    evaluator_provider: Literal["auto", "heuristic", "llm", "gemini", "sampling"] = Field(
+        "auto",
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_PROVIDER"),
+        description="Who judges a memory: auto (the configured LLM, else Gemini with GEMINI_API_KEY, else a connected client's sampling, else heuristic), heuristic, llm, gemini or sampling.",
+    )
+    evaluator_poll_ms: int = Field(
+        5000,
+        ge=10,
+        le=3_600_000,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_POLL_MS"),
+        description="How often the worker looks for due jobs.",
+    )
+    evaluator_max_attempts: int = Field(
+        5,
+        ge=1,
+        le=50,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_MAX_ATTEMPTS"),
+        description="Attempts of a job before it is dead (dead-lettered, re-queueable).",
+    )
+    evaluator_backoff_s: float = Field(
+        30.0,
+        gt=0,
+        le=86_400,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_BACKOFF_S"),
+        description="The first retry's delay; each further retry waits twice as long (capped at a day).",
+    )
+    evaluator_daily_tokens: int = Field(
+        200_000,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_DAILY_TOKENS"),
+        description="Model tokens the evaluator may spend per agent per UTC day (jobs past it wait for the next day); 0: no limit.",
+    )
+    evaluator_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_TIMEOUT_S"),
+        description="Seconds one Gemini or sampling request of the evaluator may take (the LLM keeps MEMENTO_LLM_TIMEOUT_S).",
+    )
+    gemini_api_key: str = Field(
+        "",
+        validation_alias=AliasChoices("GEMINI_API_KEY"),
+        description="Google Gemini API key for the evaluator (000 §10); empty: no Gemini.",
+    )
+    gemini_model: str = Field(
+        "gemini-2.0-flash", validation_alias=AliasChoices("MEMENTO_GEMINI_MODEL"), description="The Gemini model the evaluator asks."
+    )
+    gemini_url: str = Field(
+        "https://generativelanguage.googleapis.com/v1beta",
+        validation_alias=AliasChoices("MEMENTO_GEMINI_URL"),
+        description="Base URL of the Gemini API (generateContent); tests point it at a local server.",
+    )
 
     @field_validator("llm_url")
     @classmethod
@@ -567,6 +625,14 @@ class Settings(BaseSettings):
             if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
                 raise ValueError("MEMENTO_LLM_URL must be an http(s) base URL without query or fragment, e.g. http://127.0.0.1:8080/v1")
         return value
+
+    @model_validator(mode="after")
+    def _evaluator_provider_configured(self) -> Settings:
+        if self.evaluator_provider == "llm" and not self.llm_url:
+            raise ValueError("MEMENTO_EVALUATOR_PROVIDER=llm needs MEMENTO_LLM_URL")
+        if self.evaluator_provider == "gemini" and not self.gemini_api_key:
+            raise ValueError("MEMENTO_EVALUATOR_PROVIDER=gemini needs GEMINI_API_KEY")
+        return self
 
     @field_validator("public_url")
     @classmethod

@@ -131,10 +131,11 @@ class ThreadSummarizer:
 
     # ------------------------------------------------------------ the automatic paths
 
-    def end(self, session_id: str, owner: str, *, quiet: bool = False) -> Ended:
+    def end(self, session_id: str, owner: str, *, quiet: bool = False, embed: bool = True) -> Ended:
         """A session ended: its working memory (not yet in a summary) becomes one, and the
         session's rows are expunged with it in one transaction (only expunged when the setting is off).
-        `quiet` (a consolidation's dry run): no embedding provider call, no change event."""
+        `quiet` (a consolidation's dry run): no change event; `embed` False: the summary waits for the
+        backfill (the consolidation's, which embeds it in the same run)."""
         store = self.service.store
         if not self.service.settings.summarize_on_session_end:
             return Ended(store.expunge_session(session_id, owner))
@@ -146,7 +147,14 @@ class ThreadSummarizer:
         count, cap = self.service.factory.tokens.count, self.service.settings.summary_max_tokens
         text = extractive(fresh, count, cap)
         fragment, removed = self._store(
-            AgentScope(owner), session_id, fresh, text, "extractive", lambda: store.expunge_session(session_id, owner), quiet=quiet
+            AgentScope(owner),
+            session_id,
+            fresh,
+            text,
+            "extractive",
+            lambda: store.expunge_session(session_id, owner),
+            quiet=quiet,
+            embed=embed,
         )
         return Ended(removed, fragment.id if fragment is not None else None)
 
@@ -160,7 +168,7 @@ class ThreadSummarizer:
         summaries = 0
         for owner, session_id in maintenance.idle_sessions(idle_before):
             rows = [item.id for item in self.items(owner, session_id)]
-            ended = self.end(session_id, owner, quiet=quiet)
+            ended = self.end(session_id, owner, quiet=quiet, embed=False)
             removed += rows if ended.removed else []
             summaries += ended.summary_id is not None
             if ended.removed and not quiet:
@@ -225,11 +233,12 @@ class ThreadSummarizer:
         clear: Callable[[], int] | None,
         *,
         quiet: bool = False,
+        embed: bool = True,
     ) -> tuple[Fragment | None, int]:
         """Insert the summary and `clear` the items in one transaction. When `clear` finds nothing
         left (the session ended meanwhile) nothing is stored: (None, 0). The summary's id follows
         from the items it covers (a dry run reports the id the real run then makes). `quiet`: no
-        embedding (the backfill gives it its vector) and no change event."""
+        change event; `embed` False: no vector yet (the backfill gives it one)."""
         service = self.service
         trace = {
             "sessionId": session_id,
@@ -249,7 +258,7 @@ class ThreadSummarizer:
             type_=FragmentType.EPISODE,
             source=source_of(session_id),
             record=record,
-            embed=not quiet,
+            embed=embed,
         )
         key = "\n".join([scope.agent_id, session_id, *sorted(item.id for item in items)])
         new = replace(new, draft=replace(new.draft, id="frag-" + hashlib.sha256(key.encode()).hexdigest()[:16]))

@@ -202,6 +202,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         app = build_app(settings)
         log_startup(app, args.transport)
         start_scheduler(app)  # consolidation by interval, inserts and start-up; app.close() stops it
+        if settings.evaluator_enabled and app.evaluator is not None:
+            app.evaluator.start()  # the evaluator's worker thread (000 §7); App.close stops it
         from ..mcp.stdio import serve_stdio
         from ..web import serve_http
 

@@ -27,6 +27,7 @@ MAX_CONSOLIDATION = 5_000  # newest memories one consolidation compares
 _BLOCK = 512  # rows of the similarity matrix computed at once (memory stays O(block · n))
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _NAME = re.compile(r"\b[A-Z][\w'-]*")
+_WORD = re.compile(r"\b\w[\w'-]*")
 # Capitalised words that name nobody (sentence openers): not a reason to keep two memories apart.
 _OPENERS = frozenset(
     "a an the i we you he she it they this that these those my our your his her its their "
@@ -46,11 +47,17 @@ def numbers(text: str) -> set[str]:
     return set(_NUMBER.findall(text))
 
 
-def marks(text: str) -> set[str]:
-    """What tells two near-identical texts apart as facts: their numbers and the names in them
-    ("Alice owns billing" and "Bob owns billing" are two facts, however close their vectors)."""
-    names = {w.lower() for w in _NAME.findall(text)} - _OPENERS
-    return numbers(text) | {"name:" + n for n in names}
+def names(text: str) -> set[str]:
+    """The capitalised words of a text that may name someone or something (openers apart), lower-cased."""
+    return {w.lower() for w in _NAME.findall(text)} - _OPENERS
+
+
+def names_apart(a: str, b: str) -> bool:
+    """Whether one text names what the other never mentions ("Alice owns billing", "Bob owns
+    billing": two facts, however close their vectors; "The staging database" and "Staging
+    database" name nothing apart)."""
+    words_a, words_b = {w.lower() for w in _WORD.findall(a)}, {w.lower() for w in _WORD.findall(b)}
+    return bool(names(a) - words_b or names(b) - words_a)
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ class Merger:
             if i in taken:
                 continue
             primary = fragments[i]
-            digits = marks(primary.detail or primary.content)
+            digits = numbers(primary.detail or primary.content)
             members = [
                 (j, calibrate(cosine, baseline))
                 for j, cosine in sorted(((j, c) for j, c in pairs[i].items() if j in fragments), key=lambda item: rank[item[0]])
@@ -175,7 +182,8 @@ def _absorbable(f: Fragment, primary: Fragment, digits: set[str]) -> bool:
         f.agent_id == primary.agent_id  # a whole-store run never moves one namespace's text into another
         and f.type is primary.type
         and not (f.pinned or f.is_anchor)
-        and marks(f.detail or f.content) == digits
+        and numbers(f.detail or f.content) == digits
+        and not names_apart(f.detail or f.content, primary.detail or primary.content)
     )
 
 

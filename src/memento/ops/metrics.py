@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memento import __version__
 from memento.endpoint import ServedEndpoint, require_gate
+from memento.models import AgentScope
 from memento.observe import Observer
 from memento.storage.runs import RunQuery
 
@@ -118,6 +119,10 @@ class OpsState:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
             registry=r,
         )
+        self.evaluation_jobs = Counter("memento_evaluator_jobs", "Evaluator jobs handled, by outcome.", ["outcome"], registry=r)
+        self.evaluation_tokens = Counter(
+            "memento_evaluator_tokens", "Model tokens the evaluator used, by provider.", ["provider"], registry=r
+        )
         info = Gauge("memento_build_info", "Version and configuration.", ["version", "backend", "embedding"], registry=r)
         settings = app.settings
         info.labels(__version__, settings.backend, app.embedder.name if app.embedder else "none").set(1)
@@ -172,6 +177,11 @@ class MetricsObserver(Observer):
             self.state.embedding_failures.labels(kind).inc()
             self.state.embedding.failed(error)
 
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        self.state.evaluation_jobs.labels(outcome).inc()
+        if tokens:
+            self.state.evaluation_tokens.labels(provider).inc(tokens)
+
 
 class _ScrapeCollector(Collector):
     """Gauges computed at scrape time: store size and sessions."""
@@ -216,6 +226,7 @@ class _ScrapeCollector(Collector):
         agents.add_metric([], size["agents"])
         yield agents
         yield from _last_consolidation(service)
+        yield from _queue_gauges(service)
 
 
 def _last_consolidation(service: Any) -> Iterator[Any]:
@@ -228,6 +239,19 @@ def _last_consolidation(service: Any) -> Iterator[Any]:
         )
         last.add_metric([], runs[0].started_at.timestamp())
         yield last
+
+
+def _queue_gauges(service: Any) -> Iterator[Any]:
+    """The evaluator's queue by status (every agent's)."""
+    now = service.clock()
+    counts = service.store.evaluation_counts(AgentScope("system"), now.date())
+    queue = GaugeMetricFamily("memento_evaluator_queue", "Evaluator jobs by status.", labels=["status"])
+    for status in ("queued", "running", "done", "dead"):
+        queue.add_metric([status], getattr(counts, status))
+    yield queue
+    proposals = GaugeMetricFamily("memento_evaluator_merge_proposals", "Open merge proposals of the evaluator.")
+    proposals.add_metric([], counts.proposals)
+    yield proposals
 
 
 # ---------------------------------------------------------------- per-app state and hooks

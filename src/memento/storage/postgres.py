@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from .postgres_bulk import PostgresBulk
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
 from .postgres_entities import PostgresEntities
 from .postgres_erasure import PostgresErasure
+from .postgres_evaluation import PostgresEvaluation
 from .postgres_feedback import PostgresFeedback
 from .postgres_fragments import PostgresFragments
 from .postgres_linkages import PostgresLinkages
@@ -48,16 +49,22 @@ from .postgres_workmem import PostgresWorkMemory
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
+    EvaluationCounts,
+    EvaluationJob,
+    EvaluationOutcome,
     FeedbackTally,
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    JobStatus,
     Linkage,
     MemoryOverview,
+    MergeProposal,
     NewFeedback,
     NewFragment,
     NewLinkage,
     NewSkip,
+    ProposalStatus,
     RankFeatures,
     ReviewCard,
     ReviewTarget,
@@ -112,6 +119,7 @@ class PostgresStore:
         self.erasure = PostgresErasure(self.db)
         self.feedback = PostgresFeedback(self.db, self.embedding_model)
         self.linkages = PostgresLinkages(self.db)
+        self.evaluation = PostgresEvaluation(self.db)
         self.skiplist = PostgresSkips(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
         self.workmem = PostgresWorkMemory(self.db)
@@ -302,6 +310,49 @@ class PostgresStore:
 
     def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
         return self.feedback.recent_embeddings(scope, limit)
+
+    # ------------------------------------------------------------ the evaluator's queue (postgres_evaluation.py)
+
+    def enqueue_evaluations(self, scope: AgentScope, fragment_ids: Sequence[str], now: datetime) -> int:
+        return self.evaluation.enqueue_evaluations(scope, fragment_ids, now)
+
+    def enqueue_unevaluated(self, scope: AgentScope, now: datetime, limit: int) -> int:
+        return self.evaluation.enqueue_unevaluated(scope, now, limit)
+
+    def claim_evaluations(
+        self, now: datetime, lease_until: datetime, limit: int, exclude_agents: Sequence[str] = ()
+    ) -> list[EvaluationJob]:
+        return self.evaluation.claim_evaluations(now, lease_until, limit, exclude_agents)
+
+    def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
+        return self.evaluation.finish_evaluation(job, outcome, now)
+
+    def fail_evaluation(self, job_id: int, error: str, now: datetime, retry_at: datetime | None) -> None:
+        self.evaluation.fail_evaluation(job_id, error, now, retry_at)
+
+    def defer_evaluation(self, job_id: int, until: datetime) -> None:
+        self.evaluation.defer_evaluation(job_id, until)
+
+    def evaluation_jobs(self, scope: AgentScope, status: JobStatus | None, limit: int) -> list[EvaluationJob]:
+        return self.evaluation.evaluation_jobs(scope, status, limit)
+
+    def requeue_evaluations(self, scope: AgentScope, ids: Sequence[int], now: datetime) -> int:
+        return self.evaluation.requeue_evaluations(scope, ids, now)
+
+    def evaluation_counts(self, scope: AgentScope, day: date) -> EvaluationCounts:
+        return self.evaluation.evaluation_counts(scope, day)
+
+    def add_evaluation_tokens(self, agent_id: str, day: date, provider: str, tokens: int) -> None:
+        self.evaluation.add_evaluation_tokens(agent_id, day, provider, tokens)
+
+    def evaluation_tokens(self, day: date) -> dict[str, int]:
+        return self.evaluation.evaluation_tokens(day)
+
+    def merge_proposals(self, scope: AgentScope, status: ProposalStatus | None, limit: int) -> list[MergeProposal]:
+        return self.evaluation.merge_proposals(scope, status, limit)
+
+    def set_proposal_status(self, scope: AgentScope, proposal_id: int, status: ProposalStatus) -> MergeProposal:
+        return self.evaluation.set_proposal_status(scope, proposal_id, status)
 
     # ------------------------------------------------------------ 003 linkages (postgres_linkages.py)
 

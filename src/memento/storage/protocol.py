@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -1126,6 +1126,136 @@ class WorkingMemoryStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- the evaluator's queue (000 §7, issue 13)
+
+JobStatus = Literal["queued", "running", "done", "dead"]
+ProposalStatus = Literal["open", "applied", "dismissed"]
+JOB_STATUSES: tuple[JobStatus, ...] = ("queued", "running", "done", "dead")
+PROPOSAL_STATUSES: tuple[ProposalStatus, ...] = ("open", "applied", "dismissed")
+
+
+@dataclass(frozen=True)
+class EvaluationJob:
+    """One evaluation of one memory (`evaluation_jobs`); `result` holds scores and ids, never text."""
+
+    id: int
+    fragment_id: str
+    agent_id: str
+    kind: str
+    status: JobStatus
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    enqueued_at: datetime
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class MergeProposal:
+    """A near-duplicate the evaluator found: `from_id` would be absorbed into `to_id` (001 §6.2)."""
+
+    id: int
+    agent_id: str
+    from_id: str
+    to_id: str
+    similarity: float
+    reason: str
+    status: ProposalStatus
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class EvaluationOutcome:
+    """What finishing a job writes, in one transaction: the memory's utility (and verified_at),
+    `contradicts` links from it to these memories, merge proposals (to_id, similarity, reason)."""
+
+    utility: float
+    result: dict[str, Any]
+    contradicts: tuple[str, ...] = ()
+    merges: tuple[tuple[str, float, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class EvaluationCounts:
+    """The queue as `memory_stats` shows it: jobs by status, open proposals, tokens used today."""
+
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    dead: int = 0
+    proposals: int = 0
+    tokens_today: int = 0
+
+
+class EvaluationStore(Protocol):
+    """The evaluator's durable queue (`evaluation_jobs`, `merge_proposals`, `evaluation_tokens`;
+    row-level security per agent on PostgreSQL). An agent's scope reads and changes its own rows
+    only; the maintenance scope every row. The worker claims across agents (as the maintenance
+    scope): SQLite inside one write transaction, PostgreSQL with FOR UPDATE SKIP LOCKED so that
+    replicas share the work without taking a job twice."""
+
+    def enqueue_evaluations(self, scope: AgentScope, fragment_ids: Sequence[str], now: datetime) -> int:
+        """Queue an evaluation of each of these memories of the scope's own namespace (any, for the
+        maintenance scope) that has no open (queued or running) one; how many were queued."""
+        ...
+
+    def enqueue_unevaluated(self, scope: AgentScope, now: datetime, limit: int) -> int:
+        """The backfill: queue the live memories (working memory apart) that never had a job, oldest first."""
+        ...
+
+    def claim_evaluations(
+        self, now: datetime, lease_until: datetime, limit: int, exclude_agents: Sequence[str] = ()
+    ) -> list[EvaluationJob]:
+        """Take up to `limit` due jobs (queued ones whose next attempt is due, and running ones
+        whose lease ended), oldest first, skipping `exclude_agents`: each becomes running with one
+        more attempt and `lease_until` as its next attempt. Two workers never take the same job."""
+        ...
+
+    def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
+        """In one transaction: the memory's utility_score and verified_at, the `contradicts` links
+        and merge proposals of `outcome` towards memories of the job's own agent (others are left
+        out), the job done with its result. False (nothing changed) when the job is no longer
+        running (requeued, finished elsewhere) or its memory is gone."""
+        ...
+
+    def fail_evaluation(self, job_id: int, error: str, now: datetime, retry_at: datetime | None) -> None:
+        """Record a failed attempt: queued again for `retry_at`, or dead (retry_at None)."""
+        ...
+
+    def defer_evaluation(self, job_id: int, until: datetime) -> None:
+        """Put a claimed job back in the queue until `until`, its attempt not counted (the budget)."""
+        ...
+
+    def evaluation_jobs(self, scope: AgentScope, status: JobStatus | None, limit: int) -> list[EvaluationJob]:
+        """The scope's jobs (of one status), newest first."""
+        ...
+
+    def requeue_evaluations(self, scope: AgentScope, ids: Sequence[int], now: datetime) -> int:
+        """Dead jobs of the scope back to queued, attempts reset; how many (every dead one when `ids` is empty)."""
+        ...
+
+    def evaluation_counts(self, scope: AgentScope, day: date) -> EvaluationCounts:
+        """The scope's jobs by status, open proposals and tokens used on `day`."""
+        ...
+
+    def add_evaluation_tokens(self, agent_id: str, day: date, provider: str, tokens: int) -> None:
+        """Count one model call of `tokens` tokens for the agent on `day`."""
+        ...
+
+    def evaluation_tokens(self, day: date) -> dict[str, int]:
+        """Tokens used on `day`, by agent (every agent: the worker's budget check)."""
+        ...
+
+    def merge_proposals(self, scope: AgentScope, status: ProposalStatus | None, limit: int) -> list[MergeProposal]:
+        """The scope's merge proposals (of one status), newest first."""
+        ...
+
+    def set_proposal_status(self, scope: AgentScope, proposal_id: int, status: ProposalStatus) -> MergeProposal:
+        """Mark one of the scope's proposals applied or dismissed (NotFound for another's)."""
+        ...
+
+
 class AppStore(
     Store,
     EntityStore,
@@ -1144,6 +1274,7 @@ class AppStore(
     WorkingMemoryStore,
     ConsolidationRunStore,
     ReviewStore,
+    EvaluationStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +23,22 @@ from .access import AccessBuffer, Pending
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
+    EvaluationCounts,
+    EvaluationJob,
+    EvaluationOutcome,
     FeedbackTally,
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    JobStatus,
     Linkage,
     MemoryOverview,
+    MergeProposal,
     NewFeedback,
     NewFragment,
     NewLinkage,
     NewSkip,
+    ProposalStatus,
     RankFeatures,
     ReviewCard,
     ReviewTarget,
@@ -49,6 +55,7 @@ from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
 from .sqlite_entities import SQLiteEntities
 from .sqlite_erasure import SQLiteErasure
+from .sqlite_evaluation import SQLiteEvaluation
 from .sqlite_feedback import SQLiteFeedback
 from .sqlite_fragments import SQLiteFragments
 from .sqlite_linkages import SQLiteLinkages
@@ -110,6 +117,7 @@ class SQLiteStore:
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
         self.feedback = SQLiteFeedback(self.db, embedding_model)
         self.linkages = SQLiteLinkages(self.db)
+        self.evaluation = SQLiteEvaluation(self.db)
         self.skiplist = SQLiteSkips(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
         self.workmem = SQLiteWorkMemory(self.db)
@@ -287,6 +295,49 @@ class SQLiteStore:
 
     def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
         return self.feedback.recent_embeddings(scope, limit)
+
+    # ------------------------------------------------------------ the evaluator's queue (sqlite_evaluation.py)
+
+    def enqueue_evaluations(self, scope: AgentScope, fragment_ids: Sequence[str], now: datetime) -> int:
+        return self.evaluation.enqueue_evaluations(scope, fragment_ids, now)
+
+    def enqueue_unevaluated(self, scope: AgentScope, now: datetime, limit: int) -> int:
+        return self.evaluation.enqueue_unevaluated(scope, now, limit)
+
+    def claim_evaluations(
+        self, now: datetime, lease_until: datetime, limit: int, exclude_agents: Sequence[str] = ()
+    ) -> list[EvaluationJob]:
+        return self.evaluation.claim_evaluations(now, lease_until, limit, exclude_agents)
+
+    def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
+        return self.evaluation.finish_evaluation(job, outcome, now)
+
+    def fail_evaluation(self, job_id: int, error: str, now: datetime, retry_at: datetime | None) -> None:
+        self.evaluation.fail_evaluation(job_id, error, now, retry_at)
+
+    def defer_evaluation(self, job_id: int, until: datetime) -> None:
+        self.evaluation.defer_evaluation(job_id, until)
+
+    def evaluation_jobs(self, scope: AgentScope, status: JobStatus | None, limit: int) -> list[EvaluationJob]:
+        return self.evaluation.evaluation_jobs(scope, status, limit)
+
+    def requeue_evaluations(self, scope: AgentScope, ids: Sequence[int], now: datetime) -> int:
+        return self.evaluation.requeue_evaluations(scope, ids, now)
+
+    def evaluation_counts(self, scope: AgentScope, day: date) -> EvaluationCounts:
+        return self.evaluation.evaluation_counts(scope, day)
+
+    def add_evaluation_tokens(self, agent_id: str, day: date, provider: str, tokens: int) -> None:
+        self.evaluation.add_evaluation_tokens(agent_id, day, provider, tokens)
+
+    def evaluation_tokens(self, day: date) -> dict[str, int]:
+        return self.evaluation.evaluation_tokens(day)
+
+    def merge_proposals(self, scope: AgentScope, status: ProposalStatus | None, limit: int) -> list[MergeProposal]:
+        return self.evaluation.merge_proposals(scope, status, limit)
+
+    def set_proposal_status(self, scope: AgentScope, proposal_id: int, status: ProposalStatus) -> MergeProposal:
+        return self.evaluation.set_proposal_status(scope, proposal_id, status)
 
     # ------------------------------------------------------------ 003 linkages (sqlite_linkages.py)
 
