@@ -150,6 +150,33 @@ def test_seed_003_rows_are_their_namespaces_alone(app_conn: Any, table: str, col
         assert app_conn.execute(f"DELETE FROM agent_memory.{table} WHERE agent_id = 'agent-b'").rowcount == 0
 
 
+def test_consolidation_runs_are_their_namespaces_and_whole_store_runs_readable_by_all(app_conn: Any) -> None:
+    """consolidation_runs (migration 0016): a namespace's own rows; the whole-store runs readable
+    (never writable) by every agent."""
+    insert = (
+        "INSERT INTO agent_memory.consolidation_runs (id, agent_id, trigger, started_at, outcome) VALUES (%s, %s, 'manual', now(), 'ok')"
+    )
+    for run_id, agent, context in (("run-a", "agent-a", "agent-a"), ("run-sys", "system", "system"), ("run-b", "agent-b", "system")):
+        with app_conn.transaction():
+            as_agent(app_conn, context)
+            app_conn.execute(insert, (run_id, agent))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("run-forged", "system"))
+
+    def runs(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute("SELECT id FROM agent_memory.consolidation_runs")}
+
+    assert (runs("agent-a"), runs("system")) == ({"run-a", "run-sys"}, {"run-a", "run-sys", "run-b"})
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        assert app_conn.execute("DELETE FROM agent_memory.consolidation_runs WHERE id = 'run-sys'").rowcount == 0
+        assert app_conn.execute("UPDATE agent_memory.consolidation_runs SET outcome = 'error' WHERE id = 'run-sys'").rowcount == 0
+    assert runs("system") == {"run-a", "run-sys", "run-b"}
+
+
 def test_seed_004_review_cards_are_their_agents_alone(app_conn: Any) -> None:
     """memory_reviews (migration 0018) is isolated per agent, as memory_linkages is."""
     insert = "INSERT INTO agent_memory.memory_reviews (fragment_id, agent_id, due_at, interval_days) VALUES (%s, %s, now(), 1)"

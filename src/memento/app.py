@@ -23,6 +23,7 @@ from .storage.sqlite import SQLiteStore
 from .storage.sqlite_maintenance import SQLiteMaintenance
 
 if TYPE_CHECKING:  # psycopg and redis are optional dependencies (the `postgres`, `redis` extras)
+    from .lifecycle.scheduler import Scheduler
     from .storage.redis import RedisClients, RedisKeywordIndex
     from .storage.redis_bus import RedisBus
 
@@ -41,6 +42,7 @@ class App:
     bus: RedisBus | None = None  # messages between replicas (Redis pub/sub), when Redis is enabled
     redis: RedisClients | None = None  # the process's Redis connections, when Redis is enabled
     observers: Observers = field(default_factory=Observers)  # metrics and logs listen here
+    scheduler: Scheduler | None = None  # servers only (start_scheduler); build_app never starts one
     evaluator: Evaluator | None = None  # 000 §7's worker: queues on every write; its thread runs when started
     sampling: SamplingSessions = field(default_factory=SamplingSessions)  # MCP sessions lending their model
     _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
@@ -124,6 +126,39 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     )
     built.on_close(evaluator.stop)
     return built
+
+
+def build_scheduler(app: App, clock: Callable[[], datetime] | None = None) -> Scheduler:
+    """The scheduler of `app` (docs/lifecycle.md "Scheduling"), listening for inserts, not started:
+    its lock is the database's own, with Redis's in front when Redis is enabled."""
+    from .lifecycle.scheduler import Schedule, Scheduler
+    from .storage.runs import ChainLock, RunLock
+
+    settings = app.settings
+    locks: list[RunLock] = []
+    if app.redis is not None:
+        from .storage.redis_lock import RedisRunLock
+
+        locks.append(RedisRunLock(app.redis.blocking))
+    locks.append(app.store.consolidation_lock())
+    minutes = settings.consolidate_interval_minutes
+    schedule = Schedule(
+        interval=timedelta(minutes=minutes) if minutes > 0 else None,
+        every_inserts=settings.consolidate_every_inserts,
+        on_start=settings.consolidate_on_start,
+    )
+    scheduler = Scheduler(app.service, ChainLock(*locks), schedule, clock or app.service.clock)
+    app.service.add_listener(scheduler.on_change)
+    return scheduler
+
+
+def start_scheduler(app: App) -> Scheduler:
+    """Start consolidating by itself (the servers, `memento serve`); `app.close()` stops it."""
+    scheduler = build_scheduler(app)
+    app.scheduler = scheduler
+    scheduler.start()
+    app.on_close(scheduler.stop)
+    return scheduler
 
 
 def database_location(settings: Settings) -> str:

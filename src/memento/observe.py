@@ -29,6 +29,10 @@ class Observer:
     def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
         """An embedding provider call finished: kind passage | query; error None on success."""
 
+    def consolidation_run(self, trigger: str, outcome: str, seconds: float) -> None:
+        """A recorded consolidation run ended: trigger interval | inserts | startup | manual,
+        outcome ok | error | skipped."""
+
     def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
         """The evaluator handled a job: outcome done | retried | dead | deferred; `tokens` the
         model tokens `provider` spent on it (0 for the heuristic)."""
@@ -77,6 +81,13 @@ class Observers(Observer):
                 observer.embedding(kind, seconds, error)
             except Exception:
                 log.exception("embedding observer failed")
+
+    def consolidation_run(self, trigger: str, outcome: str, seconds: float) -> None:
+        for observer in self._observers:
+            try:
+                observer.consolidation_run(trigger, outcome, seconds)
+            except Exception:
+                log.exception("consolidation_run observer failed")
 
     def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
         for observer in self._observers:

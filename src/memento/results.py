@@ -427,6 +427,29 @@ class StoreStats(Result):
     feedback: dict[str, int] | None = Omitted(description="the caller's feedback events by kind (004)")
 
 
+class ConsolidationRunView(Result):
+    """One recorded consolidation run (docs/lifecycle.md "Scheduling"). `agentId`: the namespace
+    maintained (`wholeStore`: every namespace); `stages`: per-stage counts of an ok run."""
+
+    id: str
+    trigger: str  # interval | inserts | startup | manual
+    agent_id: str
+    whole_store: bool
+    started_at: str
+    finished_at: str | None
+    outcome: str  # running | ok | error | skipped
+    stages: dict[str, int | float] | None
+    error: str | None = Omitted(description="why it failed (or was skipped)")
+    replica: str | None = Omitted(description="host:pid that ran it")
+
+
+class ConsolidationRunsResult(Result):
+    """Recent consolidation runs, newest first."""
+
+    runs: list[ConsolidationRunView]
+    count: int
+
+
 class ForgetCandidate(Result):
     """A memory the lifecycle would let go next (004 §4.2's soft-delete candidate queue)."""
 
@@ -451,6 +474,7 @@ class EvaluatorStats(Result):
 class StatsResult(StoreStats):
     search_mode: str
     embedding_model: str | None
+    last_consolidation: ConsolidationRunView | None = Omitted(description="the last finished consolidation run over this namespace")
     forget_candidates: list[ForgetCandidate] | None = Omitted(
         description="004 §4.2: low-utility memories unused for 30 days, not pinned, anchored, keyed or permanent (at most 10)"
     )

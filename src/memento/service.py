@@ -8,6 +8,8 @@ and raises MementoError subclasses.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,9 +27,11 @@ from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import ConfidencePrune, Consolidator, MergeStage, Retention
 from .lifecycle.merge import Merger, MergeStore
 from .lifecycle.review import Reviews
+from .lifecycle.scheduler import Progress
 from .lifecycle.sleep import Sleep, SleepPolicy
 from .models import (
     DEFAULT_AGENT,
+    MAINTENANCE_AGENTS,
     AgentScope,
     AmendInput,
     CallContext,
@@ -61,6 +65,8 @@ from .protocol_face import ProtocolFace
 from .results import (
     AmendResult,
     ConsolidateResult,
+    ConsolidationRunsResult,
+    ConsolidationRunView,
     ContextResult,
     EvaluatorStats,
     FeedbackResult,
@@ -99,6 +105,7 @@ from .storage.protocol import (
     ReviewStore,
     Store,
 )
+from .storage.runs import ConsolidationRun, ConsolidationRunStore, NewRun, RunQuery, RunTrigger
 from .summarize import ThreadSummarizer
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
@@ -229,6 +236,9 @@ class MemoryService:
         self.entities = EntityService(self)  # seed 001's face over this engine
         self.vault = VaultService(self)  # seed 002's face over this engine
         self.protocol = ProtocolFace(self)  # seed 003's face over this engine
+        # Every backend is an AppStore, so the store records consolidation runs too (migration 0016).
+        self.runs = cast(ConsolidationRunStore, store)
+        self.replica = f"{socket.gethostname()}:{os.getpid()}"  # who ran a recorded run
         self.threads = ThreadSummarizer(self)  # 004's working memory's end (summarize.py)
         # idle sessions are summarized, then expunged (quietly in a dry run)
         self.consolidator.end_sessions = lambda before, dry: self.threads.expire_idle(before, quiet=dry)
@@ -755,7 +765,8 @@ class MemoryService:
         return FeedbackResult(id=feedback_id, memory_id=inp.id, event=inp.event, counts=dict(tally.counts) if tally else {})
 
     def memory_stats(self, inp: MemoryStatsInput, ctx: CallContext) -> StatsResult:
-        """Counts by tier and type, embedding coverage, mean utility, feedback, search mode."""
+        """Counts by tier and type, embedding coverage, mean utility, feedback, search mode, and
+        the last consolidation run that maintained the caller's namespace."""
         scope = self._scope(inp.agentId, ctx)
         feedback = self.store.feedback_counts(scope) or None
         extra: dict[str, object] = {
@@ -777,6 +788,8 @@ class MemoryService:
         ] or None
         queue_counts = cast(EvaluationStore, self.store).evaluation_counts(scope, self.clock().astimezone(UTC).date())
         extra["evaluator"] = EvaluatorStats.model_validate(queue_counts.__dict__)
+        last = self.runs.consolidation_runs(scope.agent_id, RunQuery(outcomes=("ok", "error"), limit=1))
+        extra |= {"last_consolidation": _run_view(last[0], ctx) if last else None}
         return StatsResult.model_validate(self.store.stats(scope) | extra)
 
     def memory_consolidate(
@@ -787,9 +800,66 @@ class MemoryService:
         scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         if inp.agentId is None and ctx.agent_id is None:  # an unbound caller (the operator): every namespace
             scope = AgentScope(MAINTENANCE_SCOPE)
-        result = self.consolidator.run(scope, progress, stages=inp.stages, dry_run=inp.dryRun)
-        if result.dry_run:
-            return result
+        if inp.dryRun:  # a rehearsal, not a run: neither recorded nor announced
+            return self.consolidator.run(scope, progress, stages=inp.stages, dry_run=True)
+        result = self._recorded_run(scope, "manual", lambda: self.consolidator.run(scope, progress, stages=inp.stages))
+        assert result is not None  # a manual run is always due
+        return result
+
+    def run_consolidation(
+        self, agent: str | None, trigger: RunTrigger, *, due_since: datetime | None = None, progress: Progress | None = None
+    ) -> ConsolidateResult | None:
+        """A scheduled run (docs/lifecycle.md "Scheduling"): every namespace (`agent` None), or one
+        namespace as its own credential's run would change it. Recorded like every run; None:
+        not due (a run over that scope started at or after `due_since`)."""
+        scope = self._namespace_scope(agent)
+        return self._recorded_run(scope, trigger, lambda: self.consolidator.run(scope, progress), due_since)
+
+    def skip_consolidation(self, agent: str | None, trigger: RunTrigger, reason: str) -> None:
+        """Record a scheduled run that did not happen (another run held the lock), and count it."""
+        scope = self._namespace_scope(agent)
+        now = self.clock()
+        run_id = self.runs.start_consolidation_run(scope.agent_id, NewRun(trigger, now, self.replica))
+        if run_id is not None:
+            self.runs.finish_consolidation_run(scope.agent_id, run_id, now, "skipped", None, reason)
+        self.observers.consolidation_run(trigger, "skipped", 0.0)
+
+    def consolidation_runs(self, limit: int, ctx: CallContext, agent_id: str | None = None) -> ConsolidationRunsResult:
+        """The recent runs the caller may see, newest first: its namespace's and the whole-store
+        ones (every run for an operator without agentId); a whole-store run's counts, error and
+        replica are shown to unbound and maintenance callers only."""
+        scope = self._scope(agent_id, ctx)
+        if agent_id is None and ctx.agent_id is None:
+            scope = AgentScope(MAINTENANCE_SCOPE)
+        runs = self.runs.consolidation_runs(scope.agent_id, RunQuery(limit=limit))
+        return ConsolidationRunsResult(runs=[_run_view(r, ctx) for r in runs], count=len(runs))
+
+    def _namespace_scope(self, agent: str | None) -> AgentScope:
+        if agent is None:
+            return AgentScope(MAINTENANCE_SCOPE)
+        if agent == DEFAULT_AGENT:  # the pool is its own namespace: the operator's run over it
+            return AgentScope(DEFAULT_AGENT)
+        return self._writable(agent, CallContext(agent_id=agent), pool=True)
+
+    def _recorded_run(
+        self, scope: AgentScope, trigger: RunTrigger, work: Callable[[], ConsolidateResult], due_since: datetime | None = None
+    ) -> ConsolidateResult | None:
+        """Claim a run in the run record, do `work`, record how it ended, count it, announce it."""
+        run_id = self.runs.start_consolidation_run(scope.agent_id, NewRun(trigger, self.clock(), self.replica, due_since))
+        if run_id is None:
+            return None
+        began = time.perf_counter()
+        try:
+            result = work()
+        except Exception as exc:
+            self.observers.consolidation_run(trigger, "error", time.perf_counter() - began)
+            try:
+                self.runs.finish_consolidation_run(scope.agent_id, run_id, self.clock(), "error", None, f"{type(exc).__name__}: {exc}")
+            except Exception:
+                log.warning("could not record the failed consolidation run %s", run_id, exc_info=True)
+            raise
+        self.runs.finish_consolidation_run(scope.agent_id, run_id, self.clock(), "ok", stage_counts(result), None)
+        self.observers.consolidation_run(trigger, "ok", time.perf_counter() - began)
         # A whole-store run is announced as the shared pool's change: every namespace sees that one.
         agent = DEFAULT_AGENT if scope.is_maintenance else scope.agent_id
         merged = (result.deduplicated or 0) + (result.merged or 0)
@@ -812,3 +882,27 @@ class MemoryService:
         if removed:
             self._emit(ChangeEvent("session_ended", owner, session_id=session_id))
         return removed
+
+
+def stage_counts(result: ConsolidateResult) -> dict[str, int | float]:
+    """A run's per-stage counts as recorded (wire names; the contradiction pairs and statistics left out)."""
+    return {k: v for k, v in result.dump().items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _run_view(run: ConsolidationRun, ctx: CallContext) -> ConsolidationRunView:
+    """A recorded run as a caller sees it: an agent-bound caller sees that a whole-store run
+    happened, not its store-wide counts, error text or replica."""
+    whole = run.agent_id in MAINTENANCE_AGENTS
+    hidden = whole and ctx.agent_id is not None and not AgentScope(ctx.agent_id).is_maintenance
+    return ConsolidationRunView(
+        id=run.id,
+        trigger=run.trigger,
+        agent_id=run.agent_id,
+        whole_store=whole,
+        started_at=run.started_at.isoformat(),
+        finished_at=run.finished_at.isoformat() if run.finished_at else None,
+        outcome=run.outcome,
+        stages=None if hidden else run.stages,
+        error=None if hidden else run.error,
+        replica=None if hidden else run.replica,
+    )

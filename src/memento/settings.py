@@ -450,6 +450,24 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_RETENTION_PROCEDURAL_DAYS"),
         description="The same for procedural memories, in days; 0 (the default): kept without limit.",
     )
+    # ---- issue 13: the scheduler (docs/lifecycle.md "Scheduling"); servers only, never one-shot commands
+    consolidate_interval_minutes: int = Field(
+        1440,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_CONSOLIDATE_INTERVAL_MINUTES"),
+        description="A served store is consolidated (every namespace) once per this many minutes, by one replica; 0: no interval runs.",
+    )
+    consolidate_every_inserts: int = Field(
+        50,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_CONSOLIDATE_EVERY_INSERTS"),
+        description="A namespace is consolidated after this many new memories stored through this server (001 §6.3); 0: never by count.",
+    )
+    consolidate_on_start: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_CONSOLIDATE_ON_START"),
+        description="A server consolidates every namespace shortly after it starts (a backfill after downtime).",
+    )
     # ---- sleep consolidation and spaced review (004 §4.2-4.3, docs/lifecycle.md)
     sleep_window_days: int = Field(
         7,

@@ -42,6 +42,7 @@ from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
 from .postgres_reviews import PostgresReviews
+from .postgres_runs import AdvisoryRunLock, PostgresRuns
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .postgres_skips import PostgresSkips
 from .postgres_workmem import PostgresWorkMemory
@@ -74,6 +75,7 @@ from .protocol import (
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
+from .runs import ConsolidationRun, NewRun, RunOutcome, RunQuery
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
@@ -121,6 +123,7 @@ class PostgresStore:
         self.skiplist = PostgresSkips(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
         self.workmem = PostgresWorkMemory(self.db)
+        self.runs = PostgresRuns(self.db)
         self.reviews = PostgresReviews(self.db)
 
     @contextmanager
@@ -558,6 +561,22 @@ class PostgresStore:
 
     def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
         return self.workmem.working_memory_summary(scope)
+
+    # ------------------------------------------------------------ consolidation runs (migration 0016, postgres_runs.py)
+
+    def start_consolidation_run(self, scope_agent: str, new: NewRun) -> str | None:
+        return self.runs.start_consolidation_run(scope_agent, new)
+
+    def finish_consolidation_run(
+        self, scope_agent: str, run_id: str, finished_at: datetime, outcome: RunOutcome, stages: dict[str, Any] | None, error: str | None
+    ) -> None:
+        self.runs.finish_consolidation_run(scope_agent, run_id, finished_at, outcome, stages, error)
+
+    def consolidation_runs(self, scope_agent: str, query: RunQuery) -> list[ConsolidationRun]:
+        return self.runs.consolidation_runs(scope_agent, query)
+
+    def consolidation_lock(self) -> AdvisoryRunLock:
+        return self.runs.consolidation_lock()
 
     # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (postgres_reviews.py)
 

@@ -26,6 +26,7 @@ from ..models import (
     memory_system_for,
     privacy_for,
 )
+from .runs import ConsolidationRunStore
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
@@ -1271,6 +1272,7 @@ class AppStore(
     SkipStore,
     IdentityStore,
     WorkingMemoryStore,
+    ConsolidationRunStore,
     ReviewStore,
     EvaluationStore,
     Protocol,

@@ -49,6 +49,7 @@ from .protocol import (
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
+from .runs import ConsolidationRun, NewRun, RunOutcome, RunQuery
 from .sqlite_analytics import SQLiteAnalytics
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
@@ -61,6 +62,7 @@ from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
 from .sqlite_reviews import SQLiteReviews
+from .sqlite_runs import ProcessRunLock, SQLiteRuns
 from .sqlite_search import SQLiteSearch
 from .sqlite_skips import SQLiteSkips
 from .sqlite_sql import parse_ts, ts
@@ -119,6 +121,7 @@ class SQLiteStore:
         self.skiplist = SQLiteSkips(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
         self.workmem = SQLiteWorkMemory(self.db)
+        self.runs = SQLiteRuns(self.db)
         self.reviews = SQLiteReviews(self.db)
 
     @property
@@ -543,6 +546,22 @@ class SQLiteStore:
 
     def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
         return self.workmem.working_memory_summary(scope)
+
+    # ------------------------------------------------------------ consolidation runs (migration 0016, sqlite_runs.py)
+
+    def start_consolidation_run(self, scope_agent: str, new: NewRun) -> str | None:
+        return self.runs.start_consolidation_run(scope_agent, new)
+
+    def finish_consolidation_run(
+        self, scope_agent: str, run_id: str, finished_at: datetime, outcome: RunOutcome, stages: dict[str, Any] | None, error: str | None
+    ) -> None:
+        self.runs.finish_consolidation_run(scope_agent, run_id, finished_at, outcome, stages, error)
+
+    def consolidation_runs(self, scope_agent: str, query: RunQuery) -> list[ConsolidationRun]:
+        return self.runs.consolidation_runs(scope_agent, query)
+
+    def consolidation_lock(self) -> ProcessRunLock:
+        return self.runs.consolidation_lock()
 
     # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (sqlite_reviews.py)
 
