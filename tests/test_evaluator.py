@@ -27,7 +27,7 @@ from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.lifecycle.evaluator import next_day
 from memento.lifecycle.judges import InvalidAnswer, Neighbour, heuristic, parse_answer
-from memento.models import AgentScope, CallContext, MemoryStatsInput, RememberInput
+from memento.models import AgentScope, CallContext, ConsolidateInput, MemoryStatsInput, RememberInput
 from memento.settings import Settings
 from memento.storage.protocol import EvaluationOutcome
 
@@ -119,6 +119,17 @@ def test_every_created_memory_is_queued_once_and_claimed_by_one_worker(make_app:
     clock.now += timedelta(minutes=11)  # a worker that died gives its jobs up when the lease ends
     again = store.claim_evaluations(clock(), clock.now + timedelta(minutes=10), 5)
     assert sorted(j.fragment_id for j in again) == sorted([a, b]) and {j.attempts for j in again} == {2}
+
+
+def test_a_consolidation_run_queues_the_memories_never_evaluated(make_app: Callable[..., App]) -> None:
+    app = make_app()
+    app.service.remove_listener(evaluator(app).on_change)  # as if queueing had failed
+    fid = remember(app, PORT_A)
+    assert stats(app)["queued"] == 0
+    app.service.add_listener(evaluator(app).on_change)
+    app.service.memory_consolidate(ConsolidateInput(), CallContext())
+    assert [j.fragment_id for j in app.store.evaluation_jobs(AgentScope("alice"), "queued", 10)] == [fid]
+    assert evaluator(app).drain().done == 1 and fragment(app, fid).verified_at is not None
 
 
 def test_finishing_a_job_writes_utility_links_and_proposals_of_the_same_agent_only(make_app: Callable[..., App], clock: Clock) -> None:

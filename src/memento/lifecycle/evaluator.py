@@ -99,7 +99,11 @@ class Evaluator:
 
     def on_change(self, event: ChangeEvent) -> None:
         """The service's change listener: queue every created memory (a cheap insert; the
-        judging happens on the worker)."""
+        judging happens on the worker), and after a consolidation run the memories that never
+        had a job (an import around the service, a write whose queueing failed)."""
+        if event.kind == "consolidated":
+            self.backfill()
+            return
         if event.kind != "created" or not event.fragment_ids:
             return
         if self.store.enqueue_evaluations(AgentScope(event.agent_id), event.fragment_ids, self.clock()):
