@@ -343,9 +343,10 @@ class Evaluator:
         next_poll = 0.0
         while not self._stop.is_set():
             self._wake.clear()
-            busy = False
+            busy = polled = False
             try:
                 if self.stream is None or monotonic() >= next_poll:
+                    polled = True
                     busy = self.run_once().handled > 0
                     reclaimed = self.reclaim()
                     busy = busy or (reclaimed is not None and reclaimed.handled > 0)
@@ -355,6 +356,8 @@ class Evaluator:
                     if streamed is not None:
                         continue  # the stream's wait was this round's wait
                     next_poll = 0.0  # Redis down: the table poll alone, as without Redis
+                    if not polled:
+                        continue  # it just went down: poll now, a wake-up may have come meanwhile
             except Exception:  # boundary: a database outage is retried on the next poll (000 §9.1)
                 log.exception("evaluator round failed")
                 busy = False
