@@ -112,8 +112,12 @@ async def test_two_servers_see_each_others_writes(env: dict[str, str]) -> None:
         mine = await remember(first, "the staging database listens on port 5433")
         assert await recall(second, "staging database port")  # both indexes are loaded now
         theirs = await remember(second, "kafka consumers lag behind during the nightly batch")
+        # A server's recall waits for its own writes' vectors (its embedding worker), not another's:
+        # the writer recalls first, as an acknowledged-and-embedded write.
+        assert found_by_meaning(await recall(second, "kafka consumers lag behind during the nightly batch"), theirs)
         assert found_by_meaning(await recall(first, "kafka consumers lag behind during the nightly batch"), theirs)
         again = await remember(first, "terraform state is locked in a dynamodb table")
+        assert found_by_meaning(await recall(first, "terraform state is locked in a dynamodb table"), again)
         assert found_by_meaning(await recall(second, "terraform state is locked in a dynamodb table"), again)
         assert found_by_meaning(await recall(second, "the staging database listens on port 5433"), mine)
         assert_index_complete(await stats(first), 3)

@@ -50,6 +50,9 @@ class App:
         if self._closed:
             return
         self._closed = True
+        # Embeddings this process acknowledged, for at most MEMENTO_EMBED_DRAIN_S; the rest stays
+        # pending in the store (logged) for the next start or consolidation.
+        self.service.outbox.stop(self.settings.embed_drain_s)
         for closer in reversed(self._closers):
             try:
                 closer()
@@ -95,6 +98,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
     service.protocol.llm = build_llm(settings)  # MEMENTO_LLM_*: None unless configured (docs/llm.md)
+    service.outbox.start()  # embeds in the background; its first round embeds what a crash left pending
     return App(
         settings=settings,
         service=service,

@@ -29,6 +29,9 @@ class Observer:
     def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
         """An embedding provider call finished: kind passage | query; error None on success."""
 
+    def embedding_batch(self, rows: int, seconds: float, error: BaseException | None) -> None:
+        """The embedding worker finished a batch of `rows` pending vectors (error None: stored)."""
+
 
 class Observers(Observer):
     """Fans every hook out to the registered observers (thread-safe registration)."""
@@ -73,3 +76,10 @@ class Observers(Observer):
                 observer.embedding(kind, seconds, error)
             except Exception:
                 log.exception("embedding observer failed")
+
+    def embedding_batch(self, rows: int, seconds: float, error: BaseException | None) -> None:
+        for observer in self._observers:
+            try:
+                observer.embedding_batch(rows, seconds, error)
+            except Exception:
+                log.exception("embedding_batch observer failed")

@@ -413,6 +413,9 @@ class StoreStats(Result):
 class StatsResult(StoreStats):
     search_mode: str
     embedding_model: str | None
+    embeddings_pending: int | None = Omitted(
+        description="memories stored without a vector of the current model yet (the embedding worker's queue, working memory apart)"
+    )
 
 
 class ConsolidateResult(Result):
