@@ -49,6 +49,12 @@ class Clock:
 
 
 BACKENDS = ("sqlite", "postgres", "postgres+redis")
+
+# A server a test starts (`memento serve` inherits this environment) consolidates by itself only
+# when the test asks (tests/test_scheduler.py): a run a few seconds after start, or after the
+# 50th memory, would add runs and events the other end-to-end tests do not expect.
+for _name in ("MEMENTO_CONSOLIDATE_ON_START", "MEMENTO_CONSOLIDATE_INTERVAL_MINUTES", "MEMENTO_CONSOLIDATE_EVERY_INSERTS"):
+    os.environ.setdefault(_name, "false" if _name.endswith("ON_START") else "0")
 StoreEnv = Callable[[Path], dict[str, str]]
 
 

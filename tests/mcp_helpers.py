@@ -44,6 +44,7 @@ TOOL_NAMES = {
     "verify_erasure",
     "export",  # docs/export.md
     "feedback",
+    "summarize_thread",  # 004 §5.1
 }
 
 
@@ -70,7 +71,15 @@ def server_env(store: Path | Mapping[str, str]) -> dict[str, str]:
     """Environment for a server with the deterministic hash embedder, on the SQLite file `store`
     or on the store settings given (conftest's `store_env(folder)`: SQLite, PostgreSQL, Redis)."""
     database = {"DATABASE_URL": f"sqlite:///{store}"} if isinstance(store, Path) else dict(store)
-    return {"EMBEDDING_PROVIDER": "hash", **database, "LOG_LEVEL": "INFO", "MEMENTO_HOST": "127.0.0.1"}
+    # The evaluator's thread is off: its background writes (utility, links) would race the
+    # assertions of suites about other things; tests/test_evaluator.py turns it on.
+    return {
+        "EMBEDDING_PROVIDER": "hash",
+        **database,
+        "LOG_LEVEL": "INFO",
+        "MEMENTO_HOST": "127.0.0.1",
+        "MEMENTO_EVALUATOR_ENABLED": "false",
+    }
 
 
 def free_port() -> int:

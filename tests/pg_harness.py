@@ -62,6 +62,11 @@ TABLES = (
     "workspaces",
     "working_memory_sections",
     "working_memory_items",
+    "consolidation_runs",
+    "memory_reviews",
+    "evaluation_jobs",
+    "merge_proposals",
+    "evaluation_tokens",
 )
 
 

@@ -248,7 +248,7 @@ def test_deleting_a_memory_takes_its_links(service: MemoryService, app: App, sto
     store.link_entities(A, [(alice, plain, 1.0), (alice, kept, 1.0), (alice, old, 1.0)], NOW)
     assert store.delete(A, [plain]) == [plain]
     maintenance: MaintenanceStore = service.consolidator.maintenance
-    assert maintenance.expire_cold(A, None, [], NOW - timedelta(days=90)) == 1  # the lifecycle's delete
+    assert len(maintenance.expire_cold(A, None, [], NOW - timedelta(days=90))) == 1  # the lifecycle's delete
     assert [link.fragment_id for link in store.entity_links(SYSTEM, entity_ids=[alice])] == [kept]
     assert store.graph_counts(SYSTEM)["links"] == 1
     with pytest.raises(NotFound):  # a deleted memory cannot be linked again

@@ -85,7 +85,18 @@ A_FRAGMENT = {
     "type": "procedure",
     "keywords": ["penguin"],
 }
-WRITE_TOOLS = ("remember", "amend", "forget", "link", "reflect", "tool_feedback", "memory_consolidate", "restore", "feedback")
+WRITE_TOOLS = (
+    "remember",
+    "amend",
+    "forget",
+    "link",
+    "reflect",
+    "tool_feedback",
+    "memory_consolidate",
+    "restore",
+    "feedback",
+    "summarize_thread",
+)
 
 
 @pytest.fixture
@@ -291,6 +302,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             ("memory_stats", {"agentId": "agent-b"}),
             ("memory_consolidate", {"agentId": "agent-b"}),
             ("export", {"agentId": "agent-b"}),
+            ("summarize_thread", {"agentId": "agent-b"}),
         ):
             assert_code(await a.tool(name, args), "forbidden")
 
@@ -397,6 +409,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
             ("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}),
             ("memory_consolidate", {}),
             ("feedback", {"id": own, "event": "not_helpful"}),
+            ("summarize_thread", {"keep": False}),
         ):
             assert name in WRITE_TOOLS
             result = await ro.tool(name, args)

@@ -38,6 +38,7 @@ LAYERS = {
     "memento.access": 2,
     "memento.service": 3,
     "memento.erasure": 3,
+    "memento.summarize": 3,
     "memento.entity_service": 3,
     "memento.vault_service": 3,
     "memento.protocol_face": 3,

@@ -184,9 +184,10 @@ async def test_every_tool_over_stdio(server_env: dict[str, str], monkeypatch: py
     params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=server_env)
     async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
         await exercise_every_tool(client)
-    # Closing stdin ended the session cleanly: its working memory was expunged on the way out.
+    # Closing stdin ended the session cleanly: its working memory was summarized into one episodic
+    # memory (docs/lifecycle.md "Working memory's end") and expunged on the way out.
     stats = stored_stats(server_env, monkeypatch)
-    assert stats["total"] == 5 and stats["workingMemory"] == 0
+    assert stats["total"] == 6 and stats["workingMemory"] == 0 and stats["byType"]["episode"] == 1
 
 
 # ------------------------------------------------------------------ Streamable HTTP
@@ -208,12 +209,12 @@ async def test_every_tool_over_streamable_http(
 ) -> None:
     async with Client(http_server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
         await exercise_every_tool(client)
-    # Leaving the client DELETEd the session, which expunged its working memory.
+    # Leaving the client DELETEd the session, which summarized and expunged its working memory.
     status = http_server.stop()
     assert status in (0, -signal.SIGTERM), http_server.log.read_text()
     assert "HTTP server stopped" in http_server.log.read_text()
     stats = stored_stats(server_env, monkeypatch)
-    assert stats["total"] == 5 and stats["workingMemory"] == 0
+    assert stats["total"] == 6 and stats["workingMemory"] == 0 and stats["byType"]["episode"] == 1
 
 
 INIT = {

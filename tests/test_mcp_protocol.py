@@ -295,6 +295,8 @@ async def test_every_tool_result_validates_against_its_advertised_output_schema(
     await call("graph_explore", {"startId": err, "verbose": True})
     await call("context", {"sessionId": peer.session.id})
     assert "rendered" in await call("context", {"sessionId": peer.session.id, "verbose": True})
+    summary = await call("summarize_thread", {"sessionId": peer.session.id})  # the scratch note (004 §5.1)
+    assert (summary["itemCount"], summary["method"]) == (1, "extractive") and "fallback" not in summary
     await call("reflect", {"summary": "Fixed the cart OOM", "task_effectiveness": {"overall_success": True}})
     await call("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": False})
     await call("memory_stats", {})

@@ -148,3 +148,83 @@ def test_seed_003_rows_are_their_namespaces_alone(app_conn: Any, table: str, col
     with app_conn.transaction():
         as_agent(app_conn, "agent-a")
         assert app_conn.execute(f"DELETE FROM agent_memory.{table} WHERE agent_id = 'agent-b'").rowcount == 0
+
+
+def test_consolidation_runs_are_their_namespaces_and_whole_store_runs_readable_by_all(app_conn: Any) -> None:
+    """consolidation_runs (migration 0016): a namespace's own rows; the whole-store runs readable
+    (never writable) by every agent."""
+    insert = (
+        "INSERT INTO agent_memory.consolidation_runs (id, agent_id, trigger, started_at, outcome) VALUES (%s, %s, 'manual', now(), 'ok')"
+    )
+    for run_id, agent, context in (("run-a", "agent-a", "agent-a"), ("run-sys", "system", "system"), ("run-b", "agent-b", "system")):
+        with app_conn.transaction():
+            as_agent(app_conn, context)
+            app_conn.execute(insert, (run_id, agent))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("run-forged", "system"))
+
+    def runs(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute("SELECT id FROM agent_memory.consolidation_runs")}
+
+    assert (runs("agent-a"), runs("system")) == ({"run-a", "run-sys"}, {"run-a", "run-sys", "run-b"})
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        assert app_conn.execute("DELETE FROM agent_memory.consolidation_runs WHERE id = 'run-sys'").rowcount == 0
+        assert app_conn.execute("UPDATE agent_memory.consolidation_runs SET outcome = 'error' WHERE id = 'run-sys'").rowcount == 0
+    assert runs("system") == {"run-a", "run-sys", "run-b"}
+
+
+def test_seed_004_review_cards_are_their_agents_alone(app_conn: Any) -> None:
+    """memory_reviews (migration 0018) is isolated per agent, as memory_linkages is."""
+    insert = "INSERT INTO agent_memory.memory_reviews (fragment_id, agent_id, due_at, interval_days) VALUES (%s, %s, now(), 1)"
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("frag-a", "agent-a"))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("frag-b", "agent-b"))
+
+    def cards(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute("SELECT fragment_id FROM agent_memory.memory_reviews")}
+
+    assert (cards("agent-a"), cards("agent-b"), cards("system")) == ({"frag-a"}, set(), {"frag-a"})
+    row = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'agent_memory.memory_reviews'::regclass"
+    ).fetchone()
+    assert row == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "columns", "values"),
+    [
+        ("evaluation_jobs", "fragment_id", "fragment_id, agent_id, next_attempt_at, enqueued_at", "%s, %s, now(), now()"),
+        ("merge_proposals", "from_id", "from_id, agent_id, to_id, similarity, reason, created_at", "%s, %s, 'frag-d', 0.9, 'r', now()"),
+        ("evaluation_tokens", "provider", "provider, agent_id, day, tokens", "%s, %s, current_date, 10"),
+    ],
+)
+def test_the_evaluators_rows_are_their_agents_alone(app_conn: Any, table: str, key: str, columns: str, values: str) -> None:
+    """Migration 0017: the evaluator's queue, proposals and token tallies are isolated per agent."""
+    flags = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (f"agent_memory.{table}",)
+    ).fetchone()
+    assert flags == (True, True)
+    insert = f"INSERT INTO agent_memory.{table} ({columns}) VALUES ({values})"
+    for fid, agent in (("frag-a", "agent-a"), ("frag-b", "agent-b")):
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            app_conn.execute(insert, (fid, agent))
+
+    def seen(agent: str) -> set[str]:
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute(f"SELECT {key} FROM agent_memory.{table}")}
+
+    assert (seen("agent-a"), seen("agent-b"), seen("system")) == ({"frag-a"}, {"frag-b"}, {"frag-a", "frag-b"})
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("frag-b", "agent-b"))

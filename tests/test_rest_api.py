@@ -356,6 +356,7 @@ def test_the_openapi_document_is_served_and_describes_every_route(server: HttpSe
         "/memories/consolidate",
         "/memories/{memory_id}/restore",
         "/erasures/verify",
+        "/sessions/{session_id}/summarize",
         "/entities",
         "/entities/{entity_id}",
         "/entities/{entity_id}/graph",

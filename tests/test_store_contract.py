@@ -192,6 +192,19 @@ def test_working_memory_is_expunged_and_hidden_from_other_sessions(service: Memo
     assert store.get_many(A, [note]) == []
 
 
+def test_a_sessions_token_total_counts_its_live_unkeyed_working_memory_only(service: MemoryService, store: Store) -> None:
+    first = put(service, "session scratch: try the replica first", session="s-tok")
+    second = put(service, "session scratch: then the primary", session="s-tok")
+    put(service, "a keyed note", session="s-tok", memory_key="k1")  # 002's keyed session memory: apart
+    put(service, "bob's scratch under the same id", "bob", session="s-tok")
+    put(service, "a permanent fact beside it")
+    rows = store.get_many(A, [first, second])
+    assert store.session_tokens("alice", "s-tok") == sum(f.estimated_tokens for f in rows) > 0
+    store.soft_delete(A, [second], NOW)
+    assert store.session_tokens("alice", "s-tok") == rows[0].estimated_tokens
+    assert store.session_tokens("alice", "none") == 0 and store.session_tokens("carol", "s-tok") == 0
+
+
 def test_the_three_retrieval_tiers_filter_and_isolate(service: MemoryService, store: Store) -> None:
     hit = put(service, "postgres vacuum runs nightly", tags=("db",))
     put(service, "postgres vacuum runs for bob too", "bob")
@@ -257,15 +270,30 @@ def test_maintenance_primitives(service: MemoryService, app: Any) -> None:
     hot = put(service, "an old hot error", type_="error", created=old, importance=0.6)
     cold = put(service, "an old cold fact", created=old, importance=None)
     store.update(A, cold, FragmentChanges(ttl_tier=TTLTier.COLD, importance=0.1), "alice", NOW)
-    assert maintenance.demote(A, TTLTier.HOT, TTLTier.WARM, NOW - timedelta(days=30), None) == 1
+    assert maintenance.demote(A, TTLTier.HOT, TTLTier.WARM, NOW - timedelta(days=30), None) == [hot]
     assert store.get_many(A, [hot])[0].ttl_tier is TTLTier.WARM
-    assert maintenance.expire_cold(A, None, [], NOW - timedelta(days=90)) == 1
+    assert maintenance.expire_cold(A, None, [], NOW - timedelta(days=90)) == [cold]
     assert store.get_many(A, [cold]) == []
-    assert maintenance.recompute_utility(A, NOW, 30.0) >= 1
-    assert maintenance.decay_importance(A, 0.9, 100, 1.0, NOW) >= 0
-    assert maintenance.deduplicate(A) == 0 and maintenance.prune_orphan_links(A) == 0
+    assert len(maintenance.recompute_utility(A, NOW, 30.0)) >= 1
+    assert len(maintenance.decay_importance(A, 0.9, 100, 1.0, NOW)) >= 0
+    assert maintenance.deduplicate(A) == [] and maintenance.prune_orphan_links(A) == []
     assert maintenance.contradictions(A) == []
-    assert maintenance.expire_sessions(NOW + timedelta(days=1)) >= 0
+    assert len(maintenance.expire_sessions(NOW + timedelta(days=1))) >= 0
+
+
+def test_idle_sessions_are_the_ones_expire_sessions_removes(service: MemoryService, store: Store) -> None:
+    maintenance: MaintenanceStore = service.consolidator.maintenance
+    put(service, "an old note", session="old", created=NOW - timedelta(hours=3))
+    put(service, "an older note", session="old", created=NOW - timedelta(hours=4))
+    put(service, "bob's old note", "bob", session="old", created=NOW - timedelta(hours=5))
+    put(service, "a fresh note", session="fresh", created=NOW)
+    put(service, "a mixed session's old note", session="mixed", created=NOW - timedelta(hours=5))
+    put(service, "a mixed session's new note", session="mixed", created=NOW)
+    idle = maintenance.idle_sessions(NOW - timedelta(hours=1))
+    assert sorted(idle) == [("alice", "old"), ("bob", "old")]
+    assert len(maintenance.expire_sessions(NOW - timedelta(hours=1))) == 3
+    assert maintenance.idle_sessions(NOW - timedelta(hours=1)) == []
+    assert len(store.list_fragments(A, SearchFilter(session_id="mixed", only_session=True), 10)) == 2
 
 
 def test_another_agents_data_does_not_change_your_terms_or_ranking(service: MemoryService, store: Store) -> None:
@@ -420,7 +448,7 @@ def test_soft_deleted_rows_are_purged_after_the_retention_and_not_before(service
     store.soft_delete(A, [old], NOW - timedelta(days=40))
     store.soft_delete(A, [fresh], NOW)
     store.soft_delete(B, [theirs], NOW - timedelta(days=40))
-    assert maintenance.purge_forgotten(A, NOW - timedelta(days=30)) == 1
+    assert maintenance.purge_forgotten(A, NOW - timedelta(days=30)) == [old]
     assert store.restore(A, [old]) == []  # gone for good
     assert store.restore(A, [fresh]) == [fresh]
     assert store.restore(B, [theirs]) == [theirs]  # alice's run never touches bob's rows
@@ -495,6 +523,19 @@ def test_embeddings_of_gives_the_stored_vectors_of_visible_fragments(service: Me
     assert store.embeddings_of(A, []) == {}
 
 
+def test_recent_embeddings_are_the_newest_visible_vectors_without_working_or_keyed_memory(service: MemoryService, store: Store) -> None:
+    older = put(service, "an older note with a vector", created=NOW - timedelta(days=2))
+    newer = put(service, "a newer note with a vector", created=NOW - timedelta(days=1))
+    put(service, "a keyed note", memory_key="k1")
+    put(service, "bob's note", "bob")
+    got = store.recent_embeddings(A, 10)
+    assert [fid for fid, _ in got] == [newer, older]  # newest first; keyed and other namespaces apart
+    np.testing.assert_allclose(got[0][1], store.embeddings_of(A, [newer])[newer], rtol=1e-6)
+    assert [fid for fid, _ in store.recent_embeddings(A, 1)] == [newer]
+    store.soft_delete(A, [newer], NOW)
+    assert [fid for fid, _ in store.recent_embeddings(A, 10)] == [older]  # hidden ones are not compared
+
+
 def test_expire_retention_archives_past_each_systems_cutoff_and_keeps_the_exempt(service: MemoryService, store: Store) -> None:
     maintenance: MaintenanceStore = service.consolidator.maintenance
     old = NOW - timedelta(days=100)
@@ -511,13 +552,13 @@ def test_expire_retention_archives_past_each_systems_cutoff_and_keeps_the_exempt
     store.record_access([kept["recalled"]], NOW - timedelta(days=1))
     store.flush_access()
     cutoffs = {MemorySystem.EPISODIC: NOW - timedelta(days=90)}
-    assert maintenance.expire_retention(A, {}, NOW) == 0
-    assert maintenance.expire_retention(A, cutoffs, NOW) == 1
+    assert len(maintenance.expire_retention(A, {}, NOW)) == 0
+    assert maintenance.expire_retention(A, cutoffs, NOW) == [episode]
     assert {f.id for f in store.get_many(A, [episode, *kept.values()])} == set(kept.values())
     assert store.get_many(B, [bobs])  # another agent's memories are not A's to archive
-    assert maintenance.expire_retention(A, cutoffs, NOW) == 0  # already archived
+    assert len(maintenance.expire_retention(A, cutoffs, NOW)) == 0  # already archived
     assert store.restore(A, [episode]) == [episode]  # soft: restorable
-    assert maintenance.expire_retention(SYSTEM, cutoffs, NOW) == 2  # the maintenance scope: every namespace
+    assert len(maintenance.expire_retention(SYSTEM, cutoffs, NOW)) == 2  # the maintenance scope: every namespace
 
 
 def test_pinned_fragments_are_kept_by_every_maintenance_primitive(service: MemoryService, store: Store) -> None:
@@ -530,12 +571,12 @@ def test_pinned_fragments_are_kept_by_every_maintenance_primitive(service: Memor
         put(service, f"a {tag} unsure old fact", created=old, importance=0.6, pinned=pinned, confidence=0.01)
     before = {f.content: f for f in store.list_fragments(A, SearchFilter(), 10) if f.pinned}
     # each primitive acts on the plain copies (and only on them)
-    assert maintenance.demote(A, TTLTier.HOT, TTLTier.WARM, NOW - timedelta(days=7), None, NOW) == 1
-    assert maintenance.demote(A, TTLTier.WARM, TTLTier.COLD, NOW - timedelta(days=30), NOW - timedelta(days=30), NOW) == 1
-    assert maintenance.expire_cold(A, None, [], NOW - timedelta(days=1)) == 1  # the cold fact, cold since its creation
-    assert maintenance.prune_low_confidence(A, 0.05, 30.0, NOW + timedelta(days=1), archive=True) == 1  # the unsure fact
-    assert maintenance.decay_importance(A, 0.5, 10, 2.0, NOW) == 1
-    assert maintenance.expire_retention(A, {MemorySystem.PROCEDURAL: NOW + timedelta(days=1)}, NOW) == 1
+    assert len(maintenance.demote(A, TTLTier.HOT, TTLTier.WARM, NOW - timedelta(days=7), None, NOW)) == 1
+    assert len(maintenance.demote(A, TTLTier.WARM, TTLTier.COLD, NOW - timedelta(days=30), NOW - timedelta(days=30), NOW)) == 1
+    assert len(maintenance.expire_cold(A, None, [], NOW - timedelta(days=1))) == 1  # the cold fact, cold since its creation
+    assert len(maintenance.prune_low_confidence(A, 0.05, 30.0, NOW + timedelta(days=1), archive=True)) == 1  # the unsure fact
+    assert len(maintenance.decay_importance(A, 0.5, 10, 2.0, NOW)) == 1
+    assert len(maintenance.expire_retention(A, {MemorySystem.PROCEDURAL: NOW + timedelta(days=1)}, NOW)) == 1
     left = {f.content: f for f in store.list_fragments(A, SearchFilter(), 10)}
     assert sorted(left) == sorted(before) == ["a pinned old cold fact", "a pinned old hot procedure", "a pinned unsure old fact"]
     assert {c: (f.ttl_tier, f.importance) for c, f in left.items()} == {c: (f.ttl_tier, f.importance) for c, f in before.items()}

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 from .embeddings.factory import build_embedder
 from .embeddings.protocol import Embedder
 from .extras import require
+from .lifecycle.evaluator import Evaluator
+from .lifecycle.providers import build_gemini, provider_chooser
+from .lifecycle.sampling import SamplingSessions
 from .llm import build_llm
 from .observe import Observers
 from .service import MemoryService, utc_now
@@ -20,6 +23,7 @@ from .storage.sqlite import SQLiteStore
 from .storage.sqlite_maintenance import SQLiteMaintenance
 
 if TYPE_CHECKING:  # psycopg and redis are optional dependencies (the `postgres`, `redis` extras)
+    from .lifecycle.scheduler import Scheduler
     from .storage.redis import RedisClients, RedisKeywordIndex
     from .storage.redis_bus import RedisBus
 
@@ -38,6 +42,9 @@ class App:
     bus: RedisBus | None = None  # messages between replicas (Redis pub/sub), when Redis is enabled
     redis: RedisClients | None = None  # the process's Redis connections, when Redis is enabled
     observers: Observers = field(default_factory=Observers)  # metrics and logs listen here
+    scheduler: Scheduler | None = None  # servers only (start_scheduler); build_app never starts one
+    evaluator: Evaluator | None = None  # 000 §7's worker: queues on every write; its thread runs when started
+    sampling: SamplingSessions = field(default_factory=SamplingSessions)  # MCP sessions lending their model
     _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -50,14 +57,14 @@ class App:
         if self._closed:
             return
         self._closed = True
-        # Embeddings this process acknowledged, for at most MEMENTO_EMBED_DRAIN_S; the rest stays
-        # pending in the store (logged) for the next start or consolidation.
-        self.service.outbox.stop(self.settings.embed_drain_s)
         for closer in reversed(self._closers):
             try:
                 closer()
             except Exception:
                 log.warning("a close hook failed", exc_info=True)
+        # Once the other workers stopped writing: the embeddings this process acknowledged, for at
+        # most MEMENTO_EMBED_DRAIN_S; the rest stays pending in the store (logged) for the next start.
+        self.service.outbox.stop(self.settings.embed_drain_s)
         if self.bus is not None:
             self.bus.close()
         if self.keyword_index is not None:
@@ -99,7 +106,17 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
     service.protocol.llm = build_llm(settings)  # MEMENTO_LLM_*: None unless configured (docs/llm.md)
     service.outbox.start()  # embeds in the background; its first round embeds what a crash left pending
-    return App(
+    sampling = SamplingSessions()
+    evaluator = Evaluator(
+        store,
+        settings,
+        provider_chooser(settings, service.protocol.llm, build_gemini(settings), sampling),
+        clock=clock,
+        baseline=lambda: service.searcher.baseline,
+        observers=observers,
+    )
+    service.add_listener(evaluator.on_change)  # a write only queues; the worker judges (docs/lifecycle.md)
+    built = App(
         settings=settings,
         service=service,
         store=store,
@@ -108,7 +125,44 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         bus=bus,
         redis=redis,
         observers=observers,
+        evaluator=evaluator,
+        sampling=sampling,
     )
+    built.on_close(evaluator.stop)
+    return built
+
+
+def build_scheduler(app: App, clock: Callable[[], datetime] | None = None) -> Scheduler:
+    """The scheduler of `app` (docs/lifecycle.md "Scheduling"), listening for inserts, not started:
+    its lock is the database's own, with Redis's in front when Redis is enabled."""
+    from .lifecycle.scheduler import Schedule, Scheduler
+    from .storage.runs import ChainLock, RunLock
+
+    settings = app.settings
+    locks: list[RunLock] = []
+    if app.redis is not None:
+        from .storage.redis_lock import RedisRunLock
+
+        locks.append(RedisRunLock(app.redis.blocking))
+    locks.append(app.store.consolidation_lock())
+    minutes = settings.consolidate_interval_minutes
+    schedule = Schedule(
+        interval=timedelta(minutes=minutes) if minutes > 0 else None,
+        every_inserts=settings.consolidate_every_inserts,
+        on_start=settings.consolidate_on_start,
+    )
+    scheduler = Scheduler(app.service, ChainLock(*locks), schedule, clock or app.service.clock)
+    app.service.add_listener(scheduler.on_change)
+    return scheduler
+
+
+def start_scheduler(app: App) -> Scheduler:
+    """Start consolidating by itself (the servers, `memento serve`); `app.close()` stops it."""
+    scheduler = build_scheduler(app)
+    app.scheduler = scheduler
+    scheduler.start()
+    app.on_close(scheduler.stop)
+    return scheduler
 
 
 def database_location(settings: Settings) -> str:

@@ -9,7 +9,6 @@ Every write is one transaction; every change is announced as a ChangeEvent.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -59,10 +58,11 @@ from .graph_results import (
     StoredMemory,
     iso,
 )
+from .lifecycle.merge import Cluster, Merger, merge_into, numbers
 from .models import AgentScope, AmendInput, CallContext, ChangeEvent, Fragment, RecordFields, RecordInput
 from .outbox import entity_text
-from .retrieval.search import SearchRequest, calibrate
-from .storage.protocol import REINFORCEMENT, AnalyticsStore, EntityStore, FragmentChanges, SearchFilter, Store, VersionRecord
+from .retrieval.search import SearchRequest
+from .storage.protocol import AnalyticsStore, EntityStore, SearchFilter, Store
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -74,13 +74,8 @@ class GraphCapable(Store, EntityStore, AnalyticsStore, Protocol):
 
 MAX_LISTING = 10_000  # offset + limit of a listing without a query
 MAX_BULK_DELETE = 10_000  # memories one delete_memories call may remove by filter
-MAX_CONSOLIDATION = 5_000  # newest memories one consolidation compares
 LOW_CONFIDENCE = 0.3  # get_memory_stats: low_confidence_count counts effective confidence below this
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-
-
-def _numbers(text: str) -> set[str]:
-    return set(_NUMBER.findall(text))
+_numbers = numbers
 
 
 class EntityService:
@@ -252,31 +247,8 @@ class EntityService:
         *,
         note: str = "merged:new",
     ) -> Fragment:
-        """Merge a memory's fields into `old` (001 §6.1): tags united, confidence max (and reinforced),
-        metadata merged shallowly (new values win), the merged text archived in `old`'s versions."""
-        self._store.add_version(
-            scope,
-            old.id,
-            VersionRecord(
-                content=text,
-                topic=old.topic,
-                keywords=tuple(old.keywords),
-                type=old.type,
-                importance=old.importance,
-                amended_by=scope.agent_id,
-                confidence=record.confidence,
-                metadata=dict(record.metadata),
-                tags=tuple(record.tags),
-                note=note if source is None else f"{note} (source {source})",
-            ),
-            now,
-        )
-        tags = list(dict.fromkeys([*old.tags, *record.tags]))
-        confidence = min(1.0, max(old.confidence, record.confidence, old.confidence + REINFORCEMENT))
-        metadata = {**old.metadata, **record.metadata}
-        return self._store.update(
-            scope, old.id, FragmentChanges(tags=tuple(tags), confidence=confidence, metadata=metadata), scope.agent_id, now
-        )
+        """Merge a memory's fields into `old` (001 §6.1; lifecycle.merge.merge_into)."""
+        return merge_into(self._store, scope, old, text, record, source, now, note=note)
 
     def recall_memories(self, inp: RecallMemoriesInput, ctx: CallContext) -> MemoryHits:
         """001 §7.2.2: search in the chosen mode with the filters."""
@@ -676,31 +648,27 @@ class EntityService:
     # ------------------------------------------------------------ consolidation and statistics
 
     def consolidate_memories(self, inp: ConsolidateMemoriesInput, ctx: CallContext) -> ConsolidationReport:
-        """001 §7.2.9 / §6.2: clusters of memories of one type whose calibrated similarity to the
-        cluster's primary (the most confident, then the oldest) exceeds the threshold; each
-        absorbed memory's text goes to the primary's version trail, its tags, confidence, metadata
-        and entity associations to the primary, then it is deleted. Pinned and anchored memories
-        are never absorbed. dry_run reports the clusters and changes nothing."""
+        """001 §7.2.9 / §6.2 (lifecycle/merge.py, shared with the pipeline's `merged` stage):
+        clusters of memories of one type whose calibrated similarity to the cluster's primary (the
+        most confident, then the oldest) exceeds the threshold, on the stored vectors; each absorbed
+        memory's text goes to the primary's version trail, its tags, confidence, metadata and entity
+        associations to the primary, then it is deleted. Pinned and anchored memories are never
+        absorbed. dry_run reports the clusters and changes nothing."""
         scope = self.memory._writable(inp.agent_id, ctx, pool=True)
         threshold = inp.similarity_threshold if inp.similarity_threshold is not None else self.memory.settings.consolidation_similarity
         now = self._now()
-        clusters = self._clusters(scope, threshold)
+        merger = self.merger
+        self.memory._settle_before_maintenance()  # clusters read stored vectors: this process's writes first
+        clusters = merger.clusters(scope, threshold)
         report = [
-            MergeCluster(primary_id=p.id, absorbed_ids=[a.id for a, _ in members], min_similarity=round(min(s for _, s in members), 4))
-            for p, members in clusters
+            MergeCluster(primary_id=c.primary.id, absorbed_ids=c.absorbed_ids, min_similarity=round(min(s for _, s in c.members), 4))
+            for c in clusters
         ]
         merged = deleted = 0
         if not inp.dry_run:
-            for primary, members in clusters:
-                with self._store.atomic():
-                    for absorbed, _ in members:
-                        record = RecordFields(tags=tuple(absorbed.tags), confidence=absorbed.confidence, metadata=dict(absorbed.metadata))
-                        # within the transaction the writer's own result is current (readers see the last commit)
-                        text = absorbed.detail or absorbed.content
-                        primary = self._merge_into(scope, primary, text, record, absorbed.source, now, note=f"merged:{absorbed.id}")
-                        self._store.move_entity_links(scope, absorbed.id, primary.id, now)
-                    gone = self._store.delete(scope, [a.id for a, _ in members])
-                merged += len(members)
+            for cluster in clusters:
+                gone = merger.merge(scope, cluster, now)
+                merged += len(cluster.members)
                 deleted += len(gone)
             details = {"merged": merged, "deleted": deleted}
             self.memory._emit(ChangeEvent("consolidated", scope.agent_id, details=details))
@@ -713,41 +681,32 @@ class EntityService:
             clusters=report,
         )
 
-    def _clusters(self, scope: AgentScope, threshold: float) -> list[tuple[Fragment, list[tuple[Fragment, float]]]]:
-        # keyed memories (002) belong to their key: never merged
-        fragments = [
-            f for f in self._store.recent(scope, SearchFilter(), MAX_CONSOLIDATION) if scope.may_change(f) and f.memory_key is None
-        ]
-        if len(fragments) < 2 or self.memory.embedder is None:
-            return []
-        vectors = self.memory.vectors.passages([f.detail or f.content for f in fragments])
-        baseline = self.memory.searcher.baseline
+    @property
+    def merger(self) -> Merger:
+        """001 §6.2's merging over this engine's store (lifecycle/merge.py)."""
+        return Merger(self._store, lambda: self.memory.searcher.baseline)
 
-        def calibrated(cosine: float) -> float:
-            return calibrate(cosine, baseline)
-
-        order = sorted(range(len(fragments)), key=lambda i: (-fragments[i].confidence, fragments[i].created_at, fragments[i].id))
-        taken: set[int] = set()
-        clusters: list[tuple[Fragment, list[tuple[Fragment, float]]]] = []
-        for i in order:
-            if i in taken:
-                continue
-            sims = vectors @ vectors[i]
-            members = [
-                (j, calibrated(float(sims[j])))
-                for j in order
-                if j != i
-                and j not in taken
-                and fragments[j].type is fragments[i].type
-                and not (fragments[j].pinned or fragments[j].is_anchor)
-                and calibrated(float(sims[j])) > threshold
-                and _numbers(fragments[j].detail or fragments[j].content) == _numbers(fragments[i].detail or fragments[i].content)
-            ]
-            if members:
-                taken.add(i)
-                taken.update(j for j, _ in members)
-                clusters.append((fragments[i], [(fragments[j], s) for j, s in members]))
-        return clusters
+    def absorb_memory(self, agent_id: str | None, absorbed_id: str, primary_id: str, ctx: CallContext) -> Fragment:
+        """001 §6.2's merge of one pair (the evaluator's merge proposal, docs/lifecycle.md): as in
+        `consolidate_memories` (the same Merger), the absorbed memory's text and version trail go to
+        the primary's version trail, its tags, confidence, metadata and entity associations to the
+        primary, then it is deleted, in one transaction. A pinned, anchored or keyed memory is never
+        absorbed (InvalidArgument)."""
+        scope = self.memory._writable(agent_id, ctx, pool=True)
+        now = self._now()
+        found = {f.id: f for f in self._store.get_many(scope, [absorbed_id, primary_id]) if scope.may_change(f)}
+        for wanted in (absorbed_id, primary_id):
+            if wanted not in found or absorbed_id == primary_id:
+                raise NotFound(f"memory {wanted!r} not found (or the same as the other); nothing merged")
+        absorbed, primary = found[absorbed_id], found[primary_id]
+        if absorbed.pinned or absorbed.is_anchor or absorbed.memory_key is not None:
+            raise InvalidArgument(f"memory {absorbed_id!r} is pinned, anchored or keyed: never absorbed; nothing merged")
+        self.merger.merge(scope, Cluster(primary, ((absorbed, 1.0),)), now)
+        self.memory._emit(ChangeEvent("consolidated", scope.agent_id, details={"merged": 1, "deleted": 1}))
+        merged = self._store.get_many(scope, [primary_id])
+        if not merged:
+            raise NotFound(f"memory {primary_id!r} is gone")
+        return merged[0]
 
     def get_memory_stats(self, inp: GetMemoryStatsInput, ctx: CallContext) -> MemoryStats001:
         """001 §7.2.10, computed in SQL (average_confidence is the mean effective confidence; the

@@ -101,6 +101,8 @@ class RelationType(StrEnum):
     PART_OF = "part_of"
     CONTRADICTS = "contradicts"
     SUPERSEDED_BY = "superseded_by"
+    DERIVED_FROM = "derived_from"  # 004 §3: a memory drawn from another (sleep consolidation's semantic memory from its episodes)
+    DUPLICATES = "duplicates"  # 004 §3: says the same as another
 
 
 class Scope(StrEnum):
@@ -549,6 +551,8 @@ class ConsolidateInput(OperationInput):
     """Run the maintenance pipeline and return per-stage counts."""
 
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    stages: list[str] | None = Field(default=None, max_length=20, description="Only these (default all).")
+    dryRun: StrictBool = Field(default=False, description="Change nothing; report.")
 
 
 class GraphExploreInput(OperationInput):
@@ -578,6 +582,15 @@ class FeedbackInput(OperationInput):
     score: Unit | None = Field(default=None, description="Strength 0-1 (default 1).")
     note: ShortText | None = Field(default=None, description="E.g. the correct answer.")
     agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+
+
+class SummarizeThreadInput(OperationInput):
+    """004 §5.1 summarize_thread: a session's working memory into one episodic memory."""
+
+    sessionId: ShortText | None = Field(default=None, description="Default: this session.")
+    agentId: AgentId | None = Field(default=None, description=AGENT_ID)
+    title: ShortText | None = Field(default=None, description="Summary's first line.")
+    keep: StrictBool = Field(default=True, description="false: remove the items.")
 
 
 # A language model lent for one call: complete(prompt, system, max_tokens) -> text; raises

@@ -32,6 +32,14 @@ class Observer:
     def embedding_batch(self, rows: int, seconds: float, error: BaseException | None) -> None:
         """The embedding worker finished a batch of `rows` pending vectors (error None: stored)."""
 
+    def consolidation_run(self, trigger: str, outcome: str, seconds: float) -> None:
+        """A recorded consolidation run ended: trigger interval | inserts | startup | manual,
+        outcome ok | error | skipped."""
+
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        """The evaluator handled a job: outcome done | retried | dead | deferred; `tokens` the
+        model tokens `provider` spent on it (0 for the heuristic)."""
+
 
 class Observers(Observer):
     """Fans every hook out to the registered observers (thread-safe registration)."""
@@ -83,3 +91,17 @@ class Observers(Observer):
                 observer.embedding_batch(rows, seconds, error)
             except Exception:
                 log.exception("embedding_batch observer failed")
+
+    def consolidation_run(self, trigger: str, outcome: str, seconds: float) -> None:
+        for observer in self._observers:
+            try:
+                observer.consolidation_run(trigger, outcome, seconds)
+            except Exception:
+                log.exception("consolidation_run observer failed")
+
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        for observer in self._observers:
+            try:
+                observer.evaluation(outcome, provider, tokens)
+            except Exception:
+                log.exception("evaluation observer failed")

@@ -65,6 +65,7 @@ class EmbeddingOutbox:
         self._last_failed = 0  # the number of the last round that failed
         self._thread: threading.Thread | None = None
         self._backoff_skip = False  # drain asked for a try now, not after the back-off
+        self._redo: set[str] = set()  # rows that may hold a vector of an older text: embedded again
 
     # ------------------------------------------------------------ the write side
 
@@ -219,7 +220,7 @@ class EmbeddingOutbox:
                 ids = list(self._fragments)[:BACKFILL_BATCH]
             if not ids:
                 break
-            todo = [(f.id, f.content) for f in self.store.get_many(MAINTENANCE, ids) if not f.has_embedding]
+            todo = [(f.id, f.content) for f in self.store.get_many(MAINTENANCE, ids) if not f.has_embedding or f.id in self._redo]
             if not self._embed_fragments(todo, ids):
                 return False
         while True:
@@ -238,7 +239,7 @@ class EmbeddingOutbox:
             if not batch:
                 return True
             after = batch[-1][0]
-            if not self._embed_fragments([(fid, content) for _, fid, content in batch], []):
+            if not self._embed_fragments([(fid, content) for _, fid, content in batch], [fid for _, fid, _ in batch]):
                 return False
         return True
 
@@ -266,20 +267,30 @@ class EmbeddingOutbox:
                 self.observers.embedding_batch(len(todo), time.perf_counter() - started, exc)
                 log.warning("embedding worker: provider failed, %d row(s) stay pending: %s", len(todo), exc)
                 return False
-            now = {f.id: f.content for f in self.store.get_many(MAINTENANCE, [fid for fid, _ in todo])}
-            stale = set()
+            ids = [fid for fid, _ in todo]
+            now = {f.id: f.content for f in self.store.get_many(MAINTENANCE, ids)}
             for (fid, content), vector in zip(todo, vectors):
                 if now.get(fid) == content:
                     self.store.set_embedding(fid, vector)
-                elif fid in now:  # amended meanwhile: its new text is owed instead
-                    stale.add(fid)
+            # Amended meanwhile (before the check, or between it and the write, which then stored a
+            # vector of the old text): the row's current text is embedded again, whatever it holds.
+            after = {f.id: f.content for f in self.store.get_many(MAINTENANCE, ids)}
+            stale = {fid: self._owner(fid) for fid, content in todo if fid in after and after[fid] != content}
             self.observers.embedding_batch(len(todo), time.perf_counter() - started, None)
-            owed = [fid for fid in owed if fid not in stale]
+            with self._cond:
+                self._redo.difference_update(ids)
+                self._redo.update(stale)
+                self._fragments.update(stale)
         with self._cond:
             for fid in owed:
-                self._fragments.pop(fid, None)
+                if fid not in self._redo:
+                    self._fragments.pop(fid, None)
             self._cond.notify_all()
         return True
+
+    def _owner(self, fragment_id: str) -> str:
+        with self._cond:
+            return self._fragments.get(fragment_id, "")
 
     def _embed_entities(self, ids: list[str]) -> bool:
         found = self.entities.get_entities(MAINTENANCE, ids)

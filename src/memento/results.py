@@ -14,7 +14,7 @@ null included.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -319,6 +319,22 @@ class RecallResult(Result):
         return out
 
 
+PREVIEW_CHARS = 80
+
+
+def preview(text: str) -> str:
+    """The start of a memory's text (at most PREVIEW_CHARS, an ellipsis when cut)."""
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1].rstrip() + "…"
+
+
+class ReviewView(Result):
+    """A due spaced review (004 §4.2): the memory to look at again, and its reviews so far."""
+
+    id: str
+    preview: str
+    reviews: int
+
+
 class ContextResult(Result):
     """Core and working memory, compact unless `verbose` (every field, and `rendered` markdown);
     `totalTokens` is the whole result's size as sent, which `tokenBudget` bounds."""
@@ -328,6 +344,7 @@ class ContextResult(Result):
     total_tokens: int
     token_budget: int
     rendered: str | None = Omitted()
+    reviews: list[ReviewView] | None = Omitted(description="due spaced reviews shown (004 §4.2); absent when none is due")
     verbose: bool = Field(default=False, exclude=True)
 
     def dump(self) -> dict[str, Any]:
@@ -410,31 +427,96 @@ class StoreStats(Result):
     feedback: dict[str, int] | None = Omitted(description="the caller's feedback events by kind (004)")
 
 
+class ConsolidationRunView(Result):
+    """One recorded consolidation run (docs/lifecycle.md "Scheduling"). `agentId`: the namespace
+    maintained (`wholeStore`: every namespace); `stages`: per-stage counts of an ok run."""
+
+    id: str
+    trigger: str  # interval | inserts | startup | manual
+    agent_id: str
+    whole_store: bool
+    started_at: str
+    finished_at: str | None
+    outcome: str  # running | ok | error | skipped
+    stages: dict[str, int | float] | None
+    error: str | None = Omitted(description="why it failed (or was skipped)")
+    replica: str | None = Omitted(description="host:pid that ran it")
+
+
+class ConsolidationRunsResult(Result):
+    """Recent consolidation runs, newest first."""
+
+    runs: list[ConsolidationRunView]
+    count: int
+
+
+class ForgetCandidate(Result):
+    """A memory the lifecycle would let go next (004 §4.2's soft-delete candidate queue)."""
+
+    id: str
+    preview: str
+    utility_score: float
+    last_used: str  # ISO-8601: the latest of creation and last access
+
+
+class EvaluatorStats(Result):
+    """The evaluator's queue for the caller (000 §7): jobs by status, open merge proposals and
+    model tokens used today (UTC)."""
+
+    queued: int
+    running: int
+    done: int
+    dead: int
+    proposals: int
+    tokens_today: int
+
+
 class StatsResult(StoreStats):
     search_mode: str
     embedding_model: str | None
+    last_consolidation: ConsolidationRunView | None = Omitted(description="the last finished consolidation run over this namespace")
+    forget_candidates: list[ForgetCandidate] | None = Omitted(
+        description="004 §4.2: low-utility memories unused for 30 days, not pinned, anchored, keyed or permanent (at most 10)"
+    )
+    evaluator: EvaluatorStats | None = Omitted(description="the evaluator's queue, proposals and tokens today")
     embeddings_pending: int | None = Omitted(
         description="memories stored without a vector of the current model yet (the embedding worker's queue, working memory apart)"
     )
 
 
-class ConsolidateResult(Result):
-    """Per-stage counts of one consolidation run."""
+class StageChanges(Result):
+    """The ids one consolidation stage changed (or, in a dry run, would change), sorted and capped."""
 
-    hot_to_warm: int
-    warm_to_cold: int
-    expired: int
-    confidence_pruned: int  # below the effective-confidence floor (001 §4.5): archived or deleted
-    decayed: int
-    deduplicated: int
-    contradictions: int
-    contradiction_pairs: list[FragmentPair]
-    orphan_links_pruned: int
-    utility_recomputed: int
-    embeddings_backfilled: int
-    working_memory_expired: int
-    forgotten_purged: int = 0  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
-    retention_expired: int  # past its memory system's retention (004 §4.2): archived, restorable
+    ids: list[str]
+    truncated: bool  # more were changed than listed (20 per stage)
+
+
+class ConsolidateResult(Result):
+    """Per-stage counts of one consolidation run. A stage the run did not perform (`stages`) is
+    null, never 0; `changed` lists the ids of every performed stage that changes memories."""
+
+    stages: list[str] = Field(default_factory=list)  # the stages performed, in order (camelCase)
+    dry_run: bool = False  # a rehearsal: the counts and ids of what a real run would do; nothing changed
+    hot_to_warm: int | None = None
+    warm_to_cold: int | None = None
+    expired: int | None = None
+    confidence_pruned: int | None = None  # below the effective-confidence floor (001 §4.5): archived or deleted
+    decayed: int | None = None
+    deduplicated: int | None = None
+    merged: int | None = None  # absorbed into a cluster's primary (001 §6.2), their text in its version trail
+    contradictions: int | None = None
+    contradiction_pairs: list[FragmentPair] | None = None
+    orphan_links_pruned: int | None = None
+    utility_recomputed: int | None = None
+    embeddings_backfilled: int | None = None
+    working_memory_expired: int | None = None
+    working_memory_summarized: int | None = None  # episodic summaries the idle sessions' ends left (docs/lifecycle.md)
+    forgotten_purged: int | None = None  # soft-forgotten longer than MEMENTO_FORGET_RETENTION_DAYS: deleted for good
+    retention_expired: int | None = None  # past its memory system's retention (004 §4.2): archived, restorable
+    sleep_consolidated: int | None = None  # 004 §4.3: semantic memories made from clusters of recent episodes
+    sleep_contradictions: int | None = None  # contradicts links added between episodes of a cluster (not integrated)
+    reviews_scheduled: int | None = None  # 004 §4.2: review cards made, or moved on by a use since their last review
+    changed: dict[str, StageChanges] = Field(default_factory=dict)  # by stage (camelCase); links as fromId>toId
     statistics: StoreStats
     elapsed_ms: float
 
@@ -447,3 +529,16 @@ class FeedbackResult(Result):
     memory_id: str
     event: FeedbackEvent
     counts: dict[str, int]
+
+
+class SummarizeThreadResult(Result):
+    """004 §5.1 summarize_thread: the episodic memory a session's working memory became."""
+
+    success: bool = True
+    id: str
+    session_id: str
+    item_count: int  # working-memory items the summary covers
+    removed: int  # items taken out of working memory (keep: false)
+    method: Literal["extractive", "llm", "sampling"]
+    fallback: str | None = Omitted(description="Why a model's answer was not used.")
+    summary: str  # the whole text (the memory's content is its first 300 characters)

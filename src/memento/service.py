@@ -8,6 +8,8 @@ and raises MementoError subclasses.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,9 +24,14 @@ from .entity_service import EntityService
 from .erasure import Erased, Erasure
 from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
-from .lifecycle.consolidate import ConfidencePrune, Consolidator, Retention
+from .lifecycle.consolidate import ConfidencePrune, Consolidator, MergeStage, Retention
+from .lifecycle.merge import Merger, MergeStore
+from .lifecycle.review import Reviews
+from .lifecycle.scheduler import Progress
+from .lifecycle.sleep import Sleep, SleepPolicy
 from .models import (
     DEFAULT_AGENT,
+    MAINTENANCE_AGENTS,
     AgentScope,
     AmendInput,
     CallContext,
@@ -48,6 +55,7 @@ from .models import (
     RememberInput,
     RestoreInput,
     Scope,
+    SummarizeThreadInput,
     ToolFeedbackInput,
     TTLTier,
     VerifyErasureInput,
@@ -58,8 +66,12 @@ from .protocol_face import ProtocolFace
 from .results import (
     AmendResult,
     ConsolidateResult,
+    ConsolidationRunsResult,
+    ConsolidationRunView,
     ContextResult,
+    EvaluatorStats,
     FeedbackResult,
+    ForgetCandidate,
     ForgetResult,
     FragmentView,
     GraphResult,
@@ -71,25 +83,31 @@ from .results import (
     RememberResult,
     RestoreResult,
     StatsResult,
+    SummarizeThreadResult,
     ToolFeedbackResult,
     VerifyErasureResult,
+    preview,
 )
 from .retrieval.context import explore, load_context
 from .retrieval.profile import Profile003, Profile004, ScoreProfile
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
-from .retrieval.search import Search
+from .retrieval.search import Search, baseline_for
 from .settings import Settings
 from .storage.protocol import (
     EntityStore,
     ErasureStore,
+    EvaluationStore,
     FragmentChanges,
     KeywordIndex,
     LinkageStore,
     MaintenanceStore,
     NewFeedback,
     NewFragment,
+    ReviewStore,
     Store,
 )
+from .storage.runs import ConsolidationRun, ConsolidationRunStore, NewRun, RunQuery, RunTrigger
+from .summarize import ThreadSummarizer
 from .vault_service import VaultService
 from .vectorizer import Vectorizer
 from .views import MemoryViews
@@ -122,6 +140,19 @@ def retention_of(settings: Settings) -> Retention:
         semantic=limit(settings.retention_semantic_days, "days"),
         procedural=limit(settings.retention_procedural_days, "days"),
     )
+
+
+# 004 §4.2's soft-delete candidate queue in memory_stats: what the lifecycle would let go next.
+FORGET_CANDIDATE_UTILITY = 0.2
+FORGET_CANDIDATE_UNUSED = timedelta(days=30)
+FORGET_CANDIDATES_SHOWN = 10
+
+
+def sleep_policy(settings: Settings, embedding_model: str | None) -> SleepPolicy:
+    """Sleep consolidation's settings (MEMENTO_SLEEP_*; a window of 0 turns the stage off)."""
+    window = timedelta(days=settings.sleep_window_days) if settings.sleep_window_days > 0 else None
+    baseline = baseline_for(embedding_model, settings.similarity_baseline)
+    return SleepPolicy(window, settings.sleep_similarity, settings.sleep_min_cluster, baseline)
 
 
 def score_profile(settings: Settings) -> ScoreProfile | None:
@@ -164,6 +195,11 @@ class MemoryService:
             settings.confidence_prune_threshold, settings.confidence_half_life_days, settings.confidence_prune_action == "archive"
         )
         forget_retention = timedelta(days=settings.forget_retention_days) if settings.forget_retention_days > 0 else None
+        # Every backend is an AppStore, so the store keeps the review cards too (004 §4.2).
+        self.review_store = cast(ReviewStore, store)
+        self.reviews = Reviews(store, self.review_store, settings.review_top)
+        # The operator's language model drafts the semantic memories when there is one (docs/llm.md).
+        sleep = Sleep(store, self.review_store, self.factory, sleep_policy(settings, store.embedding_model), lambda: self.protocol.llm)
         self.consolidator = Consolidator(
             settings.memory,
             store,
@@ -174,6 +210,14 @@ class MemoryService:
             prune=prune,
             retention=retention_of(settings),
             forget_retention=forget_retention,
+            merge=MergeStage(
+                Merger(cast(MergeStore, store), lambda: self.searcher.baseline),
+                settings.consolidation_similarity,
+                settings.merge_on_consolidate,
+            ),
+            pending=self.vectors.pending,
+            sleep=sleep,
+            reviews=self.reviews,
         )
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
@@ -195,6 +239,13 @@ class MemoryService:
         self.entities = EntityService(self)  # seed 001's face over this engine
         self.vault = VaultService(self)  # seed 002's face over this engine
         self.protocol = ProtocolFace(self)  # seed 003's face over this engine
+        # Every backend is an AppStore, so the store records consolidation runs too (migration 0016).
+        self.runs = cast(ConsolidationRunStore, store)
+        self.replica = f"{socket.gethostname()}:{os.getpid()}"  # who ran a recorded run
+        self.threads = ThreadSummarizer(self)  # 004's working memory's end (summarize.py)
+        # idle sessions are summarized, then expunged (quietly in a dry run)
+        self.consolidator.end_sessions = lambda before, dry: self.threads.expire_idle(before, quiet=dry)
+        self.consolidator.settle_embeddings = self._settle_before_maintenance
 
     @property
     def embedder(self) -> Embedder | None:
@@ -256,6 +307,11 @@ class MemoryService:
         CLI before it exits); False when some are still pending (the provider is failing, say)."""
         return self.outbox.drain(timeout_s)
 
+    def _settle_before_maintenance(self) -> bool:
+        """Before a consolidation (or 001's merge) reads stored vectors: the worker drained of what
+        this process acknowledged, for at most MEMENTO_EMBED_DRAIN_S (one failed try ends it)."""
+        return self.embedder is None or self.outbox.drain(self.settings.embed_drain_s, sweep=False)
+
     def settle_for(self, scope: AgentScope) -> None:
         """Read-your-writes by meaning: wait at most MEMENTO_EMBED_SETTLE_MS for the embeddings
         of writes acknowledged in `scope`'s namespaces; never while the provider fails or hangs."""
@@ -306,6 +362,12 @@ class MemoryService:
             message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
         elif self.embedder is not None and not fragment.has_embedding:
             message = "stored; embedding pending (queued for the background worker): found by keyword now, by meaning once embedded"
+        if created and fragment.session_id is not None:  # 004 wm_buffer: the session's token budget
+            folded, summary = self.threads.fold_overflow(fragment.agent_id, fragment.session_id)
+            if folded:
+                note = f"working memory over its {self.settings.working_memory_token_budget}-token budget: {folded} oldest item(s) folded"
+                note += f" into episodic summary {summary}" if summary else " (already summarized) and removed"
+                message = f"{message}; {note}" if message else note
         cut = fragment.detail is not None
         return RememberResult(
             id=fragment.id,
@@ -369,9 +431,11 @@ class MemoryService:
         session_id: str | None = None,
         created_at: datetime | None = None,
         record: RecordFields | None = None,
+        embed: bool = True,
     ) -> NewFragment:
         """A fragment ready to insert: redacted and analysed (outside any transaction). It carries no
-        vector: once committed, the embedding worker embeds it (memento.outbox)."""
+        vector: once committed, the embedding worker embeds it (memento.outbox); `embed` false (a
+        summary a consolidation run writes) leaves it to that run's backfill stage instead."""
         session = None
         if scope_kind is Scope.SESSION:
             session = session_id or ctx.session_id
@@ -651,7 +715,12 @@ class MemoryService:
         """Core memory (important fragments of the given types) plus the session's working memory."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        return load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, self.clock(), self.factory.tokens, ctx.payload_copies)
+        now = self.clock()
+        due = self.reviews.due(scope, now, self.settings.review_shown)
+        result = load_context(self.store, scope, inp, inp.sessionId or ctx.session_id, now, self.factory.tokens, ctx.payload_copies, due)
+        shown = {r.id for r in result.reviews or ()}
+        self.reviews.shown(scope, [card for card, f in due if f.id in shown], now)  # showing a due review is a review
+        return result
 
     def graph_explore(self, inp: GraphExploreInput, ctx: CallContext) -> GraphResult:
         """Follow caused_by / resolved_by edges (both directions) from a fragment."""
@@ -718,7 +787,8 @@ class MemoryService:
         return FeedbackResult(id=feedback_id, memory_id=inp.id, event=inp.event, counts=dict(tally.counts) if tally else {})
 
     def memory_stats(self, inp: MemoryStatsInput, ctx: CallContext) -> StatsResult:
-        """Counts by tier and type, embedding coverage, mean utility, feedback, search mode."""
+        """Counts by tier and type, embedding coverage, mean utility, feedback, search mode, and
+        the last consolidation run that maintained the caller's namespace."""
         scope = self._scope(inp.agentId, ctx)
         feedback = self.store.feedback_counts(scope) or None
         extra: dict[str, object] = {
@@ -726,6 +796,22 @@ class MemoryService:
             "embedding_model": self.embedder.name if self.embedder else None,
             "feedback": feedback,
         }
+        queue = self.review_store.forget_candidates(
+            scope, self.clock() - FORGET_CANDIDATE_UNUSED, FORGET_CANDIDATE_UTILITY, FORGET_CANDIDATES_SHOWN
+        )
+        extra["forget_candidates"] = [
+            ForgetCandidate(
+                id=f.id,
+                preview=preview(f.content),
+                utility_score=round(f.utility_score, 4),
+                last_used=max(f.created_at, f.accessed_at or f.created_at).isoformat(),
+            )
+            for f in queue
+        ] or None
+        queue_counts = cast(EvaluationStore, self.store).evaluation_counts(scope, self.clock().astimezone(UTC).date())
+        extra["evaluator"] = EvaluatorStats.model_validate(queue_counts.__dict__)
+        last = self.runs.consolidation_runs(scope.agent_id, RunQuery(outcomes=("ok", "error"), limit=1))
+        extra |= {"last_consolidation": _run_view(last[0], ctx) if last else None}
         counts = self.store.stats(scope)
         if self.embedder is not None:  # stored without a vector of the current model, working memory apart
             extra["embeddings_pending"] = max(0, int(cast(int, counts["total"])) - int(cast(int, counts["embedded"])))
@@ -734,29 +820,114 @@ class MemoryService:
     def memory_consolidate(
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None
     ) -> ConsolidateResult:
-        """Run the consolidation pipeline; per-stage counts. `progress(done, total, stage)` is optional."""
+        """Run the consolidation pipeline (or the stages named, or a dry run that changes nothing and
+        announces nothing); per-stage counts and ids. `progress(done, total, stage)` is optional."""
         scope = self._writable(inp.agentId, ctx, pool=True)  # the pool's rows only as far as the rule allows
         if inp.agentId is None and ctx.agent_id is None:  # an unbound caller (the operator): every namespace
             scope = AgentScope(MAINTENANCE_SCOPE)
-        result = self.consolidator.run(scope, progress)
+        if inp.dryRun:  # a rehearsal, not a run: neither recorded nor announced
+            return self.consolidator.run(scope, progress, stages=inp.stages, dry_run=True)
+        result = self._recorded_run(scope, "manual", lambda: self.consolidator.run(scope, progress, stages=inp.stages))
+        assert result is not None  # a manual run is always due
+        return result
+
+    def run_consolidation(
+        self, agent: str | None, trigger: RunTrigger, *, due_since: datetime | None = None, progress: Progress | None = None
+    ) -> ConsolidateResult | None:
+        """A scheduled run (docs/lifecycle.md "Scheduling"): every namespace (`agent` None), or one
+        namespace as its own credential's run would change it. Recorded like every run; None:
+        not due (a run over that scope started at or after `due_since`)."""
+        scope = self._namespace_scope(agent)
+        return self._recorded_run(scope, trigger, lambda: self.consolidator.run(scope, progress), due_since)
+
+    def skip_consolidation(self, agent: str | None, trigger: RunTrigger, reason: str) -> None:
+        """Record a scheduled run that did not happen (another run held the lock), and count it."""
+        scope = self._namespace_scope(agent)
+        now = self.clock()
+        run_id = self.runs.start_consolidation_run(scope.agent_id, NewRun(trigger, now, self.replica))
+        if run_id is not None:
+            self.runs.finish_consolidation_run(scope.agent_id, run_id, now, "skipped", None, reason)
+        self.observers.consolidation_run(trigger, "skipped", 0.0)
+
+    def consolidation_runs(self, limit: int, ctx: CallContext, agent_id: str | None = None) -> ConsolidationRunsResult:
+        """The recent runs the caller may see, newest first: its namespace's and the whole-store
+        ones (every run for an operator without agentId); a whole-store run's counts, error and
+        replica are shown to unbound and maintenance callers only."""
+        scope = self._scope(agent_id, ctx)
+        if agent_id is None and ctx.agent_id is None:
+            scope = AgentScope(MAINTENANCE_SCOPE)
+        runs = self.runs.consolidation_runs(scope.agent_id, RunQuery(limit=limit))
+        return ConsolidationRunsResult(runs=[_run_view(r, ctx) for r in runs], count=len(runs))
+
+    def _namespace_scope(self, agent: str | None) -> AgentScope:
+        if agent is None:
+            return AgentScope(MAINTENANCE_SCOPE)
+        if agent == DEFAULT_AGENT:  # the pool is its own namespace: the operator's run over it
+            return AgentScope(DEFAULT_AGENT)
+        return self._writable(agent, CallContext(agent_id=agent), pool=True)
+
+    def _recorded_run(
+        self, scope: AgentScope, trigger: RunTrigger, work: Callable[[], ConsolidateResult], due_since: datetime | None = None
+    ) -> ConsolidateResult | None:
+        """Claim a run in the run record, do `work`, record how it ended, count it, announce it."""
+        run_id = self.runs.start_consolidation_run(scope.agent_id, NewRun(trigger, self.clock(), self.replica, due_since))
+        if run_id is None:
+            return None
+        began = time.perf_counter()
+        try:
+            result = work()
+        except Exception as exc:
+            self.observers.consolidation_run(trigger, "error", time.perf_counter() - began)
+            try:
+                self.runs.finish_consolidation_run(scope.agent_id, run_id, self.clock(), "error", None, f"{type(exc).__name__}: {exc}")
+            except Exception:
+                log.warning("could not record the failed consolidation run %s", run_id, exc_info=True)
+            raise
+        self.runs.finish_consolidation_run(scope.agent_id, run_id, self.clock(), "ok", stage_counts(result), None)
+        self.observers.consolidation_run(trigger, "ok", time.perf_counter() - began)
         # A whole-store run is announced as the shared pool's change: every namespace sees that one.
         agent = DEFAULT_AGENT if scope.is_maintenance else scope.agent_id
-        self._emit(
-            ChangeEvent(
-                "consolidated",
-                agent,
-                details={"merged": result.deduplicated, "deleted": result.expired + result.confidence_pruned + result.retention_expired},
-            )
-        )
+        merged = (result.deduplicated or 0) + (result.merged or 0)
+        deleted = (result.expired or 0) + (result.confidence_pruned or 0) + (result.retention_expired or 0)
+        self._emit(ChangeEvent("consolidated", agent, details={"merged": merged, "deleted": deleted}))
         # The run also embedded what was stored without a vector: 001's "background sync done".
         self._emit(ChangeEvent("synced", agent, details={"timestamp": self.clock().isoformat()}))
         return result
 
+    def summarize_thread(self, inp: SummarizeThreadInput, ctx: CallContext) -> SummarizeThreadResult:
+        """004 §5.1: the caller's session's working memory as one episodic memory (summarize.py)."""
+        return self.threads.summarize_thread(inp, ctx)
+
     def end_session(self, session_id: str, ctx: CallContext) -> int:
         """Expunge a finished session's working memory: the caller's own, never another
-        namespace's rows that carry the same id."""
+        namespace's rows that carry the same id. What no summary covers yet becomes one episodic
+        summary first, in the same transaction (MEMENTO_SUMMARIZE_ON_SESSION_END)."""
         owner = self._scope(None, ctx).agent_id
-        removed = self.store.expunge_session(session_id, owner)
+        removed = self.threads.end(session_id, owner).removed
         if removed:
             self._emit(ChangeEvent("session_ended", owner, session_id=session_id))
         return removed
+
+
+def stage_counts(result: ConsolidateResult) -> dict[str, int | float]:
+    """A run's per-stage counts as recorded (wire names; the contradiction pairs and statistics left out)."""
+    return {k: v for k, v in result.dump().items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _run_view(run: ConsolidationRun, ctx: CallContext) -> ConsolidationRunView:
+    """A recorded run as a caller sees it: an agent-bound caller sees that a whole-store run
+    happened, not its store-wide counts, error text or replica."""
+    whole = run.agent_id in MAINTENANCE_AGENTS
+    hidden = whole and ctx.agent_id is not None and not AgentScope(ctx.agent_id).is_maintenance
+    return ConsolidationRunView(
+        id=run.id,
+        trigger=run.trigger,
+        agent_id=run.agent_id,
+        whole_store=whole,
+        started_at=run.started_at.isoformat(),
+        finished_at=run.finished_at.isoformat() if run.finished_at else None,
+        outcome=run.outcome,
+        stages=None if hidden else run.stages,
+        error=None if hidden else run.error,
+        replica=None if hidden else run.replica,
+    )

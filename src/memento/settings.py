@@ -421,6 +421,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_CONSOLIDATION_THRESHOLD", "CONSOLIDATION_THRESHOLD"),
         description="Default similarity of consolidate_memories clusters, calibrated scale (001 §6.2).",
     )
+    merge_on_consolidate: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_MERGE_ON_CONSOLIDATE"),
+        description="The consolidation pipeline merges clusters of near-identical memories (its `merged` stage, 001 §6.2) in every run.",
+    )
     # ---- seed 004 (score profile §4.1/§7, retention per memory system §4.2/§7)
     score_profile: Literal["default", "004", "003"] = Field(
         "default",
@@ -472,6 +477,78 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_RETENTION_PROCEDURAL_DAYS"),
         description="The same for procedural memories, in days; 0 (the default): kept without limit.",
     )
+    # ---- issue 13: the scheduler (docs/lifecycle.md "Scheduling"); servers only, never one-shot commands
+    consolidate_interval_minutes: int = Field(
+        1440,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_CONSOLIDATE_INTERVAL_MINUTES"),
+        description="A served store is consolidated (every namespace) once per this many minutes, by one replica; 0: no interval runs.",
+    )
+    consolidate_every_inserts: int = Field(
+        50,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_CONSOLIDATE_EVERY_INSERTS"),
+        description="A namespace is consolidated after this many new memories stored through this server (001 §6.3); 0: never by count.",
+    )
+    consolidate_on_start: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_CONSOLIDATE_ON_START"),
+        description="A server consolidates every namespace shortly after it starts (a backfill after downtime).",
+    )
+    # ---- sleep consolidation and spaced review (004 §4.2-4.3, docs/lifecycle.md)
+    sleep_window_days: int = Field(
+        7,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_WINDOW_DAYS"),
+        description="Sleep consolidation integrates episodic memories created within this many days; 0: the stage is off.",
+    )
+    sleep_similarity: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_SIMILARITY"),
+        description="Calibrated similarity (0-1, as MEMENTO_CONSOLIDATION_THRESHOLD) from which two episodes belong to one cluster.",
+    )
+    sleep_min_cluster: int = Field(
+        2,
+        ge=2,
+        le=100,
+        validation_alias=AliasChoices("MEMENTO_SLEEP_MIN_CLUSTER"),
+        description="Fewest consistent episodes that become one semantic memory.",
+    )
+    review_top: int = Field(
+        20,
+        ge=0,
+        le=1000,
+        validation_alias=AliasChoices("MEMENTO_REVIEW_TOP"),
+        description="Spaced review: the most important memories of each namespace that get review cards; 0: no reviews.",
+    )
+    review_shown: int = Field(
+        3,
+        ge=0,
+        le=20,
+        validation_alias=AliasChoices("MEMENTO_REVIEW_SHOWN"),
+        description="Most due reviews one context call shows (within its token budget).",
+    )
+    # ---- 004 §3 wm_buffer: working memory's end (docs/lifecycle.md "Working memory's end")
+    summarize_on_session_end: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_SUMMARIZE_ON_SESSION_END"),
+        description="When a session ends (closed, or idle past SESSION_TTL_MINUTES) its working memory becomes one episodic summary before it is removed (the deterministic summary, no model); off: it is only removed.",
+    )
+    working_memory_token_budget: int = Field(
+        4000,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_WORKING_MEMORY_TOKEN_BUDGET"),
+        description="Tokens of one session's working memory (scope=session, keyed memories apart); a remember past it folds the oldest items into an episodic summary until half the budget is left; 0: no limit.",
+    )
+    summary_max_tokens: int = Field(
+        300,
+        ge=50,
+        le=4000,
+        validation_alias=AliasChoices("MEMENTO_SUMMARY_MAX_TOKENS"),
+        description="The longest working-memory summary, in tokens (summarize_thread, a session's end, a budget fold).",
+    )
     skip_meaning_threshold: float | None = Field(
         None,
         ge=-1,
@@ -505,6 +582,64 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_LLM_TIMEOUT_S"),
         description="Seconds one LLM request may take, connecting included.",
     )
+    # ---- the evaluator (000 §7, issue 13; docs/lifecycle.md "Evaluator")
+    evaluator_enabled: bool = Field(
+        True,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_ENABLED"),
+        description="Run the evaluator's worker thread in the server; off: memories are still queued, and evaluated once it runs.",
+    )
+    evaluator_provider: Literal["auto", "heuristic", "llm", "gemini", "sampling"] = Field(
+        "auto",
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_PROVIDER"),
+        description="Who judges a memory: auto (the configured LLM, else Gemini with GEMINI_API_KEY, else a connected client's sampling, else heuristic), heuristic, llm, gemini or sampling.",
+    )
+    evaluator_poll_ms: int = Field(
+        5000,
+        ge=10,
+        le=3_600_000,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_POLL_MS"),
+        description="How often the worker looks for due jobs.",
+    )
+    evaluator_max_attempts: int = Field(
+        5,
+        ge=1,
+        le=50,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_MAX_ATTEMPTS"),
+        description="Attempts of a job before it is dead (dead-lettered, re-queueable).",
+    )
+    evaluator_backoff_s: float = Field(
+        30.0,
+        gt=0,
+        le=86_400,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_BACKOFF_S"),
+        description="The first retry's delay; each further retry waits twice as long (capped at a day).",
+    )
+    evaluator_daily_tokens: int = Field(
+        200_000,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_DAILY_TOKENS"),
+        description="Model tokens the evaluator may spend per agent per UTC day (jobs past it wait for the next day); 0: no limit.",
+    )
+    evaluator_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        validation_alias=AliasChoices("MEMENTO_EVALUATOR_TIMEOUT_S"),
+        description="Seconds one Gemini or sampling request of the evaluator may take (the LLM keeps MEMENTO_LLM_TIMEOUT_S).",
+    )
+    gemini_api_key: str = Field(
+        "",
+        validation_alias=AliasChoices("GEMINI_API_KEY"),
+        description="Google Gemini API key for the evaluator (000 §10); empty: no Gemini.",
+    )
+    gemini_model: str = Field(
+        "gemini-2.0-flash", validation_alias=AliasChoices("MEMENTO_GEMINI_MODEL"), description="The Gemini model the evaluator asks."
+    )
+    gemini_url: str = Field(
+        "https://generativelanguage.googleapis.com/v1beta",
+        validation_alias=AliasChoices("MEMENTO_GEMINI_URL"),
+        description="Base URL of the Gemini API (generateContent); tests point it at a local server.",
+    )
 
     @field_validator("llm_url")
     @classmethod
@@ -517,6 +652,14 @@ class Settings(BaseSettings):
             if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
                 raise ValueError("MEMENTO_LLM_URL must be an http(s) base URL without query or fragment, e.g. http://127.0.0.1:8080/v1")
         return value
+
+    @model_validator(mode="after")
+    def _evaluator_provider_configured(self) -> Settings:
+        if self.evaluator_provider == "llm" and not self.llm_url:
+            raise ValueError("MEMENTO_EVALUATOR_PROVIDER=llm needs MEMENTO_LLM_URL")
+        if self.evaluator_provider == "gemini" and not self.gemini_api_key:
+            raise ValueError("MEMENTO_EVALUATOR_PROVIDER=gemini needs GEMINI_API_KEY")
+        return self
 
     @field_validator("public_url")
     @classmethod

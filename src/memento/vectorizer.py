@@ -137,6 +137,17 @@ class Vectorizer:
             done += len(batch)
         return done
 
+    def pending(self, scope: AgentScope) -> list[str]:
+        """The ids `backfill` would embed now (none without a provider); the provider is not called."""
+        if self.embedder is None:
+            return []
+        ids: list[str] = []
+        after = 0
+        while batch := self.store.missing_embeddings(scope, BACKFILL_BATCH, after):
+            ids.extend(fid for _, fid, _ in batch)
+            after = batch[-1][0]
+        return ids
+
     def _observed(self, kind: str, call: Callable[[], T]) -> T:
         """An embedding provider call, reported to the observers (duration, failure) and kept
         in the provider's health."""

@@ -15,9 +15,9 @@ from .. import __version__
 from ..errors import MementoError
 from ..ops.logs import configure_logging
 from ..settings import Settings
-from . import admin, core, hooks, transfer
+from . import admin, core, evaluate, hooks, transfer
 
-MODULES: tuple[ModuleType, ...] = (core, admin, transfer, hooks)
+MODULES: tuple[ModuleType, ...] = (core, admin, transfer, hooks, evaluate)
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace, Settings], int]]]:

@@ -7,9 +7,10 @@ import argparse
 import json
 import sys
 import textwrap
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from ..app import App, build_app, log_startup
+from ..app import App, build_app, log_startup, start_scheduler
 from ..models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
 from ..results import RecallResult, Result
 from ..settings import Settings
@@ -51,12 +52,29 @@ def register(sub: Any) -> None:
     sub.add_parser("reindex", help="rebuild derived data: embeddings with the current model, vector indexes")
     stats = sub.add_parser("stats", help="store statistics")
     stats.add_argument("--agent", dest="agent_id")
-    cons = sub.add_parser("consolidate", help="run the consolidation pipeline")
+    cons = sub.add_parser("consolidate", help="run the consolidation pipeline (or list recent runs)")
     cons.add_argument("--agent", dest="agent_id")
+    cons.add_argument("--runs", action="store_true", help="list the recent runs (scheduled and manual) instead of running one")
+    cons.add_argument("--limit", type=int, default=20, help="runs listed with --runs (default 20)")
+    cons.add_argument("--json", action="store_true", help="with --runs: print the raw result")
+    cons.add_argument("--stages", help="only these stages, comma-separated (e.g. merged,hotToWarm; default: all)")
+    cons.add_argument(
+        "--dry-run", action="store_true", help="report what a run would do (counts and ids), change nothing; holds the SQLite write lock"
+    )
     mig = sub.add_parser("migrate", help="copy a whole store (every agent) to another backend; resumable")
     mig.add_argument("--from", dest="source", required=True, help="sqlite:///path or postgresql://user@host/db")
     mig.add_argument("--to", dest="target", required=True, help="sqlite:///path or postgresql://owner@host/db (the schema owner)")
     mig.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
+
+
+def _consolidate_payload(args: argparse.Namespace) -> dict[str, object]:
+    """ConsolidateInput's fields from `memento consolidate`'s options."""
+    payload: dict[str, object] = {"agentId": args.agent_id} if args.agent_id else {}
+    if args.stages is not None:
+        payload["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
+    if args.dry_run:
+        payload["dryRun"] = True
+    return payload
 
 
 def _print_recall(result: RecallResult) -> None:
@@ -76,6 +94,39 @@ def _print_recall(result: RecallResult) -> None:
 def _print_json(result: Result) -> None:
     """A result's wire form (the same JSON every face returns)."""
     print(json.dumps(result.dump(), ensure_ascii=False, indent=2))
+
+
+def stage_progress(stream: TextIO | None = None) -> Callable[[int, int, str], None] | None:
+    """`progress(done, total, stage)` for a consolidation, drawn on one line of stderr when it is
+    a terminal; None (quiet) otherwise."""
+    out = stream if stream is not None else sys.stderr
+    if not out.isatty():
+        return None
+
+    def show(done: int, total: int, stage: str) -> None:
+        end = "\n" if done >= total else ""
+        out.write(f"\r\x1b[2K  consolidating [{done}/{total}] {stage}{end}")
+        out.flush()
+
+    return show
+
+
+def _print_runs(app: App, args: argparse.Namespace, ctx: CallContext) -> None:
+    listed = app.service.consolidation_runs(max(1, min(args.limit, 1000)), ctx, args.agent_id)
+    if args.json:
+        _print_json(listed)
+        return
+    if not listed.runs:
+        print("No consolidation runs recorded.")
+        return
+    for run in listed.runs:
+        scope = "every namespace" if run.whole_store else run.agent_id
+        took = ""
+        if run.stages and "elapsedMs" in run.stages:
+            took = f" {run.stages['elapsedMs']:.0f} ms"
+        print(f"{run.started_at}  {run.trigger:<8} {run.outcome:<8} {scope}{took}  {run.replica or ''}".rstrip())
+        if run.error:
+            print(f"    {run.error}")
 
 
 def _reindex(app: App) -> None:
@@ -150,6 +201,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
         log_startup(app, args.transport)
+        start_scheduler(app)  # consolidation by interval, inserts and start-up; app.close() stops it
+        if settings.evaluator_enabled and app.evaluator is not None:
+            app.evaluator.start()  # the evaluator's worker thread (000 §7); App.close stops it
         from ..mcp.stdio import serve_stdio
         from ..web import serve_http
 
@@ -199,9 +253,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         elif args.command == "stats":
             payload = {"agentId": args.agent_id} if args.agent_id else {}
             _print_json(app.service.memory_stats(MemoryStatsInput.model_validate(payload), ctx))
+        elif args.command == "consolidate" and args.runs:
+            _print_runs(app, args, ctx)
         elif args.command == "consolidate":
-            payload = {"agentId": args.agent_id} if args.agent_id else {}
-            _print_json(app.service.memory_consolidate(ConsolidateInput.model_validate(payload), ctx))
+            payload = _consolidate_payload(args)
+            _print_json(app.service.memory_consolidate(ConsolidateInput.model_validate(payload), ctx, stage_progress()))
     finally:
         app.close()
     return 0

@@ -267,6 +267,9 @@ _RELATIONS: dict[str, tuple[RelationType, bool]] = {
     **dict.fromkeys(("contradicts", "conflicts_with", "contradicted_by", "refutes"), (RelationType.CONTRADICTS, False)),
     **dict.fromkeys(("superseded_by", "replaced_by", "obsoleted_by"), (RelationType.SUPERSEDED_BY, False)),
     **dict.fromkeys(("supersedes", "replaces", "obsoletes"), (RelationType.SUPERSEDED_BY, True)),
+    **dict.fromkeys(("derived_from", "derives_from", "based_on", "summarizes", "summarises"), (RelationType.DERIVED_FROM, False)),
+    **dict.fromkeys(("source_of", "derives", "summarized_by", "summarised_by"), (RelationType.DERIVED_FROM, True)),
+    **dict.fromkeys(("duplicates", "duplicate_of", "same_as"), (RelationType.DUPLICATES, False)),
 }
 
 

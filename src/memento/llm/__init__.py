@@ -8,5 +8,6 @@ docs/llm.md.
 
 from memento.llm.chat import ChatCompletions
 from memento.llm.factory import build_llm
+from memento.llm.gemini import GeminiGenerate
 
-__all__ = ["ChatCompletions", "build_llm"]
+__all__ = ["ChatCompletions", "GeminiGenerate", "build_llm"]

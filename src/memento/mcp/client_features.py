@@ -8,18 +8,22 @@ when the operator configured none (docs/llm.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from pydantic import ValidationError
 
 from memento.errors import MementoError, Unavailable
+from memento.lifecycle.sampling import LentModel
 from memento.mcp import versions
+from memento.mcp.context import CallContext, Session
 from memento.mcp.features import RequestContext, SessionView
 from memento.mcp.jsonrpc import JsonRpcError
-from memento.mcp.namespace import service_context
+from memento.mcp.namespace import principal, service_context
 from memento.models import Complete, ForgetInput
 
 if TYPE_CHECKING:
@@ -78,7 +82,9 @@ async def confirm_forget(ctx: RequestContext, app: App, arguments: dict[str, Any
     return versions.tool_error(ctx.version, "cancelled", "the user did not confirm the deletion; nothing deleted")
 
 
-async def sample(ctx: RequestContext, prompt: str, *, max_tokens: int = 512, system: str | None = None) -> str:
+async def sample(
+    ctx: RequestContext, prompt: str, *, max_tokens: int = 512, system: str | None = None, timeout_s: float = SAMPLE_TIMEOUT_S
+) -> str:
     """The client's LLM completion of `prompt` (sampling/createMessage), as text.
 
     Raises Unavailable when the client did not declare sampling or answered with an error.
@@ -89,7 +95,7 @@ async def sample(ctx: RequestContext, prompt: str, *, max_tokens: int = 512, sys
     if system:
         params["systemPrompt"] = system
     try:
-        answer = await ctx.request("sampling/createMessage", params, timeout_s=SAMPLE_TIMEOUT_S)
+        answer = await ctx.request("sampling/createMessage", params, timeout_s=timeout_s)
     except (JsonRpcError, TimeoutError) as exc:
         raise Unavailable(f"sampling failed: {exc}") from None
     content = answer.get("content")
@@ -111,3 +117,26 @@ def lent_model(ctx: RequestContext) -> Complete | None:
             raise Unavailable("sampling is only possible during the tool call") from None
 
     return complete
+
+
+def lend_to_evaluator(app: App, session: Session, reachable: Callable[[Session], bool]) -> bool:
+    """Register `session`'s model with the evaluator (`app.sampling`) when its client declared
+    sampling; called on the session's event loop, at its first call. The evaluator's worker
+    thread sends sampling/createMessage on the session's standalone channel (stdout; on
+    Streamable HTTP the GET stream, hence `reachable`) through this loop. False when not lent."""
+    if not can_sample(session) or session.id in app.sampling:
+        return False
+    token = anyio.lowlevel.current_token()
+    timeout_s = app.settings.evaluator_timeout_s
+
+    def complete(prompt: str, system: str | None, max_tokens: int) -> str:
+        async def ask() -> str:
+            ctx = CallContext(session, "memento-evaluator", session.protocol_version or versions.LATEST, {})
+            return await sample(ctx, prompt, max_tokens=max_tokens, system=system, timeout_s=timeout_s)
+
+        try:
+            return anyio.from_thread.run(ask, token=token)
+        except RuntimeError:  # the session's event loop has ended
+            raise Unavailable("the client's session has ended") from None
+
+    return app.sampling.add(session.id, LentModel(principal(session).agent_id, complete, lambda: reachable(session)))

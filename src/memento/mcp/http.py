@@ -75,6 +75,7 @@ class McpHttp:
         self.directory: SessionDirectory = directory if directory is not None else LocalDirectory()
         self.streams = Streams(self.store, queue_limit=queue_limit)
         self.replicas = Replicas(server, self.streams, self.store, self.directory, closing=lambda: self._closing)
+        server.reachable = self._pushes  # the evaluator samples only through an open GET stream here
         self._stream_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
@@ -350,6 +351,12 @@ class McpHttp:
         if replies is None:
             return Response(status_code=202)
         return JSONResponse(replies)
+
+    def _pushes(self, session: Session) -> bool:
+        """Whether a message on the session's standalone channel reaches its client now: this
+        replica delivers its notifications and its GET stream is open here."""
+        stream = self.streams.live.get((session.id, STANDALONE))
+        return session.delivers and stream is not None and stream.subscriber is not None
 
     async def _get(self, request: Request, principal: Principal) -> Response:
         if accepts(request)[1] <= 0:

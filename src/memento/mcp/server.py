@@ -22,7 +22,7 @@ import anyio.to_thread
 import memento
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.mcp import jsonrpc, versions
-from memento.mcp.client_features import confirm_forget, lent_model
+from memento.mcp.client_features import confirm_forget, lend_to_evaluator, lent_model
 from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
@@ -52,7 +52,7 @@ INSTRUCTIONS = (
 DEFAULT_PAGE_SIZE = 50
 # Tools whose calls get the client's model (CallContext.complete) when it offers sampling: seed
 # 003's, whose drafts (distill, crystallize) use a model when one is there. No other tool needs one.
-SAMPLING_TOOLS = frozenset(spec.name for spec in REGISTRY.get("protocol").tools)
+SAMPLING_TOOLS = frozenset(spec.name for spec in REGISTRY.get("protocol").tools) | {"summarize_thread"}  # 004's draft too
 
 
 CoreHandler = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -108,6 +108,9 @@ class McpServer:
         self.tasks = tasks_of(self.features)
         # The conformance suite's test_* tools exist only when the operator asks for them.
         self.fixture_tools = FIXTURE_TOOLS if app.settings.conformance_fixtures else ()
+        # Whether a session's standalone channel reaches its client now (the evaluator samples
+        # through it): stdio always; the HTTP transport narrows it to an open GET stream.
+        self.reachable: Callable[[Session], bool] = lambda session: True
 
     def started(self) -> None:
         """Called by a transport from its running event loop, before the first message: features
@@ -142,6 +145,7 @@ class McpServer:
         session = self.session_table.pop(session_id, None)
         if session is None:
             return False
+        self.app.sampling.discard(session_id)
         session.fail_pending()
         for ctx in list(session.in_flight.values()):
             ctx.cancel()
@@ -169,6 +173,7 @@ class McpServer:
         session = self.session_table.pop(session_id, None)
         if session is None:
             return False
+        self.app.sampling.discard(session_id)
         session.fail_pending()
         return True
 
@@ -277,6 +282,8 @@ class McpServer:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method}")
         if not ctx.session.ready and request.method not in ("initialize", "ping"):
             raise JsonRpcError(INVALID_REQUEST, "Session not initialized: send initialize first")
+        if request.method != "initialize":
+            lend_to_evaluator(self.app, ctx.session, self.reachable)  # once per session that declared sampling
         result: dict[str, Any] = await handler(ctx, request.params)
         return result
 

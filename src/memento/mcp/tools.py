@@ -38,6 +38,7 @@ from memento.models import (
     ReflectInput,
     RememberInput,
     RestoreInput,
+    SummarizeThreadInput,
     ToolFeedbackInput,
     VerifyErasureInput,
 )
@@ -56,6 +57,7 @@ from memento.results import (
     RestoreResult,
     Result,
     StatsResult,
+    SummarizeThreadResult,
     ToolFeedbackResult,
     VerifyErasureResult,
 )
@@ -399,6 +401,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         export_page,
         ExportPage,
         _READ,
+    ),
+    ToolSpec(
+        "summarize_thread",
+        "Summarize thread",
+        "Summarize this session's working memory into one episodic memory; keep=false clears it.",
+        SummarizeThreadInput,
+        MemoryService.summarize_thread,
+        SummarizeThreadResult,
     ),
 )
 

@@ -33,7 +33,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memento import __version__
 from memento.endpoint import ServedEndpoint, require_gate
+from memento.models import AgentScope
 from memento.observe import Observer
+from memento.storage.runs import RunQuery
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -112,6 +114,23 @@ class OpsState:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
             registry=r,
         )
+        self.consolidation_triggered = Counter(
+            "memento_consolidation_runs_by_trigger",
+            "Recorded consolidation runs by trigger (interval, inserts, startup, manual) and outcome (ok, error, skipped).",
+            ["trigger", "outcome"],
+            registry=r,
+        )
+        self.consolidation_run_duration = Histogram(
+            "memento_consolidation_run_duration_seconds",
+            "Duration of recorded consolidation runs by trigger.",
+            ["trigger"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
+            registry=r,
+        )
+        self.evaluation_jobs = Counter("memento_evaluator_jobs", "Evaluator jobs handled, by outcome.", ["outcome"], registry=r)
+        self.evaluation_tokens = Counter(
+            "memento_evaluator_tokens", "Model tokens the evaluator used, by provider.", ["provider"], registry=r
+        )
         info = Gauge("memento_build_info", "Version and configuration.", ["version", "backend", "embedding"], registry=r)
         settings = app.settings
         info.labels(__version__, settings.backend, app.embedder.name if app.embedder else "none").set(1)
@@ -156,6 +175,11 @@ class MetricsObserver(Observer):
         self.state.consolidation_runs.labels(outcome).inc()
         self.state.consolidation_duration.observe(seconds)
 
+    def consolidation_run(self, trigger: str, outcome: str, seconds: float) -> None:
+        self.state.consolidation_triggered.labels(trigger, outcome).inc()
+        if outcome != "skipped":
+            self.state.consolidation_run_duration.labels(trigger).observe(seconds)
+
     def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
         self.state.embedding_duration.labels(kind).observe(seconds)
         if error is None:
@@ -163,6 +187,11 @@ class MetricsObserver(Observer):
         elif isinstance(error, Exception):
             self.state.embedding_failures.labels(kind).inc()
             self.state.embedding.failed(error)
+
+    def evaluation(self, outcome: str, provider: str, tokens: int) -> None:
+        self.state.evaluation_jobs.labels(outcome).inc()
+        if tokens:
+            self.state.evaluation_tokens.labels(provider).inc(tokens)
 
 
 class _ScrapeCollector(Collector):
@@ -212,6 +241,33 @@ class _ScrapeCollector(Collector):
         agents = GaugeMetricFamily("memento_agents", "Agents owning at least one fragment.")
         agents.add_metric([], size["agents"])
         yield agents
+        yield from _last_consolidation(service)
+        yield from _queue_gauges(service)
+
+
+def _last_consolidation(service: Any) -> Iterator[Any]:
+    """When the last successful run started (any namespace, any replica: read from the run record)."""
+    runs = service.runs.consolidation_runs("system", RunQuery(outcomes=("ok",), limit=1))
+    if runs:
+        last = GaugeMetricFamily(
+            "memento_consolidation_last_success_timestamp_seconds",
+            "Start of the last successful consolidation run (any replica), Unix seconds.",
+        )
+        last.add_metric([], runs[0].started_at.timestamp())
+        yield last
+
+
+def _queue_gauges(service: Any) -> Iterator[Any]:
+    """The evaluator's queue by status (every agent's)."""
+    now = service.clock()
+    counts = service.store.evaluation_counts(AgentScope("system"), now.date())
+    queue = GaugeMetricFamily("memento_evaluator_queue", "Evaluator jobs by status.", labels=["status"])
+    for status in ("queued", "running", "done", "dead"):
+        queue.add_metric([status], getattr(counts, status))
+    yield queue
+    proposals = GaugeMetricFamily("memento_evaluator_merge_proposals", "Open merge proposals of the evaluator.")
+    proposals.add_metric([], counts.proposals)
+    yield proposals
 
 
 # ---------------------------------------------------------------- per-app state and hooks

@@ -21,12 +21,13 @@ from ..analysis import query_terms
 from ..fields import OperationInput
 from ..graph_results import SeedResult
 from ..models import CallContext
+from ..results import preview
 
 if TYPE_CHECKING:
     from . import ProtocolFace
 
-Part = Literal["working_memory", "memories", "skip_list", "identity"]
-PARTS: tuple[Part, ...] = ("working_memory", "memories", "skip_list", "identity")
+Part = Literal["working_memory", "memories", "skip_list", "identity", "reviews"]
+PARTS: tuple[Part, ...] = ("working_memory", "memories", "skip_list", "identity", "reviews")
 MAX_MESSAGE_CHARS = 20_000
 DEFAULT_BUDGET = 4_000
 MAX_ITEMS = 50
@@ -41,8 +42,8 @@ class ContextCallInput(OperationInput):
     include: list[Part] | None = Field(
         default=None,
         min_length=1,
-        max_length=4,
-        description="Parts to return (default all): working_memory, memories, skip_list, identity.",
+        max_length=5,
+        description="Parts to return (default all): working_memory, memories, skip_list, identity, reviews.",
     )
     limit: Annotated[int, Strict(), Field(ge=1, le=50)] = Field(default=10, description="Most memories to return.")
     token_budget: Annotated[int, Strict(), Field(ge=100, le=100_000)] = Field(
@@ -90,6 +91,14 @@ class SkipWarning(SeedResult):
     match: str = Field(description="How the message matched the entry: words or meaning.")
 
 
+class ContextReview(SeedResult):
+    """A due spaced review (004 §4.2): a memory worth looking at again."""
+
+    id: str
+    preview: str
+    reviews: int = Field(description="Reviews so far.")
+
+
 class ContextMeta(SeedResult):
     workspace: str | None
     namespace: str
@@ -106,6 +115,7 @@ class ContextCallResult(SeedResult):
     memories: MemoriesPart | None = None
     skip_matches: list[SkipWarning] | None = None
     identity: str | None = None
+    reviews: list[ContextReview] | None = None
 
 
 def _iso(value: Any) -> str | None:
@@ -200,6 +210,16 @@ class ContextCall:
             if len(open_items) > MAX_ITEMS:
                 budget.omitted["working_memory"] = budget.omitted.get("working_memory", 0) + len(open_items) - MAX_ITEMS
             working = WorkingMemoryPart(items=kept, total_active=len(open_items))
+        reviews: list[ContextReview] | None = None
+        if "reviews" in parts:  # after the open work, before the recalled memories; shown is reviewed
+            reviews, now = [], face.service.clock()
+            due = face.service.reviews.due(scope, now, face.service.settings.review_shown)
+            for card, fragment in due:
+                review = ContextReview(id=fragment.id, preview=preview(fragment.content), reviews=card.reviews)
+                if budget.take("reviews", review):
+                    reviews.append(review)
+            shown = {r.id for r in reviews}
+            face.service.reviews.shown(scope, [card for card, f in due if f.id in shown], now)
         memories: MemoriesPart | None = None
         if "memories" in parts:
             matches: list[ContextMatch] = []
@@ -225,4 +245,6 @@ class ContextCall:
             truncated=bool(budget.omitted),
             omitted=omitted,
         )
-        return ContextCallResult(meta=meta, working_memory=working, memories=memories, skip_matches=skip_matches, identity=identity)
+        return ContextCallResult(
+            meta=meta, working_memory=working, memories=memories, skip_matches=skip_matches, identity=identity, reviews=reviews
+        )

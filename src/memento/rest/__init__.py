@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from ..endpoint import RequestGate
-from . import analytics, entities, memories, problems, stream, transfer
+from . import analytics, entities, lifecycle, memories, problems, sessions, stream, transfer
 from .entity_api import EntityApi
 from .events import EventHub
 from .guard import RestGuard
@@ -79,11 +79,13 @@ def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> Res
     problems.install(api)
     api.include_router(memories.router(entities_api, app.service))
     api.include_router(memories.erasure_router(app.service))
+    api.include_router(sessions.router(app.service))
     api.include_router(entities.entity_router(entities_api))
     api.include_router(entities.relation_router(entities_api))
     api.include_router(analytics.router(app.store, app.service))
     api.include_router(stream.router(hub, settings.sse_heartbeat_s))
     api.include_router(transfer.router(app.store, app.service))
+    api.include_router(lifecycle.router(app.service))
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:

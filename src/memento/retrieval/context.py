@@ -3,23 +3,32 @@ the session's working memory within a token budget) and the causal graph walk of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from ..errors import NotFound
 from ..models import AgentScope, ContextInput, Fragment, GraphExploreInput, RelationType
-from ..results import ContextResult, Edge, FragmentView, GraphResult, NodeLinkage, views
-from ..storage.protocol import Linkage, LinkageStore, SearchFilter, Store
+from ..results import ContextResult, Edge, FragmentView, GraphResult, NodeLinkage, ReviewView, preview, views
+from ..storage.protocol import Linkage, LinkageStore, ReviewCard, SearchFilter, Store
 from .budget import Counter, WireBudget
 
 CAUSAL_RELATIONS = (RelationType.CAUSED_BY, RelationType.RESOLVED_BY)
 
 
 def load_context(
-    store: Store, scope: AgentScope, inp: ContextInput, session: str | None, now: datetime, tokens: Counter, copies: int = 1
+    store: Store,
+    scope: AgentScope,
+    inp: ContextInput,
+    session: str | None,
+    now: datetime,
+    tokens: Counter,
+    copies: int = 1,
+    due: Sequence[tuple[ReviewCard, Fragment]] = (),
 ) -> ContextResult:
     """Core memory (important fragments of the given types) plus the session's working memory,
     while the whole result as sent (compact, or verbose with the rendered markdown) fits the
-    budget; working memory gets up to half of it when there is any."""
+    budget; working memory gets up to half of it when there is any. `due` spaced reviews (004
+    §4.2) come after working memory, within a quarter of what is left (`reviews`: those shown)."""
     verbose = inp.verbose
     envelope = ContextResult(
         core_memory=[],
@@ -27,6 +36,7 @@ def load_context(
         total_tokens=inp.tokenBudget,
         token_budget=inp.tokenBudget,
         rendered="" if verbose else None,
+        reviews=[] if due else None,
         verbose=verbose,
     )
     budget = WireBudget(tokens, inp.tokenBudget, copies, envelope.dump())
@@ -35,6 +45,7 @@ def load_context(
     working = store.list_fragments(scope, SearchFilter(session_id=session, only_session=True), 200) if session else []
     work_ceiling = budget.used + (inp.tokenBudget - budget.used) // 2 if working else budget.used
     work_items = _fill(budget, working, verbose, work_ceiling, tokens)
+    shown = _fill_reviews(budget, due, verbose, budget.used + (inp.tokenBudget - budget.used) // 4, tokens)
     core_items = _fill(budget, store.list_fragments(scope, SearchFilter(types=tuple(inp.types)), 500), verbose, None, tokens)
     store.record_access([f.id for f in core_items + work_items], now)
     rendered = None
@@ -42,6 +53,8 @@ def load_context(
         lines = ["## Core memory"] + [_line(f) for f in core_items]
         if session:
             lines += ["", "## Working memory (this session)"] + [_line(f) for f in work_items]
+        if shown:
+            lines += ["", REVIEW_HEADING] + [_review_line(r) for r in shown]
         rendered = "\n".join(lines)
     return ContextResult(
         core_memory=views(core_items),
@@ -49,8 +62,34 @@ def load_context(
         total_tokens=budget.used,
         token_budget=inp.tokenBudget,
         rendered=rendered,
+        reviews=shown if due else None,
         verbose=verbose,
     )
+
+
+REVIEW_HEADING = "## Due for review"
+
+
+def _review_line(review: ReviewView) -> str:
+    return f"- {review.preview} (id {review.id})"
+
+
+def _fill_reviews(
+    budget: WireBudget, due: Sequence[tuple[ReviewCard, Fragment]], verbose: bool, ceiling: int, tokens: Counter
+) -> list[ReviewView]:
+    """The leading due reviews that fit under `ceiling` (verbose: with their rendered lines)."""
+    taken: list[ReviewView] = []
+    if verbose and due:
+        budget.used += (tokens.count("\n\n" + REVIEW_HEADING) + 1) * budget.copies
+    for card, fragment in due:
+        view = ReviewView(id=fragment.id, preview=preview(fragment.content), reviews=card.reviews)
+        extra = (tokens.count(_review_line(view)) + 1) * budget.copies if verbose else 0
+        budget.used += extra
+        if not budget.take(view.dump(), ceiling):
+            budget.used -= extra
+            break
+        taken.append(view)
+    return taken
 
 
 def _line(f: Fragment) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import numpy as np
@@ -35,28 +35,39 @@ from .postgres_bulk import PostgresBulk
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
 from .postgres_entities import PostgresEntities
 from .postgres_erasure import PostgresErasure
+from .postgres_evaluation import PostgresEvaluation
 from .postgres_feedback import PostgresFeedback
 from .postgres_fragments import PostgresFragments
 from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
+from .postgres_reviews import PostgresReviews
+from .postgres_runs import AdvisoryRunLock, PostgresRuns
 from .postgres_search import MAX_EF_SEARCH, PostgresSearch
 from .postgres_skips import PostgresSkips
 from .postgres_workmem import PostgresWorkMemory
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
+    EvaluationCounts,
+    EvaluationJob,
+    EvaluationOutcome,
     FeedbackTally,
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    JobStatus,
     Linkage,
     MemoryOverview,
+    MergeProposal,
     NewFeedback,
     NewFragment,
     NewLinkage,
     NewSkip,
+    ProposalStatus,
     RankFeatures,
+    ReviewCard,
+    ReviewTarget,
     SearchFilter,
     StoredIdentity,
     StoredReceipt,
@@ -64,6 +75,7 @@ from .protocol import (
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
+from .runs import ConsolidationRun, NewRun, RunOutcome, RunQuery
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
@@ -107,15 +119,24 @@ class PostgresStore:
         self.erasure = PostgresErasure(self.db)
         self.feedback = PostgresFeedback(self.db, self.embedding_model)
         self.linkages = PostgresLinkages(self.db)
+        self.evaluation = PostgresEvaluation(self.db)
         self.skiplist = PostgresSkips(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
         self.workmem = PostgresWorkMemory(self.db)
+        self.runs = PostgresRuns(self.db)
+        self.reviews = PostgresReviews(self.db)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
         """One transaction around several store calls (a unit of work): all or nothing. The
         calls inside set their own row-level security context, as they would alone."""
         with self.db.tx(SYSTEM):
+            yield
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """The store calls inside run for real in one transaction that is rolled back (a dry run)."""
+        with self.db.rehearsal():
             yield
 
     def ping(self) -> None:
@@ -214,6 +235,9 @@ class PostgresStore:
     def session_owners(self, session_id: str) -> list[str]:
         return self.queries.session_owners(session_id)
 
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        return self.queries.session_tokens(agent_id, session_id)
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return self.queries.get_many(scope, ids)
 
@@ -283,6 +307,52 @@ class PostgresStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        return self.feedback.recent_embeddings(scope, limit)
+
+    # ------------------------------------------------------------ the evaluator's queue (postgres_evaluation.py)
+
+    def enqueue_evaluations(self, scope: AgentScope, fragment_ids: Sequence[str], now: datetime) -> int:
+        return self.evaluation.enqueue_evaluations(scope, fragment_ids, now)
+
+    def enqueue_unevaluated(self, scope: AgentScope, now: datetime, limit: int) -> int:
+        return self.evaluation.enqueue_unevaluated(scope, now, limit)
+
+    def claim_evaluations(
+        self, now: datetime, lease_until: datetime, limit: int, exclude_agents: Sequence[str] = ()
+    ) -> list[EvaluationJob]:
+        return self.evaluation.claim_evaluations(now, lease_until, limit, exclude_agents)
+
+    def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
+        return self.evaluation.finish_evaluation(job, outcome, now)
+
+    def fail_evaluation(self, job_id: int, error: str, now: datetime, retry_at: datetime | None) -> None:
+        self.evaluation.fail_evaluation(job_id, error, now, retry_at)
+
+    def defer_evaluation(self, job_id: int, until: datetime) -> None:
+        self.evaluation.defer_evaluation(job_id, until)
+
+    def evaluation_jobs(self, scope: AgentScope, status: JobStatus | None, limit: int) -> list[EvaluationJob]:
+        return self.evaluation.evaluation_jobs(scope, status, limit)
+
+    def requeue_evaluations(self, scope: AgentScope, ids: Sequence[int], now: datetime) -> int:
+        return self.evaluation.requeue_evaluations(scope, ids, now)
+
+    def evaluation_counts(self, scope: AgentScope, day: date) -> EvaluationCounts:
+        return self.evaluation.evaluation_counts(scope, day)
+
+    def add_evaluation_tokens(self, agent_id: str, day: date, provider: str, tokens: int) -> None:
+        self.evaluation.add_evaluation_tokens(agent_id, day, provider, tokens)
+
+    def evaluation_tokens(self, day: date) -> dict[str, int]:
+        return self.evaluation.evaluation_tokens(day)
+
+    def merge_proposals(self, scope: AgentScope, status: ProposalStatus | None, limit: int) -> list[MergeProposal]:
+        return self.evaluation.merge_proposals(scope, status, limit)
+
+    def set_proposal_status(self, scope: AgentScope, proposal_id: int, status: ProposalStatus) -> MergeProposal:
+        return self.evaluation.set_proposal_status(scope, proposal_id, status)
 
     # ------------------------------------------------------------ 003 linkages (postgres_linkages.py)
 
@@ -491,3 +561,36 @@ class PostgresStore:
 
     def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
         return self.workmem.working_memory_summary(scope)
+
+    # ------------------------------------------------------------ consolidation runs (migration 0016, postgres_runs.py)
+
+    def start_consolidation_run(self, scope_agent: str, new: NewRun) -> str | None:
+        return self.runs.start_consolidation_run(scope_agent, new)
+
+    def finish_consolidation_run(
+        self, scope_agent: str, run_id: str, finished_at: datetime, outcome: RunOutcome, stages: dict[str, Any] | None, error: str | None
+    ) -> None:
+        self.runs.finish_consolidation_run(scope_agent, run_id, finished_at, outcome, stages, error)
+
+    def consolidation_runs(self, scope_agent: str, query: RunQuery) -> list[ConsolidationRun]:
+        return self.runs.consolidation_runs(scope_agent, query)
+
+    def consolidation_lock(self) -> AdvisoryRunLock:
+        return self.runs.consolidation_lock()
+
+    # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (postgres_reviews.py)
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        return self.reviews.review_targets(scope, top)
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        return self.reviews.review_cards(scope, due_before, limit)
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        self.reviews.put_reviews(scope, cards, drop)
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        return self.reviews.derived_sources(scope, ids)
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)

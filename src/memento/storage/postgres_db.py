@@ -55,6 +55,10 @@ Cursor = psycopg.Cursor[dict[str, Any]]
 SYSTEM = "system"
 
 
+class _Rehearsed(Exception):
+    """Ends a rehearsal: the transaction it unwinds is rolled back."""
+
+
 def _as(cur: Cursor, agent: str) -> None:
     cur.execute("SELECT set_config('app.current_agent_id', %s, true)", (agent,))
 
@@ -138,6 +142,19 @@ class PostgresDatabase:
         except psycopg.OperationalError as exc:
             reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]  # libpq adds hint lines
             raise Unavailable(f"the database is unavailable: {reason}") from exc
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """A transaction that is always rolled back: the store calls made inside it (on this
+        thread) join it, run for real, read what they wrote, and leave nothing behind."""
+        if getattr(self._local, "open", None) is not None:
+            raise RuntimeError("rehearsal() inside a transaction")
+        try:
+            with self.tx(SYSTEM):
+                yield
+                raise _Rehearsed  # the connection's context manager rolls back on an exception
+        except _Rehearsed:
+            pass
 
     @contextmanager
     def autocommit(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:

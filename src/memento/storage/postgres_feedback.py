@@ -73,6 +73,26 @@ class PostgresFeedback:
             )
             return {str(r["event"]): int(r["n"]) for r in cur.fetchall()}
 
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, vector) of the newest visible fragments with a vector of the current model,
+        working memory and keyed ones apart (what 001 §6.2 merging compares)."""
+        if self.embedding_model is None or limit <= 0:
+            return []
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                "SELECT f.id, f.embedding FROM agent_memory.fragments f WHERE f.embedding IS NOT NULL AND f.embedding_model = %s"
+                f" AND f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.created_at DESC, f.seq DESC LIMIT %s",
+                [self.embedding_model, *params, limit],
+            )
+            rows = cur.fetchall()
+        out: list[tuple[str, np.ndarray]] = []
+        for r in rows:
+            value = r["embedding"]
+            array = value if isinstance(value, np.ndarray) else value.to_numpy()  # pgvector's Vector
+            out.append((str(r["id"]), np.asarray(array, dtype=np.float32)))
+        return out
+
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids or self.embedding_model is None:
             return {}

@@ -43,18 +43,19 @@ class PostgresMaintenance:
         created_before: datetime,
         accessed_before: datetime | None,
         now: datetime | None = None,
-    ) -> int:
+    ) -> list[str]:
         where, params = _changeable(scope)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"UPDATE agent_memory.fragments f SET ttl_tier = %s, tier_since = %s WHERE {_LIFECYCLE} AND f.ttl_tier = %s"
-                f" AND COALESCE(f.tier_since, f.created_at) < %s AND COALESCE(f.accessed_at, f.created_at) < %s AND {where}",
+                f" AND COALESCE(f.tier_since, f.created_at) < %s AND COALESCE(f.accessed_at, f.created_at) < %s AND {where}"
+                " RETURNING f.id",
                 [to_tier.value, now or datetime.now(UTC), from_tier.value, created_before, accessed_before or created_before, *params],
             )
-            return int(cur.rowcount)
+            return [r["id"] for r in cur.fetchall()]
 
     @retried
-    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
+    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> list[str]:
         where, params = _changeable(scope)
         clauses, extra = "", list[object]()
         if type_ is not None:
@@ -70,16 +71,18 @@ class PostgresMaintenance:
                 [stale_before, stale_before, *extra, *params],
             )
             ids = [r["id"] for r in cur.fetchall()]
-            return len(self.store._delete(cur, scope, ids)) if ids else 0
+            return self.store._delete(cur, scope, ids) if ids else []
 
     @retried
-    def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
+    def prune_low_confidence(
+        self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool
+    ) -> list[str]:
         """Memories whose effective confidence is below `threshold` (001 §4.5): soft-deleted
         (`archive`, restorable) or deleted. Gradual like every stage: hot (new), permanent, pinned
         and anchored memories are kept, and the decay counts from the latest of creation, last
         access and entry into the current tier."""
         if threshold <= 0:
-            return 0
+            return []
         where, params = _changeable(scope)
         eff, eparams = POSTGRES.effective_confidence("f", now, half_life_days, since_tier=True)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
@@ -90,23 +93,23 @@ class PostgresMaintenance:
             )
             ids = [r["id"] for r in cur.fetchall()]
         if not ids:
-            return 0
-        return len(self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids))
+            return []
+        return self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids)
 
     @retried
-    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
+    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> list[str]:
         where, params = _changeable(scope)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "UPDATE agent_memory.fragments f SET importance = ROUND((f.importance * %s)::numeric, 4)::float8"
                 f" WHERE {_LIFECYCLE} AND f.ttl_tier <> 'permanent' AND f.access_count <= %s AND f.utility_score < %s"
-                f" AND f.created_at < %s AND {where}",
+                f" AND f.created_at < %s AND {where} RETURNING f.id",
                 [factor, max_access, max_utility, older_than, *params],
             )
-            return int(cur.rowcount)
+            return [r["id"] for r in cur.fetchall()]
 
     @retried
-    def deduplicate(self, scope: AgentScope) -> int:
+    def deduplicate(self, scope: AgentScope) -> list[str]:
         """Merge fragments sharing a content hash into the oldest (sums access counts, moves links).
         A pinned fragment is never merged away: it survives in preference to the oldest, and a
         second pinned copy stays as it is.
@@ -114,7 +117,7 @@ class PostgresMaintenance:
         The unique indexes already prevent duplicates within an agent; this stays for stores
         whose rows were loaded around them."""
         where, params = _changeable(scope)
-        merged = 0
+        merged: list[str] = []
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.agent_id, f.content_hash FROM agent_memory.fragments f WHERE f.session_id IS NULL AND f.memory_key IS NULL AND {where}"
@@ -143,7 +146,7 @@ class PostgresMaintenance:
                         (survivor, duplicates, survivor),
                     )
                 cur.execute("DELETE FROM agent_memory.fragment_links WHERE from_id = to_id")
-                merged += len(self.store._delete(cur, scope, duplicates))
+                merged.extend(self.store._delete(cur, scope, duplicates))
         return merged
 
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
@@ -157,31 +160,32 @@ class PostgresMaintenance:
             return [(r["from_id"], r["to_id"]) for r in cur.fetchall()]
 
     @retried
-    def prune_orphan_links(self, scope: AgentScope) -> int:
-        """Runs as the system so that targets in other namespaces count as alive; the scope
-        predicate still limits which fragments' arrays are rewritten."""
+    def prune_orphan_links(self, scope: AgentScope) -> list[str]:
+        """The links removed, each as `from_id>to_id`. Runs as the system so that targets in other
+        namespaces count as alive; the scope predicate still limits which fragments' arrays are rewritten."""
         where, params = _changeable(scope)
         with self.store.db.tx(SYSTEM) as cur:
             cur.execute(
                 "DELETE FROM agent_memory.fragment_links l WHERE NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.from_id)"
-                " OR NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.to_id)"
+                " OR NOT EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = l.to_id) RETURNING l.from_id, l.to_id"
             )
-            dangling = cur.rowcount
+            removed = [f"{r['from_id']}>{r['to_id']}" for r in cur.fetchall()]
             cur.execute(
-                "WITH fixed AS (SELECT f.id, cardinality(f.linked_to) AS before, COALESCE((SELECT array_agg(u.x ORDER BY u.o)"
+                "WITH fixed AS (SELECT f.id, f.linked_to AS before, COALESCE((SELECT array_agg(u.x ORDER BY u.o)"
                 " FROM unnest(f.linked_to) WITH ORDINALITY AS u(x, o)"
                 " WHERE EXISTS (SELECT 1 FROM agent_memory.fragments g WHERE g.id = u.x)), '{}') AS kept"
                 f" FROM agent_memory.fragments f WHERE f.linked_to <> '{{}}' AND {where})"
                 " UPDATE agent_memory.fragments f SET linked_to = fixed.kept FROM fixed"
-                " WHERE f.id = fixed.id AND cardinality(fixed.kept) <> fixed.before"
-                " RETURNING fixed.before - cardinality(fixed.kept) AS removed",
+                " WHERE f.id = fixed.id AND cardinality(fixed.kept) <> cardinality(fixed.before)"
+                " RETURNING f.id, fixed.before, fixed.kept",
                 params,
             )
-            fixed = sum(int(r["removed"]) for r in cur.fetchall())
-        return int(dangling) + fixed
+            for r in cur.fetchall():
+                removed.extend(f"{r['id']}>{t}" for t in r["before"] if t not in set(r["kept"]))
+        return removed
 
     @retried
-    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
+    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> list[str]:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
         where, params = _changeable(scope)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
@@ -205,10 +209,10 @@ class PostgresMaintenance:
                     " FROM unnest(%s::text[], %s::float8[]) AS v(id, u) WHERE f.id = v.id",
                     (now, ids, values),
                 )
-        return len(ids)
+        return ids
 
     @retried
-    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> list[str]:
         """Delete for good the soft-deleted memories whose deletion is older than `deleted_before`."""
         where, params = _changeable(scope)
         where = where.replace(live_sql("f", "now()"), "TRUE", 1)
@@ -220,25 +224,25 @@ class PostgresMaintenance:
             ids = [r["id"] for r in cur.fetchall()]
             if ids:
                 PostgresFragments._remove(cur, scope, ids)
-            return len(ids)
+            return ids
 
-    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> list[str]:
         """004 §4.2: archive (soft-delete at `now`) each system's memories unused since its cutoff,
         in one statement; pinned, anchored, keyed and permanent-tier memories are kept."""
         if not unused_since:
-            return 0
+            return []
         where, params = _changeable(scope)
         systems = " OR ".join(["(f.memory_system = %s AND GREATEST(f.created_at, f.accessed_at) < %s)"] * len(unused_since))
         values = [v for system, cutoff in unused_since.items() for v in (system.value, cutoff)]
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                f"UPDATE agent_memory.fragments f SET deleted_at = %s WHERE {_RETAINED} AND ({systems}) AND {where}",
+                f"UPDATE agent_memory.fragments f SET deleted_at = %s WHERE {_RETAINED} AND ({systems}) AND {where} RETURNING f.id",
                 [now, *values, *params],
             )
-            return int(cur.rowcount)
+            return [r["id"] for r in cur.fetchall()]
 
     @retried
-    def expire_sessions(self, idle_before: datetime) -> int:
+    def expire_sessions(self, idle_before: datetime) -> list[str]:
         with self.store.db.tx(SYSTEM) as cur:
             # A session's rows go together, per owning namespace, when the newest of them is idle.
             cur.execute(
@@ -248,4 +252,13 @@ class PostgresMaintenance:
                 (idle_before,),
             )
             ids = [r["id"] for r in cur.fetchall()]
-            return len(self.store._delete(cur, AgentScope(SYSTEM), ids)) if ids else 0
+            return self.store._delete(cur, AgentScope(SYSTEM), ids) if ids else []
+
+    def idle_sessions(self, idle_before: datetime) -> list[tuple[str, str]]:
+        with self.store.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT agent_id, session_id FROM agent_memory.fragments WHERE session_id IS NOT NULL GROUP BY agent_id, session_id"
+                " HAVING MAX(COALESCE(accessed_at, created_at)) < %s ORDER BY agent_id, session_id",
+                (idle_before,),
+            )
+            return [(r["agent_id"], r["session_id"]) for r in cur.fetchall()]

@@ -27,6 +27,16 @@ class PostgresQueries:
             cur.execute("SELECT DISTINCT agent_id FROM agent_memory.fragments WHERE session_id = %s ORDER BY agent_id", (session_id,))
             return [r["agent_id"] for r in cur.fetchall()]
 
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT COALESCE(SUM(estimated_tokens), 0) AS tokens FROM agent_memory.fragments"
+                " WHERE session_id = %s AND agent_id = %s AND memory_key IS NULL AND deleted_at IS NULL",
+                (session_id, agent_id),
+            )
+            row = cur.fetchone()
+            return int(row["tokens"]) if row else 0
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             return _visible(cur, scope, list(ids))

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -26,6 +26,7 @@ from ..models import (
     memory_system_for,
     privacy_for,
 )
+from .runs import ConsolidationRunStore
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
@@ -216,6 +217,11 @@ class Store(Protocol):
         """One transaction around the store calls made inside it (on this thread): all or nothing."""
         ...
 
+    def rehearsal(self) -> AbstractContextManager[None]:
+        """One transaction around the store calls made inside it (on this thread), always rolled
+        back: they run for real and read their own writes, and nothing is kept (a dry run)."""
+        ...
+
     # fragments
     def insert(self, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]: ...
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]: ...
@@ -243,6 +249,11 @@ class Store(Protocol):
     def count(self, scope: AgentScope, filt: SearchFilter) -> int: ...
     def expunge_session(self, session_id: str, agent_id: str) -> int: ...
     def session_owners(self, session_id: str) -> list[str]: ...
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        """The estimated tokens of the working memory `agent_id` keeps under `session_id` (live,
+        unkeyed rows: 004's wm_buffer budget); one aggregate over the session index."""
+        ...
+
     def flush_access(self) -> None: ...
 
     # links
@@ -288,6 +299,11 @@ class Store(Protocol):
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors (the current embedding model's) of these visible fragments."""
+        ...
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, stored vector) of the `limit` newest visible fragments that have one of the current
+        model, working memory and keyed memories apart; newest first (001 §6.2 merging)."""
         ...
 
 
@@ -361,7 +377,8 @@ class EntityStore(Protocol):
 
 
 class MaintenanceStore(Protocol):
-    """The primitives of the consolidation pipeline (000 §8)."""
+    """The primitives of the consolidation pipeline (000 §8). Each stage returns the ids of the
+    fragments it changed (removed links as `from_id>to_id`), so a run can say what it did."""
 
     def demote(
         self,
@@ -371,33 +388,42 @@ class MaintenanceStore(Protocol):
         created_before: datetime,
         accessed_before: datetime | None,
         now: datetime | None = None,
-    ) -> int:
+    ) -> list[str]:
         """Move fragments in `from_tier` since before `created_before` (and unused since
         `accessed_before`) to `to_tier`; they enter it at `now`. One step per run."""
         ...
 
-    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int: ...
-    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int: ...
-    def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
+    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> list[str]: ...
+    def decay_importance(
+        self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime
+    ) -> list[str]: ...
+    def prune_low_confidence(
+        self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool
+    ) -> list[str]:
         """001 §4.5: memories below `threshold` effective confidence, the decay counted from the latest of
         creation, last access and tier entry (hot, permanent, pinned, anchored and working memory
-        apart), soft-deleted (`archive`) or deleted; how many."""
+        apart), soft-deleted (`archive`) or deleted; their ids."""
         ...
 
-    def deduplicate(self, scope: AgentScope) -> int: ...
+    def deduplicate(self, scope: AgentScope) -> list[str]: ...
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]: ...
-    def prune_orphan_links(self, scope: AgentScope) -> int: ...
-    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int: ...
-    def expire_sessions(self, idle_before: datetime) -> int: ...
-    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
-        """004 §4.2: delete for good the soft-deleted memories (forget mode=soft, archived by the
-        confidence prune) whose deletion is older than `deleted_before`; how many."""
+    def prune_orphan_links(self, scope: AgentScope) -> list[str]: ...
+    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> list[str]: ...
+    def expire_sessions(self, idle_before: datetime) -> list[str]: ...
+    def idle_sessions(self, idle_before: datetime) -> list[tuple[str, str]]:
+        """(agent_id, session_id) of every session whose newest working-memory row is older than
+        `idle_before`: the sessions `expire_sessions` would expunge, grouped the same way."""
         ...
 
-    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> list[str]:
+        """004 §4.2: delete for good the soft-deleted memories (forget mode=soft, archived by the
+        confidence prune) whose deletion is older than `deleted_before`; their ids."""
+        ...
+
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> list[str]:
         """004 §4.2: soft-delete (at `now`, restorable) the memories of each system in `unused_since`
         whose latest of creation and last access is before its cutoff; pinned, anchored, keyed and
-        permanent-tier memories are kept. One statement; how many."""
+        permanent-tier memories are kept. One statement; their ids."""
         ...
 
 
@@ -980,6 +1006,66 @@ class IdentityStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- 004 §4.2 spaced review and the forget queue (migration 0018)
+
+
+@dataclass(frozen=True)
+class ReviewCard:
+    """A memory's spaced-review card: due at `due_at`, `interval_days` after its last review."""
+
+    fragment_id: str
+    agent_id: str
+    due_at: datetime
+    interval_days: int
+    reviews: int
+    last_reviewed_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ReviewTarget:
+    """One of a namespace's most important live memories, and when it was last created or used."""
+
+    agent_id: str
+    fragment_id: str
+    last_used: datetime
+
+
+class ReviewStore(Protocol):
+    """Seed 004 §4.2's spaced review (`memory_reviews`, row-level security on PostgreSQL) and the
+    lifecycle's reads beside it. A card belongs to the agent whose memory it is: a scope reads and
+    changes its own namespace's cards (every namespace's for the maintenance scope), never the
+    shared pool's from another namespace."""
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        """Each namespace's `top` most important live memories of its own (pinned first, then by
+        importance × utility; working memory apart), per namespace in that order."""
+        ...
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        """The scope's own cards of live memories, due before `due_before` when given (all when
+        None), the longest overdue first."""
+        ...
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        """Insert or replace these cards and delete the cards of the `drop` memories, in one
+        transaction (joining the caller's); a card of a memory outside the scope's own namespaces
+        is refused (NotFound, nothing changed)."""
+        ...
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        """Those of `ids` that some memory (live or soft-deleted) was derived from (a
+        `derived_from` link to them): sleep consolidation has integrated them already."""
+        ...
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        """004 §4.2's soft-delete candidate queue: live memories of the scope's own namespaces with
+        a utility below `below_utility`, unused (neither created nor accessed) since
+        `unused_before`, neither pinned, anchored, keyed, permanent-tier nor working memory; the
+        lowest utility, then the longest unused, first."""
+        ...
+
+
 # ---------------------------------------------------------------- 003 working memory (storage/workmem.py)
 
 
@@ -1040,6 +1126,136 @@ class WorkingMemoryStore(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- the evaluator's queue (000 §7, issue 13)
+
+JobStatus = Literal["queued", "running", "done", "dead"]
+ProposalStatus = Literal["open", "applied", "dismissed"]
+JOB_STATUSES: tuple[JobStatus, ...] = ("queued", "running", "done", "dead")
+PROPOSAL_STATUSES: tuple[ProposalStatus, ...] = ("open", "applied", "dismissed")
+
+
+@dataclass(frozen=True)
+class EvaluationJob:
+    """One evaluation of one memory (`evaluation_jobs`); `result` holds scores and ids, never text."""
+
+    id: int
+    fragment_id: str
+    agent_id: str
+    kind: str
+    status: JobStatus
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    enqueued_at: datetime
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class MergeProposal:
+    """A near-duplicate the evaluator found: `from_id` would be absorbed into `to_id` (001 §6.2)."""
+
+    id: int
+    agent_id: str
+    from_id: str
+    to_id: str
+    similarity: float
+    reason: str
+    status: ProposalStatus
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class EvaluationOutcome:
+    """What finishing a job writes, in one transaction: the memory's utility (and verified_at),
+    `contradicts` links from it to these memories, merge proposals (to_id, similarity, reason)."""
+
+    utility: float
+    result: dict[str, Any]
+    contradicts: tuple[str, ...] = ()
+    merges: tuple[tuple[str, float, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class EvaluationCounts:
+    """The queue as `memory_stats` shows it: jobs by status, open proposals, tokens used today."""
+
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    dead: int = 0
+    proposals: int = 0
+    tokens_today: int = 0
+
+
+class EvaluationStore(Protocol):
+    """The evaluator's durable queue (`evaluation_jobs`, `merge_proposals`, `evaluation_tokens`;
+    row-level security per agent on PostgreSQL). An agent's scope reads and changes its own rows
+    only; the maintenance scope every row. The worker claims across agents (as the maintenance
+    scope): SQLite inside one write transaction, PostgreSQL with FOR UPDATE SKIP LOCKED so that
+    replicas share the work without taking a job twice."""
+
+    def enqueue_evaluations(self, scope: AgentScope, fragment_ids: Sequence[str], now: datetime) -> int:
+        """Queue an evaluation of each of these memories of the scope's own namespace (any, for the
+        maintenance scope) that has no open (queued or running) one; how many were queued."""
+        ...
+
+    def enqueue_unevaluated(self, scope: AgentScope, now: datetime, limit: int) -> int:
+        """The backfill: queue the live memories (working memory apart) that never had a job, oldest first."""
+        ...
+
+    def claim_evaluations(
+        self, now: datetime, lease_until: datetime, limit: int, exclude_agents: Sequence[str] = ()
+    ) -> list[EvaluationJob]:
+        """Take up to `limit` due jobs (queued ones whose next attempt is due, and running ones
+        whose lease ended), oldest first, skipping `exclude_agents`: each becomes running with one
+        more attempt and `lease_until` as its next attempt. Two workers never take the same job."""
+        ...
+
+    def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
+        """In one transaction: the memory's utility_score and verified_at, the `contradicts` links
+        and merge proposals of `outcome` towards memories of the job's own agent (others are left
+        out), the job done with its result. False (nothing changed) when the job is no longer
+        running (requeued, finished elsewhere) or its memory is gone."""
+        ...
+
+    def fail_evaluation(self, job_id: int, error: str, now: datetime, retry_at: datetime | None) -> None:
+        """Record a failed attempt: queued again for `retry_at`, or dead (retry_at None)."""
+        ...
+
+    def defer_evaluation(self, job_id: int, until: datetime) -> None:
+        """Put a claimed job back in the queue until `until`, its attempt not counted (the budget)."""
+        ...
+
+    def evaluation_jobs(self, scope: AgentScope, status: JobStatus | None, limit: int) -> list[EvaluationJob]:
+        """The scope's jobs (of one status), newest first."""
+        ...
+
+    def requeue_evaluations(self, scope: AgentScope, ids: Sequence[int], now: datetime) -> int:
+        """Dead jobs of the scope back to queued, attempts reset; how many (every dead one when `ids` is empty)."""
+        ...
+
+    def evaluation_counts(self, scope: AgentScope, day: date) -> EvaluationCounts:
+        """The scope's jobs by status, open proposals and tokens used on `day`."""
+        ...
+
+    def add_evaluation_tokens(self, agent_id: str, day: date, provider: str, tokens: int) -> None:
+        """Count one model call of `tokens` tokens for the agent on `day`."""
+        ...
+
+    def evaluation_tokens(self, day: date) -> dict[str, int]:
+        """Tokens used on `day`, by agent (every agent: the worker's budget check)."""
+        ...
+
+    def merge_proposals(self, scope: AgentScope, status: ProposalStatus | None, limit: int) -> list[MergeProposal]:
+        """The scope's merge proposals (of one status), newest first."""
+        ...
+
+    def set_proposal_status(self, scope: AgentScope, proposal_id: int, status: ProposalStatus) -> MergeProposal:
+        """Mark one of the scope's proposals applied or dismissed (NotFound for another's)."""
+        ...
+
+
 class AppStore(
     Store,
     EntityStore,
@@ -1056,6 +1272,9 @@ class AppStore(
     SkipStore,
     IdentityStore,
     WorkingMemoryStore,
+    ConsolidationRunStore,
+    ReviewStore,
+    EvaluationStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

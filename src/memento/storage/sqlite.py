@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +23,25 @@ from .access import AccessBuffer, Pending
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
+    EvaluationCounts,
+    EvaluationJob,
+    EvaluationOutcome,
     FeedbackTally,
     FragmentChanges,
     GrowthPeriod,
     Hit,
+    JobStatus,
     Linkage,
     MemoryOverview,
+    MergeProposal,
     NewFeedback,
     NewFragment,
     NewLinkage,
     NewSkip,
+    ProposalStatus,
     RankFeatures,
+    ReviewCard,
+    ReviewTarget,
     SearchFilter,
     StoredIdentity,
     StoredReceipt,
@@ -41,16 +49,20 @@ from .protocol import (
     VersionRecord,
 )
 from .records import RecordQuery, RestoreOutcome
+from .runs import ConsolidationRun, NewRun, RunOutcome, RunQuery
 from .sqlite_analytics import SQLiteAnalytics
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
 from .sqlite_entities import SQLiteEntities
 from .sqlite_erasure import SQLiteErasure
+from .sqlite_evaluation import SQLiteEvaluation
 from .sqlite_feedback import SQLiteFeedback
 from .sqlite_fragments import SQLiteFragments
 from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
+from .sqlite_reviews import SQLiteReviews
+from .sqlite_runs import ProcessRunLock, SQLiteRuns
 from .sqlite_search import SQLiteSearch
 from .sqlite_skips import SQLiteSkips
 from .sqlite_sql import parse_ts, ts
@@ -92,7 +104,7 @@ class SQLiteStore:
                 dimensions,
                 embedding_model,
                 path.with_name(path.name + ".vectors"),
-                SQLiteVectorSource(self.db.reader, self.db.connect, embedding_model, dimensions),
+                SQLiteVectorSource(self.db.committed_reader, self.db.connect, embedding_model, dimensions),
                 ann_threshold=ann_threshold,
                 ef_search=ef_search,
             )
@@ -105,9 +117,12 @@ class SQLiteStore:
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)
         self.feedback = SQLiteFeedback(self.db, embedding_model)
         self.linkages = SQLiteLinkages(self.db)
+        self.evaluation = SQLiteEvaluation(self.db)
         self.skiplist = SQLiteSkips(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
         self.workmem = SQLiteWorkMemory(self.db)
+        self.runs = SQLiteRuns(self.db)
+        self.reviews = SQLiteReviews(self.db)
 
     @property
     def _writer(self) -> sqlite3.Connection:
@@ -117,6 +132,12 @@ class SQLiteStore:
     def atomic(self) -> Iterator[None]:
         """One transaction around several store calls (a unit of work): all or nothing."""
         with self.db.tx():
+            yield
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """The store calls inside run for real in one transaction that is rolled back (a dry run)."""
+        with self.db.rehearsal():
             yield
 
     def ping(self, timeout_s: float = PING_TIMEOUT_S) -> None:
@@ -199,6 +220,9 @@ class SQLiteStore:
     def session_owners(self, session_id: str) -> list[str]:
         return self.queries.session_owners(session_id)
 
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        return self.queries.session_tokens(agent_id, session_id)
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return self.queries.get_many(scope, ids)
 
@@ -268,6 +292,52 @@ class SQLiteStore:
 
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.feedback.embeddings_of(scope, ids)
+
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        return self.feedback.recent_embeddings(scope, limit)
+
+    # ------------------------------------------------------------ the evaluator's queue (sqlite_evaluation.py)
+
+    def enqueue_evaluations(self, scope: AgentScope, fragment_ids: Sequence[str], now: datetime) -> int:
+        return self.evaluation.enqueue_evaluations(scope, fragment_ids, now)
+
+    def enqueue_unevaluated(self, scope: AgentScope, now: datetime, limit: int) -> int:
+        return self.evaluation.enqueue_unevaluated(scope, now, limit)
+
+    def claim_evaluations(
+        self, now: datetime, lease_until: datetime, limit: int, exclude_agents: Sequence[str] = ()
+    ) -> list[EvaluationJob]:
+        return self.evaluation.claim_evaluations(now, lease_until, limit, exclude_agents)
+
+    def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
+        return self.evaluation.finish_evaluation(job, outcome, now)
+
+    def fail_evaluation(self, job_id: int, error: str, now: datetime, retry_at: datetime | None) -> None:
+        self.evaluation.fail_evaluation(job_id, error, now, retry_at)
+
+    def defer_evaluation(self, job_id: int, until: datetime) -> None:
+        self.evaluation.defer_evaluation(job_id, until)
+
+    def evaluation_jobs(self, scope: AgentScope, status: JobStatus | None, limit: int) -> list[EvaluationJob]:
+        return self.evaluation.evaluation_jobs(scope, status, limit)
+
+    def requeue_evaluations(self, scope: AgentScope, ids: Sequence[int], now: datetime) -> int:
+        return self.evaluation.requeue_evaluations(scope, ids, now)
+
+    def evaluation_counts(self, scope: AgentScope, day: date) -> EvaluationCounts:
+        return self.evaluation.evaluation_counts(scope, day)
+
+    def add_evaluation_tokens(self, agent_id: str, day: date, provider: str, tokens: int) -> None:
+        self.evaluation.add_evaluation_tokens(agent_id, day, provider, tokens)
+
+    def evaluation_tokens(self, day: date) -> dict[str, int]:
+        return self.evaluation.evaluation_tokens(day)
+
+    def merge_proposals(self, scope: AgentScope, status: ProposalStatus | None, limit: int) -> list[MergeProposal]:
+        return self.evaluation.merge_proposals(scope, status, limit)
+
+    def set_proposal_status(self, scope: AgentScope, proposal_id: int, status: ProposalStatus) -> MergeProposal:
+        return self.evaluation.set_proposal_status(scope, proposal_id, status)
 
     # ------------------------------------------------------------ 003 linkages (sqlite_linkages.py)
 
@@ -476,3 +546,36 @@ class SQLiteStore:
 
     def working_memory_summary(self, scope: AgentScope) -> WorkMemorySummary:
         return self.workmem.working_memory_summary(scope)
+
+    # ------------------------------------------------------------ consolidation runs (migration 0016, sqlite_runs.py)
+
+    def start_consolidation_run(self, scope_agent: str, new: NewRun) -> str | None:
+        return self.runs.start_consolidation_run(scope_agent, new)
+
+    def finish_consolidation_run(
+        self, scope_agent: str, run_id: str, finished_at: datetime, outcome: RunOutcome, stages: dict[str, Any] | None, error: str | None
+    ) -> None:
+        self.runs.finish_consolidation_run(scope_agent, run_id, finished_at, outcome, stages, error)
+
+    def consolidation_runs(self, scope_agent: str, query: RunQuery) -> list[ConsolidationRun]:
+        return self.runs.consolidation_runs(scope_agent, query)
+
+    def consolidation_lock(self) -> ProcessRunLock:
+        return self.runs.consolidation_lock()
+
+    # ------------------------------------------------------------ 004 §4.2 review cards, the forget queue (sqlite_reviews.py)
+
+    def review_targets(self, scope: AgentScope, top: int) -> list[ReviewTarget]:
+        return self.reviews.review_targets(scope, top)
+
+    def review_cards(self, scope: AgentScope, due_before: datetime | None, limit: int) -> list[ReviewCard]:
+        return self.reviews.review_cards(scope, due_before, limit)
+
+    def put_reviews(self, scope: AgentScope, cards: Sequence[ReviewCard], drop: Sequence[str]) -> None:
+        self.reviews.put_reviews(scope, cards, drop)
+
+    def derived_sources(self, scope: AgentScope, ids: Sequence[str]) -> set[str]:
+        return self.reviews.derived_sources(scope, ids)
+
+    def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
+        return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)

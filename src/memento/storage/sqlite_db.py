@@ -1,5 +1,6 @@
 """SQLite connections: one writer connection behind a re-entrant lock, whose write transactions
-nest and run after-commit hooks; a reader connection per thread; migrations, ping and close."""
+nest and run after-commit hooks; a reader connection per thread; a rehearsal (a write transaction
+rolled back at the end, its thread reading what it wrote); migrations, ping and close."""
 
 from __future__ import annotations
 
@@ -70,6 +71,15 @@ class SQLiteDatabase:
         return conn
 
     def reader(self) -> sqlite3.Connection:
+        """This thread's reader connection (the last commit); in a rehearsal on this thread, the
+        writer, so the rehearsed stages read what the earlier ones wrote, as a real run would."""
+        if getattr(self._local, "rehearsing", False):
+            return self.writer
+        return self.committed_reader()
+
+    def committed_reader(self) -> sqlite3.Connection:
+        """This thread's reader connection, rehearsal or not (what an in-process cache such as the
+        vector index may learn from: only committed rows)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self.connect()
@@ -106,6 +116,26 @@ class SQLiteDatabase:
             done, self._committed = self._committed, []
         for apply in done:  # this process's vector index follows only what was committed
             apply()
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """A write transaction that is always rolled back: the store calls made inside it (on this
+        thread) run for real, read what they wrote, and leave nothing behind — no row, and no
+        after-commit hook (the vector index is never told). Holds the write lock throughout: other
+        writers wait until it ends."""
+        with self._write_lock:
+            if self._depth:
+                raise RuntimeError("rehearsal() inside a write transaction")
+            conn = self.writer
+            conn.execute("BEGIN IMMEDIATE")
+            self._depth, self._committed = 1, []
+            self._local.rehearsing = True
+            try:
+                yield
+            finally:
+                self._local.rehearsing = False
+                self._depth, self._committed = 0, []
+                conn.execute("ROLLBACK")
 
     @contextmanager
     def exclusive(self) -> Iterator[sqlite3.Connection]:

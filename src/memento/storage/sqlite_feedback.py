@@ -71,6 +71,23 @@ class SQLiteFeedback:
         )
         return {str(r[0]): int(r[1]) for r in rows}
 
+    def recent_embeddings(self, scope: AgentScope, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, vector) of the newest visible fragments with a vector of the current model,
+        working memory and keyed ones apart (what 001 §6.2 merging compares)."""
+        if self.embedding_model is None or limit <= 0:
+            return []
+        where, params = _scope_sql(scope)
+        rows = (
+            self.db.reader()
+            .execute(
+                "SELECT f.id, e.vector FROM fragments f JOIN fragment_embeddings e ON e.seq = f.seq AND e.model = ?"
+                f" WHERE f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.created_at DESC, f.seq DESC LIMIT ?",
+                [self.embedding_model, *params, limit],
+            )
+            .fetchall()
+        )
+        return [(str(r[0]), np.frombuffer(r[1], dtype=np.float32)) for r in rows]
+
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids or self.embedding_model is None:
             return {}

@@ -41,20 +41,19 @@ class SQLiteMaintenance:
         created_before: datetime,
         accessed_before: datetime | None,
         now: datetime | None = None,
-    ) -> int:
+    ) -> list[str]:
         where, params = _changeable(scope)
         cutoff = ts(accessed_before or created_before)
         entered = ts(now or datetime.now(UTC))
         with self.store.db.tx() as conn:
-            return int(
-                conn.execute(
-                    f"UPDATE fragments AS f SET ttl_tier = ?, tier_since = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ?"
-                    f" AND COALESCE(f.tier_since, f.created_at) < ? AND COALESCE(f.accessed_at, f.created_at) < ? AND {where}",
-                    [to_tier.value, entered, from_tier.value, ts(created_before), cutoff, *params],
-                ).rowcount
-            )
+            rows = conn.execute(
+                f"UPDATE fragments AS f SET ttl_tier = ?, tier_since = ? WHERE {_LIFECYCLE} AND f.ttl_tier = ?"
+                f" AND COALESCE(f.tier_since, f.created_at) < ? AND COALESCE(f.accessed_at, f.created_at) < ? AND {where} RETURNING id",
+                [to_tier.value, entered, from_tier.value, ts(created_before), cutoff, *params],
+            ).fetchall()
+        return [r[0] for r in rows]
 
-    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> int:
+    def expire_cold(self, scope: AgentScope, type_: str | None, exclude_types: Sequence[str], stale_before: datetime) -> list[str]:
         where, params = _changeable(scope)
         clauses, extra = [], []
         if type_ is not None:
@@ -72,15 +71,17 @@ class SQLiteMaintenance:
                 [ts(stale_before), ts(stale_before), *extra, *params],
             )
         ]
-        return len(self.store.delete(scope, ids)) if ids else 0
+        return self.store.delete(scope, ids) if ids else []
 
-    def prune_low_confidence(self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool) -> int:
+    def prune_low_confidence(
+        self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool
+    ) -> list[str]:
         """Memories whose effective confidence is below `threshold` (001 §4.5): soft-deleted
         (`archive`, restorable) or deleted. Gradual like every stage: hot (new), permanent, pinned
         and anchored memories are kept, and the decay counts from the latest of creation, last
         access and entry into the current tier."""
         if threshold <= 0:
-            return 0
+            return []
         where, params = _changeable(scope)
         eff, eparams = SQLITE.effective_confidence("f", now, half_life_days, since_tier=True)
         ids = [
@@ -92,22 +93,21 @@ class SQLiteMaintenance:
             )
         ]
         if not ids:
-            return 0
-        return len(self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids))
+            return []
+        return self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids)
 
-    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> int:
+    def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> list[str]:
         where, params = _changeable(scope)
         with self.store.db.tx() as conn:
-            return int(
-                conn.execute(
-                    f"UPDATE fragments AS f SET importance = ROUND(f.importance * ?, 4) WHERE {_LIFECYCLE}"
-                    " AND f.ttl_tier != 'permanent' AND f.access_count <= ? AND f.utility_score < ? AND f.created_at < ?"
-                    f" AND {where}",
-                    [factor, max_access, max_utility, ts(older_than), *params],
-                ).rowcount
-            )
+            rows = conn.execute(
+                f"UPDATE fragments AS f SET importance = ROUND(f.importance * ?, 4) WHERE {_LIFECYCLE}"
+                " AND f.ttl_tier != 'permanent' AND f.access_count <= ? AND f.utility_score < ? AND f.created_at < ?"
+                f" AND {where} RETURNING id",
+                [factor, max_access, max_utility, ts(older_than), *params],
+            ).fetchall()
+        return [r[0] for r in rows]
 
-    def deduplicate(self, scope: AgentScope) -> int:
+    def deduplicate(self, scope: AgentScope) -> list[str]:
         """Merge fragments sharing a content hash into the oldest (sums access counts, moves links).
         A pinned fragment is never merged away: it survives in preference to the oldest, and a
         second pinned copy stays as it is."""
@@ -121,7 +121,7 @@ class SQLiteMaintenance:
             )
             .fetchall()
         )
-        merged = 0
+        merged: list[str] = []
         for agent, digest in groups:
             rows = (
                 self.store.db.reader()
@@ -145,7 +145,7 @@ class SQLiteMaintenance:
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET from_id = ? WHERE from_id IN ({marks})", [survivor, *duplicates])
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET to_id = ? WHERE to_id IN ({marks})", [survivor, *duplicates])
                 conn.execute("DELETE FROM fragment_links WHERE from_id = to_id")
-            merged += len(self.store.delete(scope, duplicates))
+            merged.extend(self.store.delete(scope, duplicates))
         return merged
 
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:
@@ -161,14 +161,18 @@ class SQLiteMaintenance:
         )
         return [(r[0], r[1]) for r in rows]
 
-    def prune_orphan_links(self, scope: AgentScope) -> int:
+    def prune_orphan_links(self, scope: AgentScope) -> list[str]:
+        """The links removed, each as `from_id>to_id`."""
         where, params = _changeable(scope)
         with self.store.db.tx() as conn:
-            dangling = conn.execute(
-                "DELETE FROM fragment_links WHERE from_id NOT IN (SELECT id FROM fragments) OR to_id NOT IN (SELECT id FROM fragments)"
-            ).rowcount
+            removed = [
+                f"{r[0]}>{r[1]}"
+                for r in conn.execute(
+                    "DELETE FROM fragment_links WHERE from_id NOT IN (SELECT id FROM fragments)"
+                    " OR to_id NOT IN (SELECT id FROM fragments) RETURNING from_id, to_id"
+                ).fetchall()
+            ]
             stale = conn.execute(f"SELECT f.id, f.linked_to FROM fragments f WHERE f.linked_to != '[]' AND {where}", params).fetchall()
-            fixed = 0
             for fid, linked in stale:
                 targets = json.loads(linked)
                 if not targets:
@@ -177,35 +181,36 @@ class SQLiteMaintenance:
                 kept = [t for t in targets if t in alive]
                 if len(kept) != len(targets):
                     conn.execute("UPDATE fragments SET linked_to = ? WHERE id = ?", (json.dumps(kept), fid))
-                    fixed += len(targets) - len(kept)
-        return int(dangling) + fixed
+                    removed.extend(f"{fid}>{t}" for t in targets if t not in alive)
+        return removed
 
-    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> int:
+    def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> list[str]:
         """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
         where, params = _changeable(scope)
         rows = (
             self.store.db.reader()
             .execute(
-                f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score"
+                f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score, f.id"
                 f" FROM fragments f WHERE {_LIFECYCLE} AND {where}",
                 params,
             )
             .fetchall()
         )
-        updates = []
-        for seq, importance, accesses, last, old in rows:
+        updates, ids = [], []
+        for seq, importance, accesses, last, old, fid in rows:
             age_days = max(0.0, (now - (parse_ts(last) or now)).total_seconds() / 86400)
             recency = 0.5 ** (age_days / half_life_days)
             usage = min(1.0, math.log1p(accesses) / math.log1p(10))
             utility = round(0.4 * importance + 0.3 * recency + 0.3 * usage, 4)
             if abs(utility - old) > 1e-4:
                 updates.append((utility, ts(now), seq))
+                ids.append(str(fid))
         if updates:
             with self.store.db.tx() as conn:
                 conn.executemany("UPDATE fragments SET utility_score = ?, verified_at = ? WHERE seq = ?", updates)
-        return len(updates)
+        return ids
 
-    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> int:
+    def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> list[str]:
         """Delete for good the soft-deleted memories whose deletion is older than `deleted_before`."""
         where, params = _changeable(scope)
         where = where.replace(live_sql("f", "?"), "1 = 1", 1)
@@ -217,33 +222,33 @@ class SQLiteMaintenance:
             )
         ]
         if not ids:
-            return 0
+            return []
         with self.store.db.tx() as conn:
             found = [
                 _row_to_fragment(r)
                 for r in conn.execute(f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))})", ids)
             ]
             self.store.fragments.remove_rows(conn, found)
-        return len(found)
+        return [f.id for f in found]
 
-    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> int:
+    def expire_retention(self, scope: AgentScope, unused_since: Mapping[MemorySystem, datetime], now: datetime) -> list[str]:
         """004 §4.2: archive (soft-delete at `now`) each system's memories unused since its cutoff,
         in one statement; pinned, anchored, keyed and permanent-tier memories are kept."""
         if not unused_since:
-            return 0
+            return []
         where, params = _changeable(scope)
         systems = " OR ".join(
             ["(f.memory_system = ? AND MAX(f.created_at, COALESCE(f.accessed_at, f.created_at)) < ?)"] * len(unused_since)
         )
         values = [v for system, cutoff in unused_since.items() for v in (system.value, ts(cutoff))]
         with self.store.db.tx() as conn:
-            return int(
-                conn.execute(
-                    f"UPDATE fragments AS f SET deleted_at = ? WHERE {_RETAINED} AND ({systems}) AND {where}", [ts(now), *values, *params]
-                ).rowcount
-            )
+            rows = conn.execute(
+                f"UPDATE fragments AS f SET deleted_at = ? WHERE {_RETAINED} AND ({systems}) AND {where} RETURNING id",
+                [ts(now), *values, *params],
+            ).fetchall()
+        return [r[0] for r in rows]
 
-    def expire_sessions(self, idle_before: datetime) -> int:
+    def expire_sessions(self, idle_before: datetime) -> list[str]:
         """Expunge the working memory of sessions idle since `idle_before`, per owning namespace
         (a session's rows go together, when the newest of them is idle)."""
         ids = [
@@ -255,7 +260,15 @@ class SQLiteMaintenance:
                 (ts(idle_before),),
             )
         ]
-        return len(self.store.delete(AgentScope("system"), ids)) if ids else 0
+        return self.store.delete(AgentScope("system"), ids) if ids else []
+
+    def idle_sessions(self, idle_before: datetime) -> list[tuple[str, str]]:
+        rows = self.store.db.reader().execute(
+            "SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL GROUP BY agent_id, session_id"
+            " HAVING MAX(COALESCE(accessed_at, created_at)) < ? ORDER BY agent_id, session_id",
+            (ts(idle_before),),
+        )
+        return [(r[0], r[1]) for r in rows]
 
 
 def utc_now() -> datetime:

@@ -35,6 +35,18 @@ class SQLiteQueries:
         )
         return [r[0] for r in rows]
 
+    def session_tokens(self, agent_id: str, session_id: str) -> int:
+        row = (
+            self.db.reader()
+            .execute(
+                "SELECT COALESCE(SUM(estimated_tokens), 0) FROM fragments"
+                " WHERE session_id = ? AND agent_id = ? AND memory_key IS NULL AND deleted_at IS NULL",
+                (session_id, agent_id),
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return _visible(self.db.reader(), scope, list(ids))
 

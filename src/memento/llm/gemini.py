@@ -1,0 +1,100 @@
+"""Google Gemini's generateContent REST API: `POST {base_url}/models/{model}:generateContent`.
+
+The evaluator's Gemini provider (000 §7 names Gemini Flash; GEMINI_API_KEY as 000 §10). Like
+`ChatCompletions` it is a `memento.models.Complete`: every failure (connection, timeout, HTTP
+status, a body that is not the expected JSON) is `Unavailable` naming the URL and the model,
+never the key (sent in the `x-goog-api-key` header, not the URL), and the timeout bounds the
+whole call (`anyio.fail_after` on the call's own small event loop).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any
+
+import anyio
+import httpx
+
+from memento.errors import Unavailable
+from memento.llm.chat import MAX_RESPONSE_BYTES, _error_detail
+
+_MAX_DETAIL = 300
+
+
+class GeminiGenerate:
+    """`complete(prompt, system, max_tokens) -> str` over the Gemini API."""
+
+    def __init__(
+        self, base_url: str, *, model: str, api_key: str, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.model = model
+        self.timeout_s = float(timeout_s)
+        self._api_key = api_key
+        self._url = httpx.URL(f"{base_url.rstrip('/')}/models/{model}:generateContent")
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json", "x-goog-api-key": api_key}
+        self._transport = transport
+        self.name = f"gemini:{model}"
+
+    def __call__(self, prompt: str, system: str | None = None, max_tokens: int = 512) -> str:
+        """The model's answer to `prompt`, as text."""
+        payload: dict[str, Any] = {
+            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+            "generationConfig": {"maxOutputTokens": int(max_tokens), "responseMimeType": "application/json"},
+        }
+        if system:
+            payload["systemInstruction"] = {"parts": [{"text": system}]}
+        try:
+            body = anyio.run(partial(self._post, payload))
+        except TimeoutError:
+            raise self._fail(f"no answer within {self.timeout_s:g}s") from None
+        return self._answer(body)
+
+    async def _post(self, payload: dict[str, Any]) -> bytes:
+        with anyio.fail_after(self.timeout_s):
+            async with httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(self.timeout_s), transport=self._transport) as client:
+                try:
+                    async with client.stream("POST", self._url, json=payload) as response:
+                        chunks: list[bytes] = []
+                        size = 0
+                        async for chunk in response.aiter_bytes():
+                            size += len(chunk)
+                            if size > MAX_RESPONSE_BYTES:
+                                raise self._fail(f"response larger than {MAX_RESPONSE_BYTES} bytes")
+                            chunks.append(chunk)
+                        body = b"".join(chunks)
+                        if response.status_code != 200:
+                            detail = _error_detail(body)
+                            raise self._fail(f"HTTP {response.status_code}" + (f": {detail}" if detail else ""))
+                        return body
+                except httpx.TimeoutException:
+                    raise self._fail(f"no answer within {self.timeout_s:g}s") from None
+                except httpx.HTTPError as exc:
+                    raise self._fail(f"{type(exc).__name__}: {exc}") from None
+
+    def _answer(self, body: bytes) -> str:
+        """The text parts of candidates[0].content."""
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            raise self._fail("response is not JSON") from None
+        candidates = parsed.get("candidates") if isinstance(parsed, dict) else None
+        if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
+            raise self._fail("malformed response: no 'candidates'")
+        content = candidates[0].get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            raise self._fail("malformed response: candidates[0].content has no parts")
+        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if not texts:
+            raise self._fail("malformed response: no text part")
+        return "".join(texts)
+
+    def _fail(self, message: str) -> Unavailable:
+        text = f"Gemini request to {self._url} (model {self.model}) failed: {message}"
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        return Unavailable(text if len(text) <= _MAX_DETAIL else text[:_MAX_DETAIL] + "…")
+
+    def __repr__(self) -> str:
+        return f"GeminiGenerate(model={self.model!r}, url={str(self._url)!r}, timeout_s={self.timeout_s:g})"
