@@ -309,8 +309,9 @@ class MemoryService:
 
     def _settle_before_maintenance(self) -> bool:
         """Before a consolidation (or 001's merge) reads stored vectors: the worker drained of what
-        this process acknowledged, for at most MEMENTO_EMBED_DRAIN_S (one failed try ends it)."""
-        return self.embedder is None or self.outbox.drain(self.settings.embed_drain_s, sweep=False)
+        this process acknowledged and of its sweep for leftovers, for at most MEMENTO_EMBED_DRAIN_S
+        (one failed try ends it); the backfill stage embeds what is left."""
+        return self.embedder is None or self.outbox.drain(self.settings.embed_drain_s)
 
     def settle_for(self, scope: AgentScope) -> None:
         """Read-your-writes by meaning: wait at most MEMENTO_EMBED_SETTLE_MS for the embeddings
