@@ -6,8 +6,9 @@ What is measured and where it comes from, without touching the code it measures:
   app's observer hooks (memento.observe), which the server, the service and the consolidator
   call; `MetricsObserver` records them. Only a tool's *name* is ever recorded, never arguments.
   `/health` reads the last embedding failure from the same tracker.
-- store size and sessions: computed on scrape (the store's size_summary; each endpoint's
-  session_counts).
+- store size, sessions and pending embeddings: computed on scrape (the store's size_summary;
+  each endpoint's session_counts; the embedding worker's queue). The worker's batch latency
+  comes through the observer hook `embedding_batch`.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ class OpsState:
             "memento_embedding_duration_seconds", "Embedding provider latency.", ["kind"], buckets=LATENCY_BUCKETS, registry=r
         )
         self.embedding_failures = Counter("memento_embedding_failures", "Embedding provider failures.", ["kind"], registry=r)
+        self.embedding_batch_duration = Histogram(
+            "memento_embedding_batch_duration_seconds",
+            "The embedding worker's batches (provider call and storing the vectors), by outcome.",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.consolidation_runs = Counter("memento_consolidation_runs", "Consolidation pipeline runs.", ["outcome"], registry=r)
         self.consolidation_duration = Histogram(
             "memento_consolidation_duration_seconds",
@@ -161,6 +169,9 @@ class MetricsObserver(Observer):
     def recall(self, seconds: float) -> None:
         self.state.recall_duration.observe(seconds)
 
+    def embedding_batch(self, rows: int, seconds: float, error: BaseException | None) -> None:
+        self.state.embedding_batch_duration.labels("ok" if error is None else "error").observe(seconds)
+
     def consolidation(self, outcome: str, seconds: float) -> None:
         self.state.consolidation_runs.labels(outcome).inc()
         self.state.consolidation_duration.observe(seconds)
@@ -205,6 +216,11 @@ class _ScrapeCollector(Collector):
         service = self.state.service()
         if service is None:
             return
+        pending = GaugeMetricFamily(
+            "memento_embeddings_pending", "Rows this process stored without a vector, not yet embedded by its worker."
+        )
+        pending.add_metric([], service.outbox.pending())
+        yield pending
         up = GaugeMetricFamily("memento_database_up", "1 when the database answered a query at scrape time.")
         try:
             service.store.ping()
