@@ -107,6 +107,11 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
     service.protocol.llm = build_llm(settings)  # MEMENTO_LLM_*: None unless configured (docs/llm.md)
     service.outbox.start()  # embeds in the background; its first round embeds what a crash left pending
     sampling = SamplingSessions()
+    stream = None
+    if redis is not None and bus is not None:  # the evaluator's delivery path between replicas (docs/lifecycle.md)
+        from .storage.redis_queue import RedisJobStream
+
+        stream = RedisJobStream(redis.blocking, consumer=bus.replica_id)
     evaluator = Evaluator(
         store,
         settings,
@@ -114,6 +119,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         clock=clock,
         baseline=lambda: service.searcher.baseline,
         observers=observers,
+        stream=stream,
     )
     service.add_listener(evaluator.on_change)  # a write only queues; the worker judges (docs/lifecycle.md)
     built = App(

@@ -75,6 +75,7 @@ class OpsState:
 
     def __init__(self, app: App) -> None:
         self.app_ref = weakref.ref(app.service)
+        self.evaluator_ref = weakref.ref(app.evaluator) if app.evaluator is not None else None
         self.started = time.time()
         self.started_monotonic = time.monotonic()
         self.embedding = EmbeddingStatus()
@@ -243,6 +244,7 @@ class _ScrapeCollector(Collector):
         yield agents
         yield from _last_consolidation(service)
         yield from _queue_gauges(service)
+        yield from _stream_gauges(self.state)
 
 
 def _last_consolidation(service: Any) -> Iterator[Any]:
@@ -268,6 +270,21 @@ def _queue_gauges(service: Any) -> Iterator[Any]:
     proposals = GaugeMetricFamily("memento_evaluator_merge_proposals", "Open merge proposals of the evaluator.")
     proposals.add_metric([], counts.proposals)
     yield proposals
+
+
+def _stream_gauges(state: OpsState) -> Iterator[Any]:
+    """The evaluator's Redis stream, when Redis is enabled and answers: entries in it, entries
+    delivered and not yet acknowledged (pending), entries not yet delivered (lag)."""
+    evaluator = state.evaluator_ref() if state.evaluator_ref is not None else None
+    stats = evaluator.stream_stats() if evaluator is not None else None
+    if stats is None:
+        return
+    stream = GaugeMetricFamily("memento_evaluator_stream", "The evaluator's Redis stream: length, pending, lag.", labels=["measure"])
+    stream.add_metric(["length"], stats.length)
+    stream.add_metric(["pending"], stats.pending)
+    if stats.lag is not None:
+        stream.add_metric(["lag"], stats.lag)
+    yield stream
 
 
 # ---------------------------------------------------------------- per-app state and hooks

@@ -1212,6 +1212,19 @@ class EvaluationStore(Protocol):
         more attempt and `lease_until` as its next attempt. Two workers never take the same job."""
         ...
 
+    def claim_evaluation(
+        self, job_id: int, now: datetime, lease_until: datetime, exclude_agents: Sequence[str] = ()
+    ) -> EvaluationJob | None:
+        """Take the one job `job_id` (delivered by the Redis stream) under the same rule as
+        `claim_evaluations`: only when it is due (queued and due, or running with its lease
+        ended) and its agent is not in `exclude_agents`; None otherwise (done, dead, held by
+        another worker, not due yet, unknown). Atomic: of two workers claiming it, one gets it."""
+        ...
+
+    def queued_evaluation_ids(self, fragment_ids: Sequence[str]) -> list[int]:
+        """The ids of the queued jobs of these memories (any agent's: the producer publishes them)."""
+        ...
+
     def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
         """In one transaction: the memory's utility_score and verified_at, the `contradicts` links
         and merge proposals of `outcome` towards memories of the job's own agent (others are left
