@@ -31,6 +31,12 @@ from memento.models import CallContext
 from memento.service import MemoryService
 from memento.settings import Settings
 
+# The suite shares a loaded machine: give the embedding worker room before a recall (and a
+# write-time decision) stops waiting for it. A wait ends as soon as the worker is done, so a healthy
+# run is not slowed; tests/test_embedding_outbox.py sets the production bounds where they matter.
+os.environ.setdefault("MEMENTO_EMBED_SETTLE_MS", "10000")
+os.environ.setdefault("MEMENTO_EMBED_WRITE_WAIT_MS", "5000")
+
 
 class Clock:
     """A settable clock so lifecycle tests need no sleeping."""

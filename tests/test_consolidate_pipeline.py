@@ -138,6 +138,8 @@ def busy_store(service: MemoryService, clock: Clock, embedder: SwitchableEmbedde
     ids["episode_b"] = remember(
         service, "Friday release: the deploy script needs the VPN to reach the build server. Alice fixed the config.", type="episode"
     )
+    assert service.settle()  # the embedding worker stored every vector so far
+    service.outbox.stop(0)  # then it is gone (as after a crash): the consolidation's backfill stage embeds what follows
     embedder.down = True
     ids["unembedded"] = remember(service, "stored while the provider was down")
     embedder.down = False
@@ -261,6 +263,8 @@ def test_the_merged_stage_absorbs_clusters_into_the_primary_version_trail(servic
 
 def test_memories_without_a_stored_vector_are_never_merged(service: MemoryService, embedder: SwitchableEmbedder) -> None:
     remember(service, MERGE_A, type="observation")
+    assert service.settle()
+    service.outbox.stop(0)  # no embedding worker from here on: MERGE_B keeps no vector
     embedder.down = True
     remember(service, MERGE_B, type="observation")
     embedder.down = False
@@ -327,7 +331,7 @@ def test_near_identical_texts_about_different_people_are_never_merged(service: M
     assert not names_apart("The staging database", "Staging database")  # a capital that starts a sentence
     assert names_apart("Alice owns the billing service rollout", "Bob owns the billing service rollout")
     merge = service.consolidator.merge
-    assert merge is not None
+    assert merge is not None and service.settle()  # the clusters read the stored vectors
     clusters = merge.merger.clusters(AgentScope("system"), -1.0)  # any similarity: only the rules decide
     groups = [{c.primary.id, *c.absorbed_ids} for c in clusters]
     assert {alice, same} in groups  # the same person: merged

@@ -93,7 +93,7 @@ async def test_acknowledged_writes_survive_sigkill(servers: Servers) -> None:
     async with Client(first.mcp, read_timeout_seconds=TIMEOUT_S) as client:
         for i in range(COUNT - 1):
             result = data(await client.call_tool("remember", memory(i)))
-            assert result["created"] is True and result["embedded"] is True
+            assert result["created"] is True  # its vector comes from the embedding worker (embedded says whether yet)
             acknowledged[i] = result["id"]
         backup = data(await client.call_tool("remember", BACKUP))
         assert backup["created"] is True

@@ -267,6 +267,7 @@ async def test_tag_filter_and_pagination(server: HttpServer) -> None:
         assert [h["memory"]["id"] for h in hits["results"]] == [both["memory"]["id"]]
         for i in range(50):
             await a.call("remember", content=f"heron log entry number {i} about the migration", topic="log", type="observation")
+        await a.call("recall_memories", query="heron", search_mode="semantic", limit=1)  # waits for the embedding worker's updates
         everything = await a.call("recall_memories", query="heron migration", search_mode="keyword", limit=100)
         assert everything["total"] == 50
         page = await a.call("recall_memories", query="heron migration", search_mode="keyword", limit=10, offset=20)

@@ -84,7 +84,8 @@ def test_exact_duplicate_returns_the_existing_memory(service: MemoryService, ctx
 def test_update_memory_keeps_a_version_and_reembeds(service: MemoryService, ctx: CallContext) -> None:
     m = store(service, ctx, "Deploy uses the blue pipeline", memory_type="procedure").memory
     updated = service.entities.update_memory(m.id, UpdateMemoryInput(content="Deploy uses the green pipeline", confidence=0.8), ctx)
-    assert updated.content == "Deploy uses the green pipeline" and updated.confidence == 0.8 and updated.has_embedding
+    assert updated.content == "Deploy uses the green pipeline" and updated.confidence == 0.8
+    assert service.settle() and service.entities.get_memory(m.id, ctx).has_embedding  # the new text's vector, by the worker
     versions = service.store.versions(service._scope(None, ctx), m.id)
     assert [v["content"] for v in versions] == ["Deploy uses the blue pipeline"]
     assert versions[0]["confidence"] == 1.0

@@ -564,6 +564,8 @@ async def test_agent_keys_change_the_shared_pool_only_as_the_rule_allows(server:
                 },
             )
         )["id"]
+        # A recall waits for the embedding worker (the pool is settled); a topic nothing has, so it reads no memory.
+        await op.call_tool("recall", {"text": "releases production outage", "topic": "no-such-topic"})
         pool_before = await snapshot(op)
 
     async with connect(server, KEY_A) as a:

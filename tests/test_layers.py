@@ -31,6 +31,7 @@ LAYERS = {
     "memento.llm": 1,
     "memento.factory": 2,
     "memento.vectorizer": 2,
+    "memento.outbox": 2,
     "memento.views": 2,
     "memento.retrieval": 2,
     "memento.lifecycle": 2,

@@ -50,6 +50,7 @@ def remember(service: MemoryService, ctx: CallContext, content: str, **kw: Any) 
 def search(service: MemoryService, ctx: CallContext, query: str, mode: SearchMode, **kw: Any) -> SearchPage:
     filt = SearchFilter(**kw.pop("filt", {}), half_life_days=service.settings.confidence_half_life_days, now=service.clock())
     request = SearchRequest(query=query, mode=mode, filt=filt, **kw)
+    assert service.settle()  # the engine is called directly: the writes' vectors first (the worker's)
     return service.searcher.run(call_scope(None, ctx), request, service.clock())
 
 

@@ -199,6 +199,7 @@ def test_forget_removes_from_every_index(service: MemoryService, ctx: CallContex
 
 def test_unknown_ids_are_not_found_and_change_nothing(service: MemoryService, ctx: CallContext) -> None:
     a = remember(service, ctx, "a real fragment")
+    assert service.settle()
     before = service.memory_stats(MemoryStatsInput(), ctx)
     with pytest.raises(NotFound):
         service.forget(ForgetInput(id="frag-0000000000000000"), ctx)
@@ -298,11 +299,12 @@ def test_memory_stats_counts_tiers_types_and_coverage(service: MemoryService, ct
     remember(service, ctx, "pref", type="preference")
     remember(service, ctx, "err", type="error", importance=0.7)
     remember(service, ctx, "low", importance=0.2)
+    assert service.settle()
     stats = service.memory_stats(MemoryStatsInput(), ctx)
     assert stats.total == 3
     assert stats.by_tier == {"hot": 1, "warm": 0, "cold": 1, "permanent": 1}
     assert stats.by_type["preference"] == 1 and stats.by_type["error"] == 1
-    assert stats.embedding_coverage == 1.0 and stats.search_mode == "hybrid"
+    assert stats.embedding_coverage == 1.0 and stats.search_mode == "hybrid" and stats.embeddings_pending == 0
 
 
 def test_agents_are_isolated_but_share_the_default_namespace(service: MemoryService) -> None:

@@ -65,6 +65,7 @@ def state(service: MemoryService) -> dict[str, Any]:
 
 def refused(action: Any, service: MemoryService) -> Forbidden:
     """`action()` is Forbidden, names the rule, and changes nothing."""
+    assert service.settle()  # the embedding worker's vectors are no change of the action's
     before = state(service)
     with pytest.raises(Forbidden) as err:
         action()

@@ -46,6 +46,7 @@ def build(tmp_path: Path, ann_threshold: int = 5000):  # type: ignore[no-untyped
 def fill(app) -> None:  # type: ignore[no-untyped-def]
     for text in TEXTS:
         app.service.remember(RememberInput(content=text, topic="ops", type="fact", agentId="agent-v"), CallContext())
+    assert app.service.settle()  # the embedding worker has stored every vector
 
 
 def semantic(app, query: str) -> list[str]:  # type: ignore[no-untyped-def]
@@ -110,6 +111,7 @@ def test_filtered_vector_search_falls_back_to_exact_over_the_filter(tmp_path: Pa
         app.service.remember(
             RememberInput(content="kafka lag on the rare topic", topic="rare", type="fact", agentId="agent-v"), CallContext()
         )
+        assert app.service.settle()
         vector = app.embedder.embed_query("kafka lag")
         hits = app.store.vector_search(AgentScope("agent-v"), vector, SearchFilter(topic="rare"), 5)
         assert len(hits) == 1
@@ -130,6 +132,7 @@ def test_an_index_applies_a_few_foreign_writes_in_place_and_rebuilds_after_a_rei
         assert semantic(mine, "kafka lag")
         loaded = mine.store.vectors._agents["agent-v"].index
         theirs.service.remember(RememberInput(content="vault unseals at boot", topic="ops", type="fact", agentId="agent-v"), CallContext())
+        assert theirs.service.settle()
         first = semantic(mine, "vault unseals at boot")[0]
         assert mine.store.get_many(AgentScope("agent-v"), [first])[0].content == "vault unseals at boot"
         assert mine.store.vectors._agents["agent-v"].index is loaded  # caught up, not rebuilt
@@ -151,7 +154,9 @@ def test_a_saved_index_claims_only_what_it_saw(tmp_path: Path) -> None:
     late = theirs.service.remember(
         RememberInput(content="vault unseals at boot", topic="ops", type="fact", agentId="agent-v"), CallContext()
     )
+    assert theirs.service.settle()
     mine.service.remember(RememberInput(content="the proxy strips cookies", topic="ops", type="fact", agentId="agent-v"), CallContext())
+    assert mine.service.settle()
     # This index applied its own write but never searched after the other's: its stamp stays behind.
     mine.store.vectors.save()
     saved = json.loads(next((tmp_path / "v.db.vectors").glob("*.json")).read_text())

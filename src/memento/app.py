@@ -62,6 +62,9 @@ class App:
                 closer()
             except Exception:
                 log.warning("a close hook failed", exc_info=True)
+        # Once the other workers stopped writing: the embeddings this process acknowledged, for at
+        # most MEMENTO_EMBED_DRAIN_S; the rest stays pending in the store (logged) for the next start.
+        self.service.outbox.stop(self.settings.embed_drain_s)
         if self.bus is not None:
             self.bus.close()
         if self.keyword_index is not None:
@@ -102,7 +105,13 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         bus.start()
     service.consolidator.session_ttl = timedelta(minutes=settings.session_ttl_minutes)
     service.protocol.llm = build_llm(settings)  # MEMENTO_LLM_*: None unless configured (docs/llm.md)
+    service.outbox.start()  # embeds in the background; its first round embeds what a crash left pending
     sampling = SamplingSessions()
+    stream = None
+    if redis is not None and bus is not None:  # the evaluator's delivery path between replicas (docs/lifecycle.md)
+        from .storage.redis_queue import RedisJobStream
+
+        stream = RedisJobStream(redis.blocking, consumer=bus.replica_id)
     evaluator = Evaluator(
         store,
         settings,
@@ -110,6 +119,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         clock=clock,
         baseline=lambda: service.searcher.baseline,
         observers=observers,
+        stream=stream,
     )
     service.add_listener(evaluator.on_change)  # a write only queues; the worker judges (docs/lifecycle.md)
     built = App(

@@ -60,6 +60,7 @@ from .graph_results import (
 )
 from .lifecycle.merge import Cluster, Merger, merge_into, numbers
 from .models import AgentScope, AmendInput, CallContext, ChangeEvent, Fragment, RecordFields, RecordInput
+from .outbox import entity_text
 from .retrieval.search import SearchRequest
 from .storage.protocol import AnalyticsStore, EntityStore, SearchFilter, Store
 
@@ -131,7 +132,15 @@ class EntityService:
         )
 
     def _embed_entity(self, name: str, description: str | None) -> np.ndarray | None:
-        return self.memory.vectors.passage(f"{name} {description}".strip() if description else name)
+        """The entity's vector if the provider answers within the write wait; else None, and
+        `_owe_vectors` hands the entity to the embedding worker once it is committed."""
+        return self.memory.embed_within(entity_text(name, description))
+
+    def _owe_vectors(self, entities: Sequence[tuple[Entity, bool]], late: bool = False) -> None:
+        """Committed entities stored without a vector (or, `late`, with a stale one): the worker's."""
+        for entity, _ in entities:
+            if late or not entity.has_embedding:
+                self.memory.outbox.entity_written(entity.id, entity.agent_id)
 
     def _ensure_entities(self, scope: AgentScope, names: Sequence[str], now: datetime) -> list[tuple[Entity, bool]]:
         """The scope's entities of these names, creating the missing ones with type `unknown`."""
@@ -146,6 +155,7 @@ class EntityService:
         return [(existing[n.lower()], False) if n.lower() in existing else made[n.lower()] for n in wanted]
 
     def _announce_entities(self, scope: AgentScope, pairs: Sequence[tuple[Entity, bool]]) -> None:
+        self._owe_vectors(pairs)
         created = tuple(e.id for e, new in pairs if new)
         if created:
             self.memory._emit(ChangeEvent("entity_created", scope.agent_id, entity_ids=created))
@@ -174,6 +184,9 @@ class EntityService:
             source=inp.source,
             record=record,
         )
+        # 001 §6.1 needs the new text's vector now: waited for at most MEMENTO_EMBED_WRITE_WAIT_MS;
+        # late, the memory is stored as new (the worker embeds it; 001's consolidation merges it later).
+        new = replace(new, embedding=self.memory.embed_within(new.draft.content))
         near = self._near_duplicate(scope, new.draft.content, new.draft.content_hash, new.embedding)
         kind: str | None = None
         with self._store.atomic():
@@ -278,6 +291,8 @@ class EntityService:
         if not query.strip():
             raise InvalidArgument("query must not be empty")
         now = self._now()
+        if mode is not SearchMode.KEYWORD:  # the vector tier runs: the caller's own writes first
+            self.memory.settle_for(scope)
         page = self.memory.searcher.run(
             scope, SearchRequest(query=query, mode=mode, filt=self._filter(filters, now), limit=limit, offset=offset, depth=depth), now
         )
@@ -414,6 +429,7 @@ class EntityService:
         with self._store.atomic():
             pairs = self._store.upsert_entities(scope, news, now)
         self._announce_entities(scope, pairs)
+        self._owe_vectors([(e, c) for (e, c), n in zip(pairs, news) if n.embedding is None and n.description is not None], late=True)
         return EntitiesOut(entities=[EntityOut.of(e, c) for e, c in pairs], created=sum(1 for _, c in pairs if c))
 
     def _entity(self, scope: AgentScope, entity_id: str) -> Entity:
@@ -448,6 +464,8 @@ class EntityService:
             name=inp.name, entity_type=inp.entity_type, description=inp.description, metadata=inp.metadata, embedding=embedding
         )
         entity = self._store.update_entity(scope, entity_id, changes, self._now())
+        if embedding is None and (inp.name is not None or inp.description is not None):
+            self._owe_vectors([(entity, False)], late=True)  # its stored vector is of the old text
         return EntityOut.of(entity)
 
     def delete_entities(self, inp: DeleteEntitiesInput, ctx: CallContext) -> DeletedEntities:
@@ -640,6 +658,7 @@ class EntityService:
         threshold = inp.similarity_threshold if inp.similarity_threshold is not None else self.memory.settings.consolidation_similarity
         now = self._now()
         merger = self.merger
+        self.memory._settle_before_maintenance()  # clusters read stored vectors: this process's writes first
         clusters = merger.clusters(scope, threshold)
         report = [
             MergeCluster(primary_id=c.primary.id, absorbed_ids=c.absorbed_ids, min_similarity=round(min(s for _, s in c.members), 4))

@@ -29,6 +29,9 @@ class Observer:
     def embedding(self, kind: str, seconds: float, error: BaseException | None) -> None:
         """An embedding provider call finished: kind passage | query; error None on success."""
 
+    def embedding_batch(self, rows: int, seconds: float, error: BaseException | None) -> None:
+        """The embedding worker finished a batch of `rows` pending vectors (error None: stored)."""
+
     def consolidation_run(self, trigger: str, outcome: str, seconds: float) -> None:
         """A recorded consolidation run ended: trigger interval | inserts | startup | manual,
         outcome ok | error | skipped."""
@@ -81,6 +84,13 @@ class Observers(Observer):
                 observer.embedding(kind, seconds, error)
             except Exception:
                 log.exception("embedding observer failed")
+
+    def embedding_batch(self, rows: int, seconds: float, error: BaseException | None) -> None:
+        for observer in self._observers:
+            try:
+                observer.embedding_batch(rows, seconds, error)
+            except Exception:
+                log.exception("embedding_batch observer failed")
 
     def consolidation_run(self, trigger: str, outcome: str, seconds: float) -> None:
         for observer in self._observers:

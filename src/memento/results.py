@@ -479,6 +479,9 @@ class StatsResult(StoreStats):
         description="004 §4.2: low-utility memories unused for 30 days, not pinned, anchored, keyed or permanent (at most 10)"
     )
     evaluator: EvaluatorStats | None = Omitted(description="the evaluator's queue, proposals and tokens today")
+    embeddings_pending: int | None = Omitted(
+        description="memories stored without a vector of the current model yet (the embedding worker's queue, working memory apart)"
+    )
 
 
 class StageChanges(Result):

@@ -61,6 +61,7 @@ from .models import (
     VerifyErasureInput,
 )
 from .observe import Observer
+from .outbox import EmbeddingOutbox
 from .protocol_face import ProtocolFace
 from .results import (
     AmendResult,
@@ -188,6 +189,8 @@ class MemoryService:
         self.factory = factory or FragmentFactory()
         self.clock = clock
         self.vectors = Vectorizer(embedder, store, self.observers)
+        # Writes never wait for the provider: their rows are embedded by this worker (memento.outbox).
+        self.outbox = EmbeddingOutbox(self.vectors, store, self.observers, clock, max_backoff_s=settings.embed_max_backoff_s)
         prune = ConfidencePrune(
             settings.confidence_prune_threshold, settings.confidence_half_life_days, settings.confidence_prune_action == "archive"
         )
@@ -242,6 +245,7 @@ class MemoryService:
         self.threads = ThreadSummarizer(self)  # 004's working memory's end (summarize.py)
         # idle sessions are summarized, then expunged (quietly in a dry run)
         self.consolidator.end_sessions = lambda before, dry: self.threads.expire_idle(before, quiet=dry)
+        self.consolidator.settle_embeddings = self._settle_before_maintenance
 
     @property
     def embedder(self) -> Embedder | None:
@@ -268,6 +272,8 @@ class MemoryService:
             self._listeners.remove(listener)
 
     def _emit(self, event: ChangeEvent) -> None:
+        if event.kind in ("created", "amended") and event.fragment_ids:  # committed: the worker embeds what has no vector
+            self.outbox.fragments_owed(event.agent_id, event.fragment_ids)
         for listener in list(self._listeners):
             try:
                 listener(event)
@@ -295,6 +301,28 @@ class MemoryService:
 
     def search_mode(self) -> str:
         return self.vectors.search_mode()
+
+    def settle(self, timeout_s: float = 30.0) -> bool:
+        """Wait at most `timeout_s` until every write acknowledged so far is embedded (tests, the
+        CLI before it exits); False when some are still pending (the provider is failing, say)."""
+        return self.outbox.drain(timeout_s)
+
+    def _settle_before_maintenance(self) -> bool:
+        """Before a consolidation (or 001's merge) reads stored vectors: the worker drained of what
+        this process acknowledged and of its sweep for leftovers, for at most MEMENTO_EMBED_DRAIN_S
+        (one failed try ends it); the backfill stage embeds what is left."""
+        return self.embedder is None or self.outbox.drain(self.settings.embed_drain_s)
+
+    def settle_for(self, scope: AgentScope) -> None:
+        """Read-your-writes by meaning: wait at most MEMENTO_EMBED_SETTLE_MS for the embeddings
+        of writes acknowledged in `scope`'s namespaces; never while the provider fails or hangs."""
+        if self.embedder is not None and self.settings.embed_settle_ms > 0:
+            self.outbox.settle(scope.visible_agents(), self.settings.embed_settle_ms / 1000)
+
+    def embed_within(self, text: str) -> np.ndarray | None:
+        """The passage vector of `text` for a write-time decision, if the provider answers within
+        MEMENTO_EMBED_WRITE_WAIT_MS (else None: decided without it, embedded in the background)."""
+        return self.vectors.within(text, self.settings.embed_write_wait_ms / 1000)
 
     # ------------------------------------------------------------ storage cluster
 
@@ -334,7 +362,7 @@ class MemoryService:
         if not created:
             message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
         elif self.embedder is not None and not fragment.has_embedding:
-            message = "stored; embedding pending (provider unavailable), keyword search works now"
+            message = "stored; embedding pending (queued for the background worker): found by keyword now, by meaning once embedded"
         if created and fragment.session_id is not None:  # 004 wm_buffer: the session's token budget
             folded, summary = self.threads.fold_overflow(fragment.agent_id, fragment.session_id)
             if folded:
@@ -406,7 +434,9 @@ class MemoryService:
         record: RecordFields | None = None,
         embed: bool = True,
     ) -> NewFragment:
-        """A fragment ready to insert: redacted, analysed and embedded (outside any transaction)."""
+        """A fragment ready to insert: redacted and analysed (outside any transaction). It carries no
+        vector: once committed, the embedding worker embeds it (memento.outbox); `embed` false (a
+        summary a consolidation run writes) leaves it to that run's backfill stage instead."""
         session = None
         if scope_kind is Scope.SESSION:
             session = session_id or ctx.session_id
@@ -430,9 +460,8 @@ class MemoryService:
         # A tier's days count from creation, except that a memory born cold (an import with an old
         # createdAt, say) starts its cold stay now: the first consolidation must not expire it.
         draft = replace(draft, entered_at=self.clock() if draft.ttl_tier is TTLTier.COLD else draft.created_at)
-        vector = self.vectors.passage(draft.content) if embed else None  # not embedded: the backfill's
         own = session is not None and session == ctx.session_id
-        return NewFragment(draft, scope.agent_id, session, vector, tuple(linked_to or ()), own_session=own)
+        return NewFragment(draft, scope.agent_id, session, None, tuple(linked_to or ()), own_session=own)
 
     def forget(self, inp: ForgetInput, ctx: CallContext) -> ForgetResult:
         """Forget by id or by topic; permanent-tier fragments need force. All or nothing. By
@@ -525,10 +554,7 @@ class MemoryService:
         back = self.store.restore(scope, [inp.id])
         if not back:
             raise NotFound(f"fragment {inp.id!r} is not a soft-forgotten memory of yours")
-        fragment = self.store.get_many(scope, back)[0]
-        if not fragment.has_embedding and (vector := self.vectors.passage(fragment.content)) is not None:
-            self.store.set_embedding(fragment.id, vector)  # soft_delete dropped it; failing that, the backfill embeds it
-            fragment = self.store.get_many(scope, back)[0]
+        fragment = self.store.get_many(scope, back)[0]  # soft_delete dropped its vector: the "created" event queues it
         self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         return RestoreResult(id=fragment.id, fragment=FragmentView.of(fragment))
 
@@ -589,7 +615,6 @@ class MemoryService:
         content_changed = content is not None and (content != old.content or detail != old.detail)
         full = detail or content or old.detail or old.content
         keywords = self.factory.keywords_for(full, inp.keywords) if inp.keywords is not None or content_changed else None
-        vector = self.vectors.passage(content) if content_changed and content else None
         changes = FragmentChanges(
             content=content if content_changed else None,
             content_hash=content_hash(detail or content) if content_changed and content else None,
@@ -600,8 +625,7 @@ class MemoryService:
             importance=inp.importance,
             ttl_tier=infer_ttl(type_, importance) if (inp.type or inp.importance is not None) else None,
             is_anchor=inp.isAnchor,
-            embedding=vector,
-            clear_embedding=content_changed and vector is None,
+            clear_embedding=content_changed,  # the new text's vector is the worker's to make
             tags=self.factory.clean_tags(inp.tags) if inp.tags is not None else None,
             confidence=record.confidence,
             context=self.factory.clean_text(record.context) if record.context is not None else None,
@@ -653,10 +677,7 @@ class MemoryService:
             source=f"supersedes:{old.id}",
             is_anchor=bool(inp.isAnchor),
         )
-        vector = self.vectors.passage(draft.content)
-        fragment, _ = self.store.supersede(
-            scope, old.id, NewFragment(draft, scope.agent_id, None, vector), SUPERSEDED_IMPORTANCE_FACTOR, now
-        )
+        fragment, _ = self.store.supersede(scope, old.id, NewFragment(draft, scope.agent_id, None, None), SUPERSEDED_IMPORTANCE_FACTOR, now)
         original = self.store.get_many(scope, [old.id])[0]
         self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
         self._emit(ChangeEvent("amended", original.agent_id, (original.id,), (original.topic,)))
@@ -682,10 +703,12 @@ class MemoryService:
         """recall with the query vector already computed (lets benchmarks time the store alone);
         without one, a text query is embedded here (unless `embed` is false; with a search mode,
         only when the mode needs it)."""
-        if vector is None and embed and inp.text and inp.mode is None:
-            vector = self.vectors.query(inp.text)
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
+        if vector is None and embed and inp.text and inp.mode is None:
+            vector = self.vectors.query(inp.text)
+        if inp.text and (vector is not None or inp.mode is not None):  # the vector tier runs: its own writes first
+            self.settle_for(scope)
         filt = recall_filter(inp, inp.sessionId or ctx.session_id, self.settings.confidence_half_life_days)
         return self.recaller.run(scope, inp, filt, vector, self.clock(), ctx.payload_copies)
 
@@ -790,7 +813,10 @@ class MemoryService:
         extra["evaluator"] = EvaluatorStats.model_validate(queue_counts.__dict__)
         last = self.runs.consolidation_runs(scope.agent_id, RunQuery(outcomes=("ok", "error"), limit=1))
         extra |= {"last_consolidation": _run_view(last[0], ctx) if last else None}
-        return StatsResult.model_validate(self.store.stats(scope) | extra)
+        counts = self.store.stats(scope)
+        if self.embedder is not None:  # stored without a vector of the current model, working memory apart
+            extra["embeddings_pending"] = max(0, int(cast(int, counts["total"])) - int(cast(int, counts["embedded"])))
+        return StatsResult.model_validate(counts | extra)
 
     def memory_consolidate(
         self, inp: ConsolidateInput, ctx: CallContext, progress: Callable[[int, int, str], None] | None = None

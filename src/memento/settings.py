@@ -301,6 +301,33 @@ class Settings(BaseSettings):
     openai_api_key: str = Field("", validation_alias=AliasChoices("OPENAI_API_KEY"))
     openai_base_url: str = Field("https://api.openai.com/v1", validation_alias=AliasChoices("OPENAI_BASE_URL", "EMBEDDING_BASE_URL"))
     embedding_timeout_s: float = Field(10.0, gt=0, validation_alias=AliasChoices("EMBEDDING_TIMEOUT_S"))
+    # ---- the embedding outbox (docs/embeddings.md): writes never wait for the provider
+    embed_write_wait_ms: int = Field(
+        50,
+        ge=0,
+        le=10000,
+        validation_alias=AliasChoices("MEMENTO_EMBED_WRITE_WAIT_MS"),
+        description="The longest a write waits for the provider when a write-time decision needs the new text's vector (001's near-duplicate check, distill's duplicate check, entity and skip-list vectors); late: decided without it, embedded in the background. Plain writes never wait.",
+    )
+    embed_settle_ms: int = Field(
+        250,
+        ge=0,
+        le=60000,
+        validation_alias=AliasChoices("MEMENTO_EMBED_SETTLE_MS"),
+        description="The longest a recall waits for the embeddings of writes acknowledged before it in its namespaces (read-your-writes by meaning); never while the provider is failing or hanging.",
+    )
+    embed_drain_s: float = Field(
+        10.0,
+        ge=0,
+        validation_alias=AliasChoices("MEMENTO_EMBED_DRAIN_S"),
+        description="At close, the longest the app waits for pending embeddings; what is left stays pending for the next start (or consolidation).",
+    )
+    embed_max_backoff_s: float = Field(
+        60.0,
+        gt=0,
+        validation_alias=AliasChoices("MEMENTO_EMBED_MAX_BACKOFF_S"),
+        description="The embedding worker's back-off cap after provider failures (doubling from 0.5 s); the rows stay pending meanwhile.",
+    )
 
     ann_threshold: int = Field(
         5000,

@@ -2,14 +2,19 @@
 fragments stored without one, and the observer report of every provider call.
 
 A failing provider never fails the operation that asked (000 §9.3): a write is stored without
-its vector (backfilled later) and a recall runs on the keyword tiers.
+its vector (the embedding outbox, memento.outbox, embeds it in the background) and a recall runs
+on the keyword tiers. The vectorizer also keeps the provider's health (the last call failed, a
+call has been running long) so nobody waits on a provider that is known not to answer.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
 import numpy as np
@@ -22,6 +27,7 @@ from .storage.protocol import Store
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 BACKFILL_BATCH = 64
+BOUNDED_CALLS = 2  # provider calls a bounded wait may have running; more: the provider is not answering
 
 
 class Vectorizer:
@@ -31,6 +37,13 @@ class Vectorizer:
         self.embedder = embedder
         self.store = store
         self.observers = observers
+        self._lock = threading.Lock()
+        self._in_flight: dict[int, float] = {}  # call number -> monotonic start, of running provider calls
+        self._calls = 0
+        self._failing = False  # the last provider call failed
+        self._answered: float | None = None  # monotonic time the provider last answered
+        self._bounded: ThreadPoolExecutor | None = None
+        self._bounded_running = 0
 
     def search_mode(self) -> str:
         return "hybrid" if self.embedder is not None else "keyword-only"
@@ -44,6 +57,48 @@ class Vectorizer:
         except Exception as exc:  # noqa: BLE001 - any provider failure degrades to a pending embedding
             log.warning("embedding failed, fragment stored for backfill: %s", exc)
             return None
+
+    def within(self, text: str, wait_s: float) -> np.ndarray | None:
+        """A passage vector if the provider answers within `wait_s`, else None at once (a write-time
+        decision goes on without it). Never waits on a provider that is failing or hanging."""
+        if self.embedder is None or wait_s <= 0 or self.stalled(wait_s):
+            return None
+        with self._lock:
+            if self._bounded_running >= BOUNDED_CALLS:
+                return None  # earlier calls are still out: this one would only queue behind them
+            if self._bounded is None:
+                self._bounded = ThreadPoolExecutor(BOUNDED_CALLS, thread_name_prefix="memento-embed-wait")
+            self._bounded_running += 1
+            future = self._bounded.submit(self.passage, text)
+        future.add_done_callback(lambda _: self._bounded_done())
+        try:
+            return future.result(timeout=wait_s)
+        except FutureTimeout:
+            log.info("embedding took longer than %.0f ms: decided without the vector", wait_s * 1000)
+            return None
+
+    def _bounded_done(self) -> None:
+        with self._lock:
+            self._bounded_running -= 1
+
+    def stalled(self, hanging_s: float) -> bool:
+        """Whether the provider is failing (its last call failed) or hanging (a call has been running
+        for longer than `hanging_s` and none answered meanwhile: calls queued behind a slow one,
+        say behind the local model's first load, are no hang): a caller should not wait for it."""
+        with self._lock:
+            if self._failing:
+                return True
+            oldest = min(self._in_flight.values(), default=None)
+            answered = self._answered
+        now = time.monotonic()
+        return oldest is not None and now - oldest > hanging_s and (answered is None or now - answered > hanging_s)
+
+    def close(self) -> None:
+        """Stop the bounded-wait threads (a call still running finishes on its own)."""
+        with self._lock:
+            pool, self._bounded = self._bounded, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def query(self, text: str) -> np.ndarray | None:
         """A query vector, or None when the provider fails (recall goes on without the vector tier)."""
@@ -94,12 +149,26 @@ class Vectorizer:
         return ids
 
     def _observed(self, kind: str, call: Callable[[], T]) -> T:
-        """An embedding provider call, reported to the observers (duration, failure)."""
+        """An embedding provider call, reported to the observers (duration, failure) and kept
+        in the provider's health."""
         started = time.perf_counter()
+        with self._lock:
+            self._calls += 1
+            number = self._calls
+            self._in_flight[number] = time.monotonic()
         try:
             result = call()
         except BaseException as exc:
+            self._finished(number, failed=isinstance(exc, Exception))
             self.observers.embedding(kind, time.perf_counter() - started, exc)
             raise
+        self._finished(number, failed=False)
         self.observers.embedding(kind, time.perf_counter() - started, None)
         return result
+
+    def _finished(self, number: int, *, failed: bool) -> None:
+        with self._lock:
+            self._in_flight.pop(number, None)
+            self._failing = failed
+            if not failed:
+                self._answered = time.monotonic()

@@ -264,16 +264,23 @@ def scope_of(service: MemoryService, ctx: CallContext, agent: str | None = None)
 
 
 def embedder_of(service: MemoryService) -> Embed | None:
-    """The service's passage vectors in batches; None per text when the provider fails (the
-    consolidation embeds those later, as for any memory stored while it was down)."""
+    """The service's passage vectors in batches; None per text when the provider fails. A bulk
+    import is no interactive write, so it embeds in batches as it goes; but after one failed batch
+    (a hanging provider costs one timeout, not one per batch) it stores the rest without vectors,
+    and the embedding worker embeds them afterwards (the caller sweeps)."""
     if service.embedder is None:
         return None
+    failed = False
 
     def embed(texts: list[str]) -> list[np.ndarray | None]:
+        nonlocal failed
+        if failed:
+            return [None] * len(texts)
         try:
             return list(service.vectors.passages(texts))
         except Exception as exc:  # noqa: BLE001 - any provider failure leaves the vectors pending
-            log.warning("import: embedding failed (%s); those memories are embedded later", exc)
+            failed = True
+            log.warning("import: embedding failed (%s); the memories are stored now and embedded in the background", exc)
             return [None] * len(texts)
 
     return embed

@@ -56,6 +56,7 @@ def import_v2(
         progress=progress,
         erased=service.erasure_store.erased_hashes,
     )
+    service.outbox.sweep()  # rows the provider did not embed during the import: the worker's now
     return report_of(done, str(path))
 
 

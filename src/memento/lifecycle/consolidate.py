@@ -148,6 +148,9 @@ class Consolidator:
         self.forget_retention = forget_retention  # 004 §4.2: soft-forgotten memories kept this long (None: for ever)
         # 004 wm_buffer: ends idle sessions (summary, then expunge): (rows removed, summaries); None: expunge only
         self.end_sessions: Callable[[datetime, bool], tuple[list[str], int]] | None = None
+        # The embedding outbox (memento.outbox): vectors of writes acknowledged before the run,
+        # waited for (bounded) before any stage reads vectors; set by the service.
+        self.settle_embeddings: Callable[[], object] | None = None
 
     @property
     def default_stages(self) -> tuple[str, ...]:
@@ -251,6 +254,8 @@ class Consolidator:
         self, scope: AgentScope, chosen: tuple[str, ...], progress: Progress | None, *, dry_run: bool, id_limit: int
     ) -> ConsolidateResult:
         self.store.flush_access()  # every stage reads access statistics: settle the pending ones first (dry run too)
+        if self.settle_embeddings is not None:  # the merged stage reads stored vectors: the writes' own first
+            self.settle_embeddings()
         now = self.clock()
         started = time.perf_counter()
         steps = self._steps(scope, now, dry_run)

@@ -7,6 +7,12 @@ and `verified_at`, a `contradicts` link per contradiction (never a deletion), an
 proposal per near-duplicate above 001 §6.2's threshold. A failed attempt is retried with
 exponential back-off and dead-lettered after MEMENTO_EVALUATOR_MAX_ATTEMPTS; a job of an agent
 past its daily token budget waits for the next UTC day. docs/lifecycle.md "Evaluator".
+
+With Redis enabled a `JobStream` (storage/redis_queue.py) is the delivery path between replicas:
+a queued job's id is added to a Redis stream, a worker blocked on the stream's consumer group
+takes it at once, claims its row by id (`claim_evaluation`), judges and acknowledges it. The table
+stays the truth: its poll still runs every MEMENTO_EVALUATOR_POLL_MS and finds what the stream did
+not carry (retries whose back-off ended, leases that ran out, jobs queued while Redis was down).
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from time import monotonic
 from typing import Protocol
 
 from ..errors import MementoError, Unavailable
@@ -24,6 +32,7 @@ from ..models import AgentScope, ChangeEvent, Fragment
 from ..observe import Observer
 from ..settings import Settings
 from ..storage.protocol import EvaluationJob, EvaluationOutcome, EvaluationStore, SearchFilter, Store
+from ..storage.redis_queue import Delivery, StreamStats
 from .judges import Judgement, Neighbour, heuristic, older
 
 log = logging.getLogger(__name__)
@@ -34,11 +43,25 @@ LEASE = timedelta(minutes=10)  # a running job's lease: a worker that died gives
 MAX_BACKOFF = timedelta(days=1)
 BACKFILL_LIMIT = 1000
 SYSTEM = AgentScope("system")
+STREAM_BLOCK_MS = 1000  # the longest wait on the stream (below the Redis client's socket timeout)
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 
 
 class EvaluationQueueStore(Store, EvaluationStore, Protocol):
     """What the worker needs of the store."""
+
+
+class JobStream(Protocol):
+    """The delivery path between replicas (storage/redis_queue.py): None/False when it is down."""
+
+    def add(self, job_ids: Sequence[int]) -> bool: ...
+    def read(self, count: int, block_ms: int | None) -> list[Delivery] | None: ...
+    def reclaim(self, count: int) -> list[Delivery] | None: ...
+    def ack(self, entries: Sequence[str]) -> bool: ...
+    def stats(self) -> StreamStats | None: ...
+
+    @property
+    def available(self) -> bool: ...
 
 
 Judge = Callable[[Fragment, Sequence[Neighbour]], Judgement]
@@ -83,8 +106,11 @@ class Evaluator:
         clock: Callable[[], datetime],
         baseline: Callable[[], float],
         observers: Observer | None = None,
+        stream: JobStream | None = None,
     ) -> None:
         self.store = store
+        self.stream = stream  # Redis enabled: the stream delivers, the table keeps the record
+        self.via: Counter[str] = Counter()  # jobs handled here, by how they came: stream | reclaimed | table
         self.settings = settings
         self.choose = choose
         self.clock = clock
@@ -107,7 +133,15 @@ class Evaluator:
         if event.kind != "created" or not event.fragment_ids:
             return
         if self.store.enqueue_evaluations(AgentScope(event.agent_id), event.fragment_ids, self.clock()):
+            self._announce(event.fragment_ids)
             self._wake.set()
+
+    def _announce(self, fragment_ids: Sequence[str]) -> None:
+        """Put the new jobs on the stream (after their rows committed). Redis not answering loses
+        nothing: the table poll finds them."""
+        if self.stream is None or not self.stream.available:
+            return
+        self.stream.add(self.store.queued_evaluation_ids(fragment_ids))
 
     def backfill(self, scope: AgentScope = SYSTEM, limit: int = BACKFILL_LIMIT) -> int:
         """Queue the memories never evaluated (consolidation time, start-up); how many."""
@@ -125,9 +159,43 @@ class Evaluator:
             jobs = self.store.claim_evaluations(now, now + LEASE, limit, self._over_budget(now))
             report = WorkerReport()
             for job in jobs:
-                outcome = self._handle(job)
-                report = WorkerReport(**{**report.__dict__, outcome: getattr(report, outcome) + 1})
+                report = _add(report, self._handle(job))
+                self.via["table"] += 1
             return report
+
+    def run_stream(self, limit: int = BATCH, block_ms: int | None = None) -> WorkerReport | None:
+        """Handle up to `limit` jobs delivered by the stream, waiting up to `block_ms` for the
+        first; None when there is no stream or Redis is down (the table poll then works alone)."""
+        if self.stream is None:
+            return None
+        deliveries = self.stream.read(limit, block_ms)
+        return None if deliveries is None else self._deliver(deliveries, "stream")
+
+    def reclaim(self, limit: int = BATCH) -> WorkerReport | None:
+        """Take over the stream entries a crashed worker left unacknowledged for a job lease, and
+        handle their jobs where the table still says they are due; None as `run_stream`."""
+        if self.stream is None:
+            return None
+        deliveries = self.stream.reclaim(limit)
+        return None if deliveries is None else self._deliver(deliveries, "reclaimed")
+
+    def _deliver(self, deliveries: Sequence[Delivery], path: str) -> WorkerReport:
+        """Claim each delivered job by id (the table decides: done, dead, not due yet, held by
+        another worker, or of an agent past its budget: nothing to do here), handle it, then
+        acknowledge the entry — after the outcome is written, so a crash in between leaves it
+        pending for `reclaim`."""
+        assert self.stream is not None
+        report = WorkerReport()
+        with self._lock:
+            excluded = self._over_budget(self.clock()) if deliveries else []
+            for delivery in deliveries:
+                now = self.clock()
+                job = self.store.claim_evaluation(delivery.job_id, now, now + LEASE, excluded)
+                if job is not None:
+                    report = _add(report, self._handle(job))
+                    self.via[path] += 1
+                self.stream.ack([delivery.entry])
+        return report
 
     def drain(self, max_rounds: int = 100) -> WorkerReport:
         """Run until no job is due (tests, the CLI): the sum of every round."""
@@ -138,6 +206,10 @@ class Evaluator:
                 break
             total = WorkerReport(*(a + b for a, b in zip(total.__dict__.values(), step.__dict__.values(), strict=True)))
         return total
+
+    def stream_stats(self) -> StreamStats | None:
+        """The stream's length, pending and lag (metrics); None without Redis or while it is down."""
+        return self.stream.stats() if self.stream is not None else None
 
     def _over_budget(self, now: datetime) -> list[str]:
         budget = self.settings.evaluator_daily_tokens
@@ -240,7 +312,8 @@ class Evaluator:
     # ------------------------------------------------------------ the thread
 
     def start(self) -> None:
-        """Poll every MEMENTO_EVALUATOR_POLL_MS (sooner when a memory was queued here)."""
+        """Poll every MEMENTO_EVALUATOR_POLL_MS (sooner when a memory was queued here); with a
+        stream, wait on it between the polls."""
         if self._thread is not None:
             return
         self._stop.clear()
@@ -260,24 +333,48 @@ class Evaluator:
         return self._thread is not None and self._thread.is_alive()
 
     def _loop(self) -> None:
-        poll = self.settings.evaluator_poll_ms / 1000
+        """Without a stream: poll the table, wait. With one: poll the table (and reclaim) every
+        poll interval, and in between block on the stream, which hands over a job queued on any
+        replica at once. While Redis is down the stream answers None and the loop is the plain
+        poll; the stream is tried again at every round and used as soon as it answers."""
+        poll_ms = self.settings.evaluator_poll_ms
+        poll = poll_ms / 1000
         try:
             self.backfill()
         except Exception:  # boundary: the worker must outlive a database hiccup at start-up
             log.exception("evaluator backfill failed")
+        next_poll = 0.0
         while not self._stop.is_set():
             self._wake.clear()
+            busy = polled = False
             try:
-                busy = self.run_once().handled > 0
+                if self.stream is None or monotonic() >= next_poll:
+                    polled = True
+                    busy = self.run_once().handled > 0
+                    reclaimed = self.reclaim()
+                    busy = busy or (reclaimed is not None and reclaimed.handled > 0)
+                    next_poll = monotonic() + (0 if busy else poll)
+                if self.stream is not None and not self._stop.is_set():
+                    streamed = self.run_stream(block_ms=None if busy else min(poll_ms, STREAM_BLOCK_MS))
+                    if streamed is not None:
+                        continue  # the stream's wait was this round's wait
+                    next_poll = 0.0  # Redis down: the table poll alone, as without Redis
+                    if not polled:
+                        continue  # it just went down: poll now, a wake-up may have come meanwhile
             except Exception:  # boundary: a database outage is retried on the next poll (000 §9.1)
                 log.exception("evaluator round failed")
                 busy = False
+                next_poll = 0.0
             if not busy:
                 self._wake.wait(poll)
+
+
+def _add(report: WorkerReport, outcome: str) -> WorkerReport:
+    return WorkerReport(**{**report.__dict__, outcome: getattr(report, outcome) + 1})
 
 
 def today(now: datetime) -> date:
     return now.astimezone(UTC).date()
 
 
-__all__ = ["Evaluator", "Unavailable", "WorkerReport", "backoff", "next_day", "today"]
+__all__ = ["Evaluator", "JobStream", "Unavailable", "WorkerReport", "backoff", "next_day", "today"]

@@ -6,8 +6,9 @@ What is measured and where it comes from, without touching the code it measures:
   app's observer hooks (memento.observe), which the server, the service and the consolidator
   call; `MetricsObserver` records them. Only a tool's *name* is ever recorded, never arguments.
   `/health` reads the last embedding failure from the same tracker.
-- store size and sessions: computed on scrape (the store's size_summary; each endpoint's
-  session_counts).
+- store size, sessions and pending embeddings: computed on scrape (the store's size_summary;
+  each endpoint's session_counts; the embedding worker's queue). The worker's batch latency
+  comes through the observer hook `embedding_batch`.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class OpsState:
 
     def __init__(self, app: App) -> None:
         self.app_ref = weakref.ref(app.service)
+        self.evaluator_ref = weakref.ref(app.evaluator) if app.evaluator is not None else None
         self.started = time.time()
         self.started_monotonic = time.monotonic()
         self.embedding = EmbeddingStatus()
@@ -99,6 +101,13 @@ class OpsState:
             "memento_embedding_duration_seconds", "Embedding provider latency.", ["kind"], buckets=LATENCY_BUCKETS, registry=r
         )
         self.embedding_failures = Counter("memento_embedding_failures", "Embedding provider failures.", ["kind"], registry=r)
+        self.embedding_batch_duration = Histogram(
+            "memento_embedding_batch_duration_seconds",
+            "The embedding worker's batches (provider call and storing the vectors), by outcome.",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.consolidation_runs = Counter("memento_consolidation_runs", "Consolidation pipeline runs.", ["outcome"], registry=r)
         self.consolidation_duration = Histogram(
             "memento_consolidation_duration_seconds",
@@ -160,6 +169,9 @@ class MetricsObserver(Observer):
     def recall(self, seconds: float) -> None:
         self.state.recall_duration.observe(seconds)
 
+    def embedding_batch(self, rows: int, seconds: float, error: BaseException | None) -> None:
+        self.state.embedding_batch_duration.labels("ok" if error is None else "error").observe(seconds)
+
     def consolidation(self, outcome: str, seconds: float) -> None:
         self.state.consolidation_runs.labels(outcome).inc()
         self.state.consolidation_duration.observe(seconds)
@@ -204,6 +216,11 @@ class _ScrapeCollector(Collector):
         service = self.state.service()
         if service is None:
             return
+        pending = GaugeMetricFamily(
+            "memento_embeddings_pending", "Rows this process stored without a vector, not yet embedded by its worker."
+        )
+        pending.add_metric([], service.outbox.pending())
+        yield pending
         up = GaugeMetricFamily("memento_database_up", "1 when the database answered a query at scrape time.")
         try:
             service.store.ping()
@@ -227,6 +244,7 @@ class _ScrapeCollector(Collector):
         yield agents
         yield from _last_consolidation(service)
         yield from _queue_gauges(service)
+        yield from _stream_gauges(self.state)
 
 
 def _last_consolidation(service: Any) -> Iterator[Any]:
@@ -252,6 +270,21 @@ def _queue_gauges(service: Any) -> Iterator[Any]:
     proposals = GaugeMetricFamily("memento_evaluator_merge_proposals", "Open merge proposals of the evaluator.")
     proposals.add_metric([], counts.proposals)
     yield proposals
+
+
+def _stream_gauges(state: OpsState) -> Iterator[Any]:
+    """The evaluator's Redis stream, when Redis is enabled and answers: entries in it, entries
+    delivered and not yet acknowledged (pending), entries not yet delivered (lag)."""
+    evaluator = state.evaluator_ref() if state.evaluator_ref is not None else None
+    stats = evaluator.stream_stats() if evaluator is not None else None
+    if stats is None:
+        return
+    stream = GaugeMetricFamily("memento_evaluator_stream", "The evaluator's Redis stream: length, pending, lag.", labels=["measure"])
+    stream.add_metric(["length"], stats.length)
+    stream.add_metric(["pending"], stats.pending)
+    if stats.lag is not None:
+        stream.add_metric(["lag"], stats.lag)
+    yield stream
 
 
 # ---------------------------------------------------------------- per-app state and hooks

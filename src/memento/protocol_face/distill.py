@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -126,7 +126,7 @@ class Distiller:
     def _text(self, candidate: Candidate) -> _Text:
         service = self.face.service
         stored = service.factory.clean_detail(candidate.content) or service.factory.clean_content(candidate.content)
-        return _Text(candidate, stored, content_hash(stored), service.vectors.passage(stored))
+        return _Text(candidate, stored, content_hash(stored), service.embed_within(stored))  # late: compared by words
 
     def novel(self, scope: AgentScope, texts: list[_Text]) -> tuple[list[_Text], list[SkippedCandidate]]:
         """The texts nothing stored (nor an earlier text of the batch) says yet, and the skipped ones."""
@@ -178,21 +178,14 @@ class Distiller:
         there (written since it was checked) is reported as skipped."""
         service = self.face.service
         news = []
-        for text in texts:  # redacted, analysed and embedded outside the transaction
+        for text in texts:  # redacted and analysed outside the transaction (embedded after it)
             tags = service.factory.clean_tags(_tags(extra, text.candidate))
             record = RecordFields(tags=tags)
             topic = tags[0] if tags else DEFAULT_TOPIC
-            news.append(
-                service._prepare(
-                    scope,
-                    ctx,
-                    content=text.candidate.content,
-                    topic=topic,
-                    type_=KIND_OF[text.candidate.type],
-                    source=SOURCE,
-                    record=record,
-                )
+            new = service._prepare(
+                scope, ctx, content=text.candidate.content, topic=topic, type_=KIND_OF[text.candidate.type], source=SOURCE, record=record
             )
+            news.append(replace(new, embedding=text.vector))  # the vector checked with, if it came in time
         with service.store.atomic():
             inserted = [service.store.insert(scope, new) for new in news]
         memories: list[DistilledMemory] = []

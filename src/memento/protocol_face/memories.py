@@ -84,7 +84,7 @@ class Memories:
         tags = service.factory.clean_tags(inp.tags or ())
         linkages = new_linkages(inp.linkages)
         self.linkages.check(scope, linkages)
-        new = service._prepare(  # redacted, analysed and embedded outside the transaction
+        new = service._prepare(  # redacted and analysed outside the transaction (embedded after it)
             scope,
             ctx,
             content=inp.content,
@@ -192,6 +192,8 @@ class Memories:
             )
             filt = replace(recall_filter(inp, None, service.settings.confidence_half_life_days), owner=scope.agent_id)
             vector = service.vectors.query(text) if text else None
+            if vector is not None:  # read-your-writes by meaning
+                service.settle_for(scope)
             result = service.recaller.run(scope, inp, filt, vector, service.clock())
         finally:
             service.observers.recall(time.perf_counter() - started)

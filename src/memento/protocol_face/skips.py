@@ -221,7 +221,7 @@ class Skips:
         expires = parse_expiry(inp.expires, now)
         item, reason = service.factory.clean_text(inp.item), service.factory.clean_text(inp.reason)
         embedder = service.embedder
-        vector = service.vectors.passage(meaning_text(item, reason)) if embedder is not None else None
+        vector = service.embed_within(meaning_text(item, reason))  # late: embedded when first matched
         new = NewSkip(
             id="skip-" + secrets.token_hex(6),
             item=item,

@@ -144,6 +144,7 @@ def router(store: AppStore, service: MemoryService) -> APIRouter:
             checked = check(lines, "body", allowed=allowed)
             total = checked.counts.get("fragment", 0)
             done = restore(store, scope, lines, "body", embed=embedder_of(service), total=total, erased=service.erasure_store.erased_hashes)
+            service.outbox.sweep()  # rows the provider did not embed during the import: the worker's now
             return ImportOutcome(
                 read=done.read,
                 restored=done.restored,

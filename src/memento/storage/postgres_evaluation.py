@@ -93,6 +93,31 @@ class PostgresEvaluation:
             return sorted((_job(r) for r in cur.fetchall()), key=lambda j: j.id)
 
     @retried
+    def claim_evaluation(
+        self, job_id: int, now: datetime, lease_until: datetime, exclude_agents: Sequence[str] = ()
+    ) -> EvaluationJob | None:
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "UPDATE agent_memory.evaluation_jobs SET status = 'running', attempts = attempts + 1, next_attempt_at = %s"
+                " WHERE id = (SELECT id FROM agent_memory.evaluation_jobs WHERE id = %s AND status IN ('queued', 'running')"
+                " AND next_attempt_at <= %s AND NOT (agent_id = ANY(%s)) FOR UPDATE SKIP LOCKED)"
+                f" RETURNING {JOB_COLUMNS}",
+                (lease_until, int(job_id), now, list(exclude_agents)),
+            )
+            row = cur.fetchone()
+            return _job(row) if row is not None else None
+
+    def queued_evaluation_ids(self, fragment_ids: Sequence[str]) -> list[int]:
+        if not fragment_ids:
+            return []
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT id FROM agent_memory.evaluation_jobs WHERE status = 'queued' AND fragment_id = ANY(%s) ORDER BY id",
+                (list(fragment_ids),),
+            )
+            return [int(r["id"]) for r in cur.fetchall()]
+
+    @retried
     def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
         with self.db.tx(job.agent_id) as cur:
             cur.execute("SELECT status FROM agent_memory.evaluation_jobs WHERE id = %s FOR UPDATE", (job.id,))

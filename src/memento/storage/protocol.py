@@ -1215,6 +1215,19 @@ class EvaluationStore(Protocol):
         more attempt and `lease_until` as its next attempt. Two workers never take the same job."""
         ...
 
+    def claim_evaluation(
+        self, job_id: int, now: datetime, lease_until: datetime, exclude_agents: Sequence[str] = ()
+    ) -> EvaluationJob | None:
+        """Take the one job `job_id` (delivered by the Redis stream) under the same rule as
+        `claim_evaluations`: only when it is due (queued and due, or running with its lease
+        ended) and its agent is not in `exclude_agents`; None otherwise (done, dead, held by
+        another worker, not due yet, unknown). Atomic: of two workers claiming it, one gets it."""
+        ...
+
+    def queued_evaluation_ids(self, fragment_ids: Sequence[str]) -> list[int]:
+        """The ids of the queued jobs of these memories (any agent's: the producer publishes them)."""
+        ...
+
     def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
         """In one transaction: the memory's judged_utility (`outcome.utility`), its utility_score by
         storage/utility.py from its row and that judgement (what the next consolidation computes

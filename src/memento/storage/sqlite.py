@@ -309,6 +309,14 @@ class SQLiteStore:
     ) -> list[EvaluationJob]:
         return self.evaluation.claim_evaluations(now, lease_until, limit, exclude_agents)
 
+    def claim_evaluation(
+        self, job_id: int, now: datetime, lease_until: datetime, exclude_agents: Sequence[str] = ()
+    ) -> EvaluationJob | None:
+        return self.evaluation.claim_evaluation(job_id, now, lease_until, exclude_agents)
+
+    def queued_evaluation_ids(self, fragment_ids: Sequence[str]) -> list[int]:
+        return self.evaluation.queued_evaluation_ids(fragment_ids)
+
     def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
         return self.evaluation.finish_evaluation(job, outcome, now)
 

@@ -113,6 +113,30 @@ class SQLiteEvaluation:
             rows = conn.execute(f"SELECT * FROM evaluation_jobs WHERE id IN ({_marks(ids)}) ORDER BY id", ids).fetchall()
             return [_job(r) for r in rows]
 
+    def claim_evaluation(
+        self, job_id: int, now: datetime, lease_until: datetime, exclude_agents: Sequence[str] = ()
+    ) -> EvaluationJob | None:
+        skip = f" AND agent_id NOT IN ({_marks(exclude_agents)})" if exclude_agents else ""
+        with self.db.tx() as conn:
+            changed = conn.execute(
+                "UPDATE evaluation_jobs SET status = 'running', attempts = attempts + 1, next_attempt_at = ?"
+                f" WHERE id = ? AND status IN ('queued', 'running') AND next_attempt_at <= ?{skip}",
+                [ts(lease_until), int(job_id), ts(now), *exclude_agents],
+            ).rowcount
+            if not changed:
+                return None
+            row = conn.execute("SELECT * FROM evaluation_jobs WHERE id = ?", (int(job_id),)).fetchone()
+            return _job(row)
+
+    def queued_evaluation_ids(self, fragment_ids: Sequence[str]) -> list[int]:
+        if not fragment_ids:
+            return []
+        rows = self.db.reader().execute(
+            f"SELECT id FROM evaluation_jobs WHERE status = 'queued' AND fragment_id IN ({_marks(fragment_ids)}) ORDER BY id",
+            list(fragment_ids),
+        )
+        return [int(r[0]) for r in rows]
+
     def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
         with self.db.tx() as conn:
             found = conn.execute("SELECT status FROM evaluation_jobs WHERE id = ?", (job.id,)).fetchone()
