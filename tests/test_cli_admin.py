@@ -80,12 +80,13 @@ FRAGMENT_KEYS: dict[str, type | tuple[type, ...]] = {
     "deletedAt": (str, type(None)),
     "memoryKey": (str, type(None)),
     "clientEmbedding": (str, type(None)),
+    "judgedUtility": (int, float, type(None)),
     "versions": list,
 }
 
 
 # Stored columns an export carries that the views (`show`, tool results) leave out.
-EXPORT_ONLY = {"contentHash", "tierSince", "verifiedAt", "deletedAt", "memoryKey", "clientEmbedding", "versions"}
+EXPORT_ONLY = {"contentHash", "tierSince", "verifiedAt", "deletedAt", "memoryKey", "clientEmbedding", "judgedUtility", "versions"}
 
 
 @dataclass

@@ -30,6 +30,7 @@ from memento.lifecycle.judges import InvalidAnswer, Neighbour, heuristic, parse_
 from memento.models import AgentScope, CallContext, ConsolidateInput, MemoryStatsInput, RememberInput
 from memento.settings import Settings
 from memento.storage.protocol import EvaluationOutcome
+from memento.storage.utility import utility
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -140,7 +141,9 @@ def test_finishing_a_job_writes_utility_links_and_proposals_of_the_same_agent_on
     clock.now += timedelta(seconds=1)
     assert app.store.finish_evaluation(job, outcome, clock())
     memory = fragment(app, mine)
-    assert (memory.utility_score, memory.verified_at) == (0.42, clock.now)
+    assert (memory.judged_utility, memory.verified_at) == (0.42, clock.now)  # the judgement, kept apart
+    last = memory.accessed_at or memory.created_at
+    assert memory.utility_score == utility(memory.importance, memory.access_count, last, clock.now, 30.0, 0.42)  # blended in
     assert other in memory.linked_to and foreign not in memory.linked_to  # bob's memory is never linked
     assert [(p.from_id, p.to_id) for p in app.store.merge_proposals(AgentScope("alice"), "open", 10)] == [(mine, other)]
     assert app.store.merge_proposals(AgentScope("bob"), None, 10) == []  # alice's proposals are invisible to bob
@@ -224,10 +227,10 @@ def test_a_model_server_scores_links_contradictions_proposes_merges_and_counts_t
     port_b, deploy_again = remember(app, PORT_B), remember(app, DEPLOY_AGAIN, type_="procedure")
     assert evaluator(app).drain().done == 4
     assert provider.state()["calls"] == 4
-    assert fragment(app, port_a).utility_score == pytest.approx(0.805, abs=1e-3)  # 0.35·0.9 + 0.35·0.8 + 0.3·0.7
+    assert fragment(app, port_a).judged_utility == pytest.approx(0.805, abs=1e-3)  # 0.35·0.9 + 0.35·0.8 + 0.3·0.7
     assert port_a in fragment(app, port_b).linked_to  # the model said they contradict: a link, nothing deleted
     assert [(p.from_id, p.to_id) for p in app.store.merge_proposals(AgentScope("alice"), "open", 10)] == [(deploy_again, deploy)]
-    assert fragment(app, deploy_again).utility_score < fragment(app, deploy).utility_score  # it repeats an older one
+    assert fragment(app, deploy_again).judged_utility < fragment(app, deploy).judged_utility  # it repeats an older one
     counts = stats(app)
     assert (counts["done"], counts["proposals"]) == (4, 1) and counts["tokensToday"] > 0
     (job,) = [j for j in app.store.evaluation_jobs(AgentScope("alice"), "done", 10) if j.fragment_id == port_b]
@@ -264,7 +267,7 @@ def test_an_invalid_answer_is_asked_again_then_the_heuristic_decides(make_app: C
     assert provider.state()["calls"] == 2
     (job,) = app.store.evaluation_jobs(AgentScope("alice"), "done", 10)
     assert job.result is not None and job.result["provider"] == "heuristic" and "not JSON" in job.result["fallback"]
-    assert fragment(app, fid).utility_score == heuristic(fragment(app, fid), []).utility
+    assert fragment(app, fid).judged_utility == heuristic(fragment(app, fid), []).utility
 
 
 def test_an_agent_over_its_daily_budget_waits_for_the_next_day_while_others_proceed(
@@ -350,7 +353,7 @@ async def test_the_clients_own_model_evaluates_a_remembered_memory_over_stdio(tm
     app = build_app(Settings(**store, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))  # type: ignore[arg-type]
     try:
         memory = fragment(app, stored["id"], "agent-s")
-        assert memory.utility_score == pytest.approx(0.6) and memory.verified_at is not None
+        assert memory.judged_utility == pytest.approx(0.6) and memory.verified_at is not None
     finally:
         app.close()
 

@@ -41,6 +41,7 @@ from memento.storage.protocol import (
     BULK_TABLES,
     REINFORCEMENT,
     BulkStore,
+    EvaluationOutcome,
     NewLinkage,
     NewSkip,
     SearchFilter,
@@ -126,6 +127,9 @@ def build_source(path: Path, clock: Clock) -> Path:
         gone = s.remember(RememberInput(content="a soft-forgotten memory", topic="record", type="observation", agentId="agent-a"), ctx).id
         s.store.soft_delete(AgentScope("agent-a"), [gone], datetime(2026, 1, 1, 13, 0, tzinfo=UTC))
         ids["shared"] = shared
+        queued = app.store.claim_evaluations(clock(), clock(), 100)  # the evaluator's judgement of it (migration 0020)
+        (job,) = [j for j in queued if j.fragment_id == shared]
+        assert app.store.finish_evaluation(job, EvaluationOutcome(0.62, {"utility": 0.62}), clock())
         clock.now = datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
         s.amend(
             AmendInput(id=ids["agent-a-0"], content="the database connection pool is capped at 40", importance=0.9, agentId="agent-a"), ctx
@@ -272,6 +276,7 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path: Path, pg: PostgresSe
     assert (shared["tags"], shared["pinned"], shared["memory_system"]) == (["copy", "record"], True, "procedural")
     assert shared["access_count"] and shared["confidence"] == pytest.approx(0.6 + REINFORCEMENT * shared["access_count"])  # recalled
     assert shared["metadata"] == {"n": 1, "nested": {"k": [1, 2]}} and shared["origin_trace"] == {"from": "test"}
+    assert shared["judged_utility"] == 0.62 and sum(r["judged_utility"] is not None for r in before["fragments"]) == 1
     assert sum(r["deleted_at"] is not None for r in before["fragments"]) == 1
     # the entity graph: entities without their vectors (the target re-embeds), relations, associations
     assert [(r["name"], r["entity_type"], r["metadata"]) for r in before["entities"]] == [

@@ -211,6 +211,7 @@ class Fragment:
     detail: str | None = None  # the full (masked) text when content was cut at 300 characters
     memory_key: str | None = None  # 002: the key of a keyed memory (unique per agent and scope)
     client_embedding: bytes | None = None  # 002: the agent's own vector of it (float32, any dimension)
+    judged_utility: float | None = None  # 000 §7: the evaluator's last judgement (None before one)
 
     def is_live(self, now: datetime) -> bool:
         """Neither soft-deleted nor past its expiry (a pinned memory never expires): what every read may show."""

@@ -72,6 +72,7 @@ COLUMN_TYPES: dict[str, tuple[Any, Any]] = {
     "deleted_at": (AwareDatetime | None, None),
     "memory_key": (Annotated[str, StringConstraints(min_length=1, max_length=256)] | None, None),
     "client_embedding": (str | None, None),  # base64; decoded by `decode`
+    "judged_utility": (Unit | None, None),  # the evaluator's judgement (migration 0020)
     "amended_at": (AwareDatetime, ...),
     "amended_by": (Annotated[str, StringConstraints(max_length=200)], ...),
     "note": (Text | None, None),

@@ -304,7 +304,10 @@ class Evaluator:
         }
         if judgement.fallback:
             result["fallback"] = judgement.fallback
-        return EvaluationOutcome(judgement.utility, result, tuple(judgement.contradicts), tuple(merges))
+        # the store writes utility_score by storage/utility.py with the consolidation's half-life,
+        # so the next run's utility_recomputed finds nothing to change (docs/lifecycle.md)
+        half_life = self.settings.memory.ranking.recencyHalfLifeDays
+        return EvaluationOutcome(judgement.utility, result, tuple(judgement.contradicts), tuple(merges), half_life)
 
     # ------------------------------------------------------------ the thread
 

@@ -15,6 +15,7 @@ from ..models import AgentScope
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
 from .protocol import EvaluationCounts, EvaluationJob, EvaluationOutcome, JobStatus, MergeProposal, ProposalStatus
 from .sqlfilter import live_sql
+from .utility import utility
 
 MAX_ERROR = 500
 JOB_COLUMNS = "id, fragment_id, agent_id, kind, status, attempts, next_attempt_at, last_error, enqueued_at, finished_at, result"
@@ -124,11 +125,19 @@ class PostgresEvaluation:
             if found is None or found["status"] != "running":
                 return False
             cur.execute(
-                "UPDATE agent_memory.fragments SET utility_score = %s, verified_at = %s WHERE id = %s AND agent_id = %s AND deleted_at IS NULL",
-                (float(outcome.utility), now, job.fragment_id, job.agent_id),
+                "SELECT importance, access_count, COALESCE(accessed_at, created_at) AS last FROM agent_memory.fragments"
+                " WHERE id = %s AND agent_id = %s AND deleted_at IS NULL FOR UPDATE",
+                (job.fragment_id, job.agent_id),
             )
-            if not cur.rowcount:
+            memory = cur.fetchone()
+            if memory is None:
                 return False
+            judged = float(outcome.utility)
+            score = utility(memory["importance"], memory["access_count"], memory["last"], now, outcome.half_life_days, judged)
+            cur.execute(
+                "UPDATE agent_memory.fragments SET utility_score = %s, judged_utility = %s, verified_at = %s WHERE id = %s",
+                (score, judged, now, job.fragment_id),
+            )
             own = set(self._own_live(cur, job.agent_id, [*outcome.contradicts, *(m[0] for m in outcome.merges)], now))
             for target in dict.fromkeys(outcome.contradicts):
                 if target in own and target != job.fragment_id:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -12,6 +11,7 @@ from .postgres_db import SYSTEM, retried
 from .postgres_fragments import PostgresFragments
 from .postgres_sql import POSTGRES, scope_sql, write_sql
 from .sqlfilter import live_sql
+from .utility import CHANGED, utility
 
 # Anchored, pinned (004: never expire, decay or get merged) and keyed (002: stay until pruned) memories
 # are kept by every stage; working memory has its own life (expire_sessions).
@@ -186,28 +186,25 @@ class PostgresMaintenance:
 
     @retried
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> list[str]:
-        """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
+        """Each memory's utility by storage/utility.py (the evaluator's judgement blended in where
+        there is one); verified_at is the evaluator's and stays."""
         where, params = _changeable(scope)
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
-                "SELECT f.id, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at) AS last, f.utility_score"
-                f" FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND {where}",
+                "SELECT f.id, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at) AS last, f.utility_score,"
+                f" f.judged_utility FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND {where}",
                 params,
             )
             ids, values = [], []
             for r in cur.fetchall():
-                age_days = max(0.0, (now - r["last"]).total_seconds() / 86400)
-                recency = 0.5 ** (age_days / half_life_days)
-                usage = min(1.0, math.log1p(r["access_count"]) / math.log1p(10))
-                utility = round(0.4 * r["importance"] + 0.3 * recency + 0.3 * usage, 4)
-                if abs(utility - r["utility_score"]) > 1e-4:
+                value = utility(r["importance"], r["access_count"], r["last"], now, half_life_days, r["judged_utility"])
+                if abs(value - r["utility_score"]) > CHANGED:
                     ids.append(r["id"])
-                    values.append(utility)
+                    values.append(value)
             if ids:
                 cur.execute(
-                    "UPDATE agent_memory.fragments f SET utility_score = v.u, verified_at = %s"
-                    " FROM unnest(%s::text[], %s::float8[]) AS v(id, u) WHERE f.id = v.id",
-                    (now, ids, values),
+                    "UPDATE agent_memory.fragments f SET utility_score = v.u FROM unnest(%s::text[], %s::float8[]) AS v(id, u) WHERE f.id = v.id",
+                    (ids, values),
                 )
         return ids
 

@@ -16,7 +16,7 @@ _COLUMNS = (
     " f.linked_to, f.agent_id, f.access_count, f.accessed_at, f.created_at, f.ttl_tier,"
     " f.estimated_tokens, f.utility_score, f.verified_at, f.is_anchor, f.session_id,"
     " f.confidence, f.tags, f.context, f.metadata, f.expires_at, f.pinned, f.memory_system, f.privacy_scope,"
-    " f.origin_trace, f.deleted_at, f.detail, f.memory_key, f.client_embedding, (f.embedding IS NOT NULL) AS has_embedding"
+    " f.origin_trace, f.deleted_at, f.detail, f.memory_key, f.client_embedding, f.judged_utility, (f.embedding IS NOT NULL) AS has_embedding"
 )
 _SEARCH = "CAST(%s AS tsvector)"
 
@@ -57,6 +57,7 @@ def _row_to_fragment(r: dict[str, Any]) -> Fragment:
         detail=r["detail"],
         memory_key=r["memory_key"],
         client_embedding=None if r["client_embedding"] is None else bytes(r["client_embedding"]),
+        judged_utility=r["judged_utility"],
     )
 
 

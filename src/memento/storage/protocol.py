@@ -499,6 +499,7 @@ BULK_COLUMNS: dict[str, tuple[str, ...]] = {
         "detail",
         "memory_key",
         "client_embedding",
+        "judged_utility",
     ),
     "fragment_links": ("id", "from_id", "to_id", "relation_type", "created_at"),
     "fragment_versions": (
@@ -1167,13 +1168,15 @@ class MergeProposal:
 
 @dataclass(frozen=True)
 class EvaluationOutcome:
-    """What finishing a job writes, in one transaction: the memory's utility (and verified_at),
-    `contradicts` links from it to these memories, merge proposals (to_id, similarity, reason)."""
+    """What finishing a job writes, in one transaction: the judged utility (and verified_at), the
+    memory's utility_score by storage/utility.py with it, `contradicts` links from it to these
+    memories, merge proposals (to_id, similarity, reason)."""
 
     utility: float
     result: dict[str, Any]
     contradicts: tuple[str, ...] = ()
     merges: tuple[tuple[str, float, str], ...] = ()
+    half_life_days: float = 30.0  # the utility formula's recency half-life (MEMORY_CONFIG ranking.recencyHalfLifeDays)
 
 
 @dataclass(frozen=True)
@@ -1226,7 +1229,9 @@ class EvaluationStore(Protocol):
         ...
 
     def finish_evaluation(self, job: EvaluationJob, outcome: EvaluationOutcome, now: datetime) -> bool:
-        """In one transaction: the memory's utility_score and verified_at, the `contradicts` links
+        """In one transaction: the memory's judged_utility (`outcome.utility`), its utility_score by
+        storage/utility.py from its row and that judgement (what the next consolidation computes
+        too), verified_at, the `contradicts` links
         and merge proposals of `outcome` towards memories of the job's own agent (others are left
         out), the job done with its result. False (nothing changed) when the job is no longer
         running (requeued, finished elsewhere) or its memory is gone."""

@@ -78,6 +78,7 @@ FRAGMENT_COLUMNS: tuple[str, ...] = (
     "deleted_at",
     "memory_key",
     "client_embedding",
+    "judged_utility",
 )
 
 FRAGMENTS = RecordTable("fragments", "fragment", "seq", FRAGMENT_COLUMNS, unique_id=True)

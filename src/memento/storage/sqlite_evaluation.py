@@ -17,6 +17,7 @@ from .protocol import EvaluationCounts, EvaluationJob, EvaluationOutcome, JobSta
 from .sqlfilter import live_sql
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import parse_ts, ts
+from .utility import utility
 
 MAX_ERROR = 500  # characters of a failure kept on the job
 
@@ -141,12 +142,19 @@ class SQLiteEvaluation:
             found = conn.execute("SELECT status FROM evaluation_jobs WHERE id = ?", (job.id,)).fetchone()
             if found is None or found[0] != "running":
                 return False
-            changed = conn.execute(
-                "UPDATE fragments SET utility_score = ?, verified_at = ? WHERE id = ? AND agent_id = ? AND deleted_at IS NULL",
-                (float(outcome.utility), ts(now), job.fragment_id, job.agent_id),
-            ).rowcount
-            if not changed:
+            memory = conn.execute(
+                "SELECT seq, importance, access_count, COALESCE(accessed_at, created_at) FROM fragments"
+                " WHERE id = ? AND agent_id = ? AND deleted_at IS NULL",
+                (job.fragment_id, job.agent_id),
+            ).fetchone()
+            if memory is None:
                 return False
+            judged = float(outcome.utility)
+            score = utility(memory[1], memory[2], parse_ts(memory[3]) or now, now, outcome.half_life_days, judged)
+            conn.execute(
+                "UPDATE fragments SET utility_score = ?, judged_utility = ?, verified_at = ? WHERE seq = ?",
+                (score, judged, ts(now), memory[0]),
+            )
             own = set(self._own_live(conn, job.agent_id, [*outcome.contradicts, *(m[0] for m in outcome.merges)], now))
             for target in dict.fromkeys(outcome.contradicts):
                 if target in own and target != job.fragment_id:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -11,6 +10,7 @@ from ..models import AgentScope, MemorySystem, TTLTier
 from .sqlfilter import live_sql
 from .sqlite import SQLiteStore
 from .sqlite_sql import _FRAGMENT_COLUMNS, SQLITE, _row_to_fragment, _scope_sql, _write_sql, parse_ts, ts
+from .utility import CHANGED, utility
 
 # Anchored, pinned (004: never expire, decay or get merged) and keyed (002: stay until pruned) memories
 # are kept by every stage; working memory has its own life (expire_sessions).
@@ -185,29 +185,27 @@ class SQLiteMaintenance:
         return removed
 
     def recompute_utility(self, scope: AgentScope, now: datetime, half_life_days: float) -> list[str]:
-        """utility = 0.4·importance + 0.3·recency + 0.3·usage (recency halves every half-life)."""
+        """Each memory's utility by storage/utility.py (the evaluator's judgement blended in where
+        there is one); verified_at is the evaluator's and stays."""
         where, params = _changeable(scope)
         rows = (
             self.store.db.reader()
             .execute(
-                f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score, f.id"
-                f" FROM fragments f WHERE {_LIFECYCLE} AND {where}",
+                f"SELECT f.seq, f.importance, f.access_count, COALESCE(f.accessed_at, f.created_at), f.utility_score, f.id,"
+                f" f.judged_utility FROM fragments f WHERE {_LIFECYCLE} AND {where}",
                 params,
             )
             .fetchall()
         )
         updates, ids = [], []
-        for seq, importance, accesses, last, old, fid in rows:
-            age_days = max(0.0, (now - (parse_ts(last) or now)).total_seconds() / 86400)
-            recency = 0.5 ** (age_days / half_life_days)
-            usage = min(1.0, math.log1p(accesses) / math.log1p(10))
-            utility = round(0.4 * importance + 0.3 * recency + 0.3 * usage, 4)
-            if abs(utility - old) > 1e-4:
-                updates.append((utility, ts(now), seq))
+        for seq, importance, accesses, last, old, fid, judged in rows:
+            value = utility(importance, accesses, parse_ts(last) or now, now, half_life_days, judged)
+            if abs(value - old) > CHANGED:
+                updates.append((value, seq))
                 ids.append(str(fid))
         if updates:
             with self.store.db.tx() as conn:
-                conn.executemany("UPDATE fragments SET utility_score = ?, verified_at = ? WHERE seq = ?", updates)
+                conn.executemany("UPDATE fragments SET utility_score = ? WHERE seq = ?", updates)
         return ids
 
     def purge_forgotten(self, scope: AgentScope, deleted_before: datetime) -> list[str]:

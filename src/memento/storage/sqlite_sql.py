@@ -64,6 +64,7 @@ def _row_to_fragment(row: sqlite3.Row) -> Fragment:
         detail=row["detail"],
         memory_key=row["memory_key"],
         client_embedding=row["client_embedding"],
+        judged_utility=row["judged_utility"],
     )
 
 
