@@ -189,3 +189,23 @@ def test_migration_0020_takes_each_judgement_from_its_latest_done_job(tmp_path: 
         assert "0020_judged_utility.sql" in store.migrations()
     finally:
         store.close()
+
+
+def test_a_judged_memory_without_a_job_is_not_queued_again(
+    app: App, clock: Clock, judged: Callable[[], dict[str, str]], request: pytest.FixtureRequest
+) -> None:
+    """A store copied by `memento migrate` carries judged_utility but no jobs: the consolidation's
+    backfill queues only what was never judged (PLAIN), not the judged memories again."""
+    ids = judged()
+    if app.settings.backend == "sqlite":
+        conn = sqlite3.connect(str(app.settings.sqlite_path), isolation_level=None)
+        conn.execute("DELETE FROM evaluation_jobs")
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(request.getfixturevalue("postgres_server").owner_dsn, autocommit=True) as owner:
+            owner.execute("DELETE FROM agent_memory.evaluation_jobs")
+    assert app.store.enqueue_unevaluated(AgentScope("system"), clock(), 100) == 1
+    assert app.store.queued_evaluation_ids([ids[LOW], ids[HIGH]]) == []  # judged: not again
+    assert len(app.store.queued_evaluation_ids([ids[PLAIN]])) == 1

@@ -70,7 +70,7 @@ class PostgresEvaluation:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 "INSERT INTO agent_memory.evaluation_jobs (fragment_id, agent_id, next_attempt_at, enqueued_at)"
-                f" SELECT f.id, f.agent_id, %s, %s FROM agent_memory.fragments f WHERE {own} AND f.session_id IS NULL"
+                f" SELECT f.id, f.agent_id, %s, %s FROM agent_memory.fragments f WHERE {own} AND f.session_id IS NULL AND f.judged_utility IS NULL"
                 f" AND {live_sql('f', '%s')}"
                 " AND NOT EXISTS (SELECT 1 FROM agent_memory.evaluation_jobs j WHERE j.fragment_id = f.id)"
                 " ORDER BY f.seq LIMIT %s ON CONFLICT DO NOTHING",

@@ -1204,7 +1204,7 @@ class EvaluationStore(Protocol):
         ...
 
     def enqueue_unevaluated(self, scope: AgentScope, now: datetime, limit: int) -> int:
-        """The backfill: queue the live memories (working memory apart) that never had a job, oldest first."""
+        """The backfill: queue the live memories (working memory apart) that never had a job and carry no judgement (a migrated store keeps its judgements), oldest first."""
         ...
 
     def claim_evaluations(

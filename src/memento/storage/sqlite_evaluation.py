@@ -84,7 +84,8 @@ class SQLiteEvaluation:
         with self.db.tx() as conn:
             cursor = conn.execute(
                 "INSERT INTO evaluation_jobs (fragment_id, agent_id, next_attempt_at, enqueued_at)"
-                f" SELECT f.id, f.agent_id, ?, ? FROM fragments f WHERE {own} AND f.session_id IS NULL AND {live_sql('f', '?')}"
+                f" SELECT f.id, f.agent_id, ?, ? FROM fragments f WHERE {own} AND f.session_id IS NULL AND f.judged_utility IS NULL"
+                f" AND {live_sql('f', '?')}"
                 " AND NOT EXISTS (SELECT 1 FROM evaluation_jobs j WHERE j.fragment_id = f.id)"
                 " ORDER BY f.seq LIMIT ? ON CONFLICT DO NOTHING",
                 [ts(now), ts(now), *params, ts(now), int(limit)],
