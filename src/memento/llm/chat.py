@@ -5,25 +5,20 @@ built at start-up and called from worker threads. Every failure (connection, tim
 status, a body that is not the expected JSON) is `Unavailable` with a message naming the URL and
 the model, never the API key.
 
-The timeout bounds the whole call, connecting included: httpx's own timeouts bound each wait
-(a server that sends a byte every second would never trip them), so each call runs on its own
-small event loop under `anyio.fail_after`, which cancels whatever is in flight at the deadline.
+The timeout bounds the whole call, connecting included (`memento.llm.transport.JsonPost`).
 """
 
 from __future__ import annotations
 
 import json
-import ssl
-from functools import partial
 from typing import Any
 
-import anyio
 import httpx
 
 from memento.errors import Unavailable
+from memento.llm.transport import MAX_RESPONSE_BYTES, JsonPost, failure
 
-MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # a chat answer is text; more than this is not one
-_MAX_DETAIL = 300
+__all__ = ["MAX_RESPONSE_BYTES", "ChatCompletions"]
 
 
 class ChatCompletions:
@@ -50,8 +45,7 @@ class ChatCompletions:
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        self._transport = transport
-        self._ssl: ssl.SSLContext | None = httpx.create_ssl_context() if url.scheme == "https" else None  # built once, not per call
+        self._post = JsonPost(url, self._headers, self.timeout_s, self._fail, transport)
         self.name = f"openai-chat:{model or '(server default)'}@{self._shown_url}"
 
     def __call__(self, prompt: str, system: str | None = None, max_tokens: int = 512) -> str:
@@ -61,44 +55,12 @@ class ChatCompletions:
             payload["model"] = self.model
         if self.temperature is not None:
             payload["temperature"] = self.temperature
-        try:
-            body = anyio.run(partial(self._post, payload))
-        except TimeoutError:
-            raise self._fail(f"no answer within {self.timeout_s:g}s") from None
-        return self._answer(body)
+        return self._answer(self._post(payload))
 
     @staticmethod
     def _messages(prompt: str, system: str | None) -> list[dict[str, str]]:
         messages = [{"role": "system", "content": system}] if system else []
         return [*messages, {"role": "user", "content": prompt}]
-
-    async def _post(self, payload: dict[str, Any]) -> bytes:
-        """The response body of one request, within the deadline (TimeoutError past it)."""
-        with anyio.fail_after(self.timeout_s):
-            async with httpx.AsyncClient(
-                headers=self._headers, timeout=httpx.Timeout(self.timeout_s), transport=self._transport, verify=self._ssl or True
-            ) as client:
-                try:
-                    async with client.stream("POST", self._url, json=payload) as response:
-                        body = await self._read(response)
-                        if response.status_code != 200:
-                            detail = _error_detail(body)
-                            raise self._fail(f"HTTP {response.status_code}" + (f": {detail}" if detail else ""))
-                        return body
-                except httpx.TimeoutException:
-                    raise self._fail(f"no answer within {self.timeout_s:g}s") from None
-                except httpx.HTTPError as exc:
-                    raise self._fail(f"{type(exc).__name__}: {exc}") from None
-
-    async def _read(self, response: httpx.Response) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise self._fail(f"response larger than {MAX_RESPONSE_BYTES} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     def _answer(self, body: bytes) -> str:
         """choices[0].message.content of a chat-completions response."""
@@ -118,27 +80,7 @@ class ChatCompletions:
         return content
 
     def _fail(self, message: str) -> Unavailable:
-        text = f"language model request to {self._shown_url} (model {self.model or 'server default'}) failed: {message}"
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        return Unavailable(text if len(text) <= _MAX_DETAIL else text[:_MAX_DETAIL] + "…")
+        return failure(f"language model request to {self._shown_url} (model {self.model or 'server default'})", message, self._api_key)
 
     def __repr__(self) -> str:
         return f"ChatCompletions(model={self.model!r}, url={self._shown_url!r}, timeout_s={self.timeout_s:g})"
-
-
-def _error_detail(body: bytes) -> str:
-    """The error message of an OpenAI-style error body, else its text."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace").strip()
-    if isinstance(parsed, dict):
-        err = parsed.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        if isinstance(parsed.get("detail"), str):
-            return str(parsed["detail"])
-    return body.decode("utf-8", "replace").strip()

@@ -10,16 +10,12 @@ whole call (`anyio.fail_after` on the call's own small event loop).
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
-import anyio
 import httpx
 
 from memento.errors import Unavailable
-from memento.llm.chat import MAX_RESPONSE_BYTES, _error_detail
-
-_MAX_DETAIL = 300
+from memento.llm.transport import JsonPost, failure
 
 
 class GeminiGenerate:
@@ -33,7 +29,7 @@ class GeminiGenerate:
         self._api_key = api_key
         self._url = httpx.URL(f"{base_url.rstrip('/')}/models/{model}:generateContent")
         self._headers = {"Content-Type": "application/json", "Accept": "application/json", "x-goog-api-key": api_key}
-        self._transport = transport
+        self._post = JsonPost(self._url, self._headers, self.timeout_s, self._fail, transport)
         self.name = f"gemini:{model}"
 
     def __call__(self, prompt: str, system: str | None = None, max_tokens: int = 512) -> str:
@@ -44,33 +40,7 @@ class GeminiGenerate:
         }
         if system:
             payload["systemInstruction"] = {"parts": [{"text": system}]}
-        try:
-            body = anyio.run(partial(self._post, payload))
-        except TimeoutError:
-            raise self._fail(f"no answer within {self.timeout_s:g}s") from None
-        return self._answer(body)
-
-    async def _post(self, payload: dict[str, Any]) -> bytes:
-        with anyio.fail_after(self.timeout_s):
-            async with httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(self.timeout_s), transport=self._transport) as client:
-                try:
-                    async with client.stream("POST", self._url, json=payload) as response:
-                        chunks: list[bytes] = []
-                        size = 0
-                        async for chunk in response.aiter_bytes():
-                            size += len(chunk)
-                            if size > MAX_RESPONSE_BYTES:
-                                raise self._fail(f"response larger than {MAX_RESPONSE_BYTES} bytes")
-                            chunks.append(chunk)
-                        body = b"".join(chunks)
-                        if response.status_code != 200:
-                            detail = _error_detail(body)
-                            raise self._fail(f"HTTP {response.status_code}" + (f": {detail}" if detail else ""))
-                        return body
-                except httpx.TimeoutException:
-                    raise self._fail(f"no answer within {self.timeout_s:g}s") from None
-                except httpx.HTTPError as exc:
-                    raise self._fail(f"{type(exc).__name__}: {exc}") from None
+        return self._answer(self._post(payload))
 
     def _answer(self, body: bytes) -> str:
         """The text parts of candidates[0].content."""
@@ -91,10 +61,7 @@ class GeminiGenerate:
         return "".join(texts)
 
     def _fail(self, message: str) -> Unavailable:
-        text = f"Gemini request to {self._url} (model {self.model}) failed: {message}"
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        return Unavailable(text if len(text) <= _MAX_DETAIL else text[:_MAX_DETAIL] + "…")
+        return failure(f"Gemini request to {self._url} (model {self.model})", message, self._api_key)
 
     def __repr__(self) -> str:
         return f"GeminiGenerate(model={self.model!r}, url={str(self._url)!r}, timeout_s={self.timeout_s:g})"
