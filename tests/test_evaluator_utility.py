@@ -13,15 +13,14 @@ from pathlib import Path
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 from conftest import Clock
+from migration_helpers import sqlite_store_before
 
 from memento.app import App
 from memento.lifecycle.evaluator import Evaluator
 from memento.lifecycle.judges import Judgement, Neighbour
 from memento.models import AgentScope, CallContext, ConsolidateInput, Fragment, RememberInput
 from memento.results import ConsolidateResult
-from memento.storage import migrations
 from memento.storage.sqlite import SQLiteStore
-from memento.storage.sqlite_db import _statements
 from memento.storage.utility import utility
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -150,18 +149,7 @@ def test_migration_0020_takes_each_judgement_from_its_latest_done_job(tmp_path: 
     """A store the evaluator used before 0020 (the judgement lived only in its job's result):
     the upgrade fills judged_utility from each memory's latest done job, and nothing else."""
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    folder = Path(str(migrations.__file__)).parent / "sqlite"
-    for script in sorted(p for p in folder.glob("*.sql") if p.name < "0020"):  # as the runner applies them (sqlite_db.py)
-        text = script.read_text()
-        conn.execute("BEGIN")
-        for statement in _statements(text):
-            conn.execute(statement)
-        if "writable_schema" in text:
-            conn.execute(f"PRAGMA schema_version = {conn.execute('PRAGMA schema_version').fetchone()[0] + 1}")
-        conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01')", (script.name,))
-        conn.execute("COMMIT")
+    conn = sqlite_store_before(path, "0020")
     for n in range(3):
         conn.execute(
             "INSERT INTO fragments (id, content, topic, type, importance, content_hash, created_at, ttl_tier)"

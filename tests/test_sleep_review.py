@@ -14,6 +14,7 @@ from typing import Any
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 from conftest import Clock
+from migration_helpers import sqlite_store_before
 
 from memento.errors import NotFound
 from memento.lifecycle.consolidate import STAGES
@@ -34,10 +35,8 @@ from memento.models import (
 from memento.protocol_face.context import ContextCallInput
 from memento.results import ConsolidateResult
 from memento.service import MemoryService
-from memento.storage import migrations
 from memento.storage.protocol import ReviewCard, ReviewStore, SearchFilter
 from memento.storage.sqlite import SQLiteStore
-from memento.storage.sqlite_db import _statements
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -213,19 +212,7 @@ def test_the_new_relation_types_are_links_like_any_other(service: MemoryService)
 def test_migration_0018_rebuilds_the_links_table_keeping_every_link(tmp_path: Path) -> None:
     """A store as the release before 0018 left it: its links, ids and counter survive the rebuild."""
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    folder = Path(str(migrations.__file__)).parent / "sqlite"
-    for script in sorted(p for p in folder.glob("*.sql") if p.name < "0018"):  # as the runner applies them (sqlite_db.py)
-        text = script.read_text()
-        conn.execute("BEGIN")
-        for statement in _statements(text):
-            conn.execute(statement)
-        if "writable_schema" in text:
-            conn.execute(f"PRAGMA schema_version = {conn.execute('PRAGMA schema_version').fetchone()[0] + 1}")
-        conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01')", (script.name,))
-        conn.execute("COMMIT")
+    conn = sqlite_store_before(path, "0018", foreign_keys=True)
     for n in range(4):
         conn.execute(
             "INSERT INTO fragments (id, content, topic, type, importance, content_hash, created_at, ttl_tier)"
