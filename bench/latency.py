@@ -247,11 +247,11 @@ def explain_search_queries(app, question: str) -> dict[str, list[str]]:
     terms = query_terms(question)
     with app.store._tx(AGENT) as cur:
         total = app.store._scope_size(cur, scope)
-        selected = app.store._selective_terms(cur, scope, terms)
+        plan = app.store.search.plan(cur, scope, terms)
         statements = {
             "df probe": df_sql(scope, terms, common_df(total)),
-            "full-text": text_sql(scope, selected, filt, CANDIDATE_POOL),
-            "keyword": keyword_sql(scope, extract_keywords(question), filt, CANDIDATE_POOL),
+            "full-text": text_sql(scope, plan.search, filt, CANDIDATE_POOL, plan.boost),
+            "keyword": keyword_sql(scope, extract_keywords(question), filt, CANDIDATE_POOL, total),
         }
         plans = {}
         for name, (text, params) in statements.items():

@@ -6,10 +6,13 @@ conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@1
 
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
                            [--mode keyword|semantic|hybrid] [--profile default|004|003]
+                           [--keywords split|only]
 
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
 --profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004); --profile 003 with
 seed 003's relevance decay (MEMENTO_SCORE_PROFILE=003).
+--keywords passes `keywords` split from the question as a client would (lower-cased words minus a
+small stop list): `split` sends them with the text, `only` sends them alone (no text).
 """
 
 from __future__ import annotations
@@ -37,6 +40,17 @@ from memento.settings import Settings
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 KS = (1, 5, 10, 25, 50)
+# A client's keyword splitting: lower-cased words minus a small English stop list (not the server's).
+CLIENT_STOPWORDS = frozenset(
+    """a an and are as at be by did do does for from had has have he her his how i in is it its of on or she
+    that the their they this to was were what when where which who whom why will with would you your""".split()
+)
+
+
+def split_keywords(question: str) -> list[str]:
+    """The keywords a client would pass for `question`."""
+    words = re.findall(r"[\w']+", question.lower())
+    return list(dict.fromkeys(w.strip("'") for w in words if w.strip("'") and w not in CLIENT_STOPWORDS))
 
 
 def parse_date(text: str) -> datetime:
@@ -70,7 +84,13 @@ def turn_text(turn: dict) -> str:
 
 
 def evaluate_conversation(
-    sample: dict, settings: Settings, embedder_choice: str, workdir: Path, mode: SearchMode | None = None, cache: Path | None = None
+    sample: dict,
+    settings: Settings,
+    embedder_choice: str,
+    workdir: Path,
+    mode: SearchMode | None = None,
+    cache: Path | None = None,
+    keywords: str | None = None,
 ) -> tuple[list[dict], dict]:
     sess = sessions(sample["conversation"])
     now = sess[-1][0]
@@ -99,7 +119,10 @@ def evaluate_conversation(
         gold = normalise_ids(qa.get("evidence") or [])
         if not gold:
             continue
-        found = app.service.recall(RecallInput(text=qa["question"], limit=50, tokenBudget=100_000, includeLinks=False, mode=mode), ctx)
+        split = split_keywords(qa["question"]) if keywords else None
+        text = None if keywords == "only" else qa["question"]
+        inp = RecallInput(text=text, keywords=split, limit=50, tokenBudget=100_000, includeLinks=False, mode=mode)
+        found = app.service.recall(inp, ctx)
         ranked: list[str] = []
         for f in found.fragments:
             for dia in id_to_dia.get(f.id, []):
@@ -138,6 +161,9 @@ def main() -> int:
     parser.add_argument("--embedder", choices=["local", "hash", "none"], default="local")
     parser.add_argument("--mode", choices=["keyword", "semantic", "hybrid"], default=None, help="a 001 search mode (default: the cascade)")
     parser.add_argument("--profile", choices=["default", "004", "003"], default="default", help="MEMENTO_SCORE_PROFILE of the cascade")
+    parser.add_argument(
+        "--keywords", choices=["split", "only"], default=None, help="keywords split from the question: with the text, or alone"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument(
         "--embed-cache",
@@ -155,7 +181,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for sample in data:
             conv_rows, info = evaluate_conversation(
-                sample, settings, args.embedder, Path(tmp), mode, None if args.no_embed_cache else args.embed_cache
+                sample, settings, args.embedder, Path(tmp), mode, None if args.no_embed_cache else args.embed_cache, args.keywords
             )
             rows += conv_rows
             print(
@@ -165,7 +191,7 @@ def main() -> int:
             )
     print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
     print(
-        f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}), "
+        f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}, keywords={args.keywords or 'none'}), "
         f"profile={args.profile}, ranking={settings.memory.ranking.model_dump()}"
     )
     header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]

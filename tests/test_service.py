@@ -27,7 +27,7 @@ from memento.models import (
 )
 from memento.results import wire_text
 from memento.service import MemoryService
-from memento.storage.protocol import Hit, SearchFilter
+from memento.storage.protocol import SearchFilter
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -193,7 +193,7 @@ def test_forget_removes_from_every_index(service: MemoryService, ctx: CallContex
     assert service.recall(RecallInput(text="zebra"), ctx).fragments[0].linked_to == []
     system = AgentScope("system")
     assert app.store.neighbours(system, [a, b], list(RelationType), 10) == []
-    assert app.store.keyword_search(system, ["ephemeral", "zebra"], SearchFilter(), 10) == [Hit(b, 1.0)]
+    assert [h.id for h in app.store.keyword_search(system, ["ephemeral", "zebra"], SearchFilter(), 10)] == [b]
     assert app.store.stats(system)["links"] == 0
 
 

@@ -307,7 +307,7 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
     recalled = [f.id for f in service.recall(RecallInput(text="alice garden", agentId="bob"), CallContext()).fragments]
     assert before == [both, one]
     flood = COMMON_TERM_MIN_DOCS + 200
-    rows = [
+    rows: list[dict[str, object]] = [
         {
             "id": f"frag-flood{i:06d}",
             "content": f"alice note {i}",
@@ -342,6 +342,79 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
     # within mallory's own scope "alice" is common, and is dropped while "note" is rarer... not here:
     # every flood row says "note" too, so both are common and the two rarest are kept
     assert store.text_search(AgentScope("mallory"), query_terms("alice note"), SearchFilter(), 5)
+
+
+def import_fragments(service: MemoryService, agent: str, contents: list[str]) -> None:
+    """Bulk rows (the import path, 500 per call) straight into `agent`'s namespace."""
+    rows: list[dict[str, object]] = [
+        {
+            "id": f"frag-bulk{i:06d}",
+            "content": content,
+            "topic": "bulk",
+            "keywords": [],
+            "type": "fact",
+            "importance": 0.5,
+            "content_hash": f"bulk{i:012d}",
+            "source": None,
+            "linked_to": [],
+            "agent_id": agent,
+            "access_count": 0,
+            "accessed_at": None,
+            "created_at": NOW,
+            "ttl_tier": "warm",
+            "estimated_tokens": 8,
+            "utility_score": 1.0,
+            "verified_at": NOW,
+            "is_anchor": False,
+            "session_id": None,
+            "embedding": None,
+            "embedding_model": None,
+        }
+        for i, content in enumerate(contents)
+    ]
+    for start in range(0, len(rows), 500):
+        service.store.import_rows("fragments", rows[start : start + 500])  # type: ignore[attr-defined]
+
+
+def test_a_longer_turn_with_more_of_the_query_outranks_a_short_one_sharing_one_word(service: MemoryService, store: Store) -> None:
+    """Full text is not ranked by length first: the short "Pottery is fun!" holds one query term,
+    the long turn holds both, and it comes first (FTS5's bm25 alone put the short one first)."""
+    short = put(service, "Pottery is fun!")
+    answer = put(
+        service, "I finally signed up for a class at the studio downtown: wheel pottery, every Tuesday evening after work with my sister"
+    )
+    for i in range(3):
+        put(service, f"the yoga class {i} was cancelled again this week, so we went for a long walk by the river instead and talked")
+    for i in range(10):
+        put(service, f"we went for a long walk by the river {i} and talked about the garden and the new neighbours")
+    hits = [h.id for h in store.text_search(A, query_terms("pottery class"), SearchFilter(), 5)]
+    assert hits[:2] == [answer, short]
+
+
+def test_keywords_rank_by_rarity_not_recency(service: MemoryService, store: Store) -> None:
+    """One matched rare keyword outweighs one matched common keyword, however new the latter."""
+    rare = put(service, "kubernetes upgrade notes", created=NOW - timedelta(days=30))
+    common = [put(service, f"project meeting number {i} agenda", created=NOW - timedelta(days=i)) for i in range(5)]
+    hits = store.keyword_search(A, ["project", "kubernetes"], SearchFilter(), 10)
+    assert [h.id for h in hits] == [rare, *common]
+    assert hits[0].score > hits[1].score
+    # a fragment matching both keywords comes first: scores add up
+    both = put(service, "project kubernetes migration plan", created=NOW - timedelta(days=60))
+    assert store.keyword_search(A, ["project", "kubernetes"], SearchFilter(), 10)[0].id == both
+
+
+def test_a_name_common_in_a_large_store_still_decides_between_memories(service: MemoryService, store: Store) -> None:
+    """Above COMMON_TERM_MIN_DOCS a name in a fifth of the store is common: it selects no
+    candidates, but it still scores those the rarer terms find, so Alice's answer beats Bob's
+    shorter one that says the same (dropping the name ranked Bob's first)."""
+    names = ["Alice", "Bob", "Carol", "Dave", "Erin"]
+    import_fragments(service, "alice", [f"{names[i % 5]}: the weather on day {i} was mild" for i in range(COMMON_TERM_MIN_DOCS + 100)])
+    bob = put(service, "Bob: my mother lives in Lisbon")
+    answer = put(service, "Alice: my mother lives in Lisbon now, in a small flat near the river")
+    terms = query_terms("Where does Alice's mother live?")
+    assert [h.id for h in store.text_search(A, terms, SearchFilter(), 5)][:2] == [answer, bob]
+    # every term common: the two rarest still select, the others score
+    assert store.text_search(A, query_terms("Alice weather day"), SearchFilter(), 3)
 
 
 def test_consolidation_reads_settled_access_statistics(service: MemoryService, store: Store) -> None:

@@ -21,6 +21,7 @@ from .settings import Settings
 from .storage.protocol import AppStore, MaintenanceStore
 from .storage.sqlite import SQLiteStore
 from .storage.sqlite_maintenance import SQLiteMaintenance
+from .storage.terms import Scoring
 
 if TYPE_CHECKING:  # psycopg and redis are optional dependencies (the `postgres`, `redis` extras)
     from .lifecycle.scheduler import Scheduler
@@ -236,6 +237,7 @@ def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[AppStore
             conn_timeout_ms=settings.db_conn_timeout_ms,
             query_timeout_ms=settings.db_query_timeout,
             ef_search=settings.hnsw_ef_search,
+            text_scoring=text_scoring(settings),
         )
         return pg, PostgresMaintenance(pg)
     store = SQLiteStore(
@@ -245,5 +247,16 @@ def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[AppStore
         synchronous=settings.sqlite_synchronous,
         ann_threshold=settings.ann_threshold,
         ef_search=settings.hnsw_ef_search,
+        text_scoring=text_scoring(settings),
     )
     return store, SQLiteMaintenance(store)
+
+
+def text_scoring(settings: Settings) -> Scoring:
+    """The full-text tier's rescoring parameters (MEMENTO_TEXT_*)."""
+    return Scoring(
+        b=settings.text_length_norm,
+        delta=settings.text_match_bonus,
+        pool=settings.text_rescore_pool,
+        common_terms=settings.text_common_terms,
+    )

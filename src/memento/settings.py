@@ -21,6 +21,7 @@ class RankingConfig(BaseModel):
     semanticWeight: float = Field(
         0.3, ge=0, le=4, description="Weight of the vector tier in rank fusion (keyword and full-text tiers weigh 1)."
     )
+    keywordWeight: float = Field(0.1, ge=0, le=4, description="Weight of the keyword tier in rank fusion (the full-text tier weighs 1).")
     activationThreshold: int = Field(100, ge=0, description="Below this many candidates without a query, order by creation time.")
     recencyHalfLifeDays: float = Field(30.0, gt=0, description="Age at which the recency score halves.")
 
@@ -339,6 +340,32 @@ class Settings(BaseSettings):
         512, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time."
     )
     memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
+    text_length_norm: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_TEXT_LENGTH_NORM"),
+        description="BM25's b when the full-text tier rescores its candidates: 0 ignores length, 0.75 is FTS5's own.",
+    )
+    text_match_bonus: float = Field(
+        0.5,
+        ge=0,
+        le=4,
+        validation_alias=AliasChoices("MEMENTO_TEXT_MATCH_BONUS"),
+        description="BM25+'s delta: the score, in IDF units, of each matched query term whatever the memory's length.",
+    )
+    text_rescore_pool: int = Field(
+        200,
+        ge=1,
+        le=2000,
+        validation_alias=AliasChoices("MEMENTO_TEXT_RESCORE_POOL"),
+        description="Full-text candidates (the index's best) that the full-text tier scores again with every query term.",
+    )
+    text_common_terms: Literal["score", "drop"] = Field(
+        "score",
+        validation_alias=AliasChoices("MEMENTO_TEXT_COMMON_TERMS"),
+        description="Query terms in more than 2% of a large store: score the candidates the rarer terms find, or drop them.",
+    )
     toolsets: str = Field(
         "memento",
         validation_alias=AliasChoices("MEMENTO_TOOLSETS"),

@@ -94,8 +94,13 @@ class Recall:
         if keywords:
             from_l1, l1 = self._l1_keywords(scope, keywords, filt, pool)
             tiers["keywords"] = from_l1 if from_l1 is not None else self.store.keyword_search(scope, keywords, filt, pool)
-        # Keywords alone escalate to the text and vector tiers only when they found nothing.
+        # Keywords alone escalate to the vector tier only when they found nothing; the full-text
+        # tier matches them against the whole content either way (the keyword tier sees only
+        # each memory's few keywords).
         query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
+        lexical = inp.text or " ".join(keywords)
+        if lexical and not query:
+            tiers["text"] = self.store.text_search(scope, query_terms(lexical), filt, pool)
         if query:
             tiers["text"] = self.store.text_search(scope, query_terms(query), filt, pool)
             if vector is None and inp.text is None and keywords:
@@ -171,12 +176,14 @@ class Recall:
             return None, "empty"
         if distinct > 1 and len(matches) < pool:
             return None, "insufficient"
-        matches.sort(key=lambda f: (f.importance, f.created_at), reverse=True)
+        # The keyword tier's order (storage): every full match scores the same; then the larger
+        # share of the fragment's keywords matched, importance, the id.
+        matches.sort(key=lambda f: (-distinct / max(len(set(f.keywords)), 1), -f.importance, f.id))
         return [Hit(f.id, float(distinct)) for f in matches[:pool]], len(matches)
 
     def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> Ranked:
         cfg = self.config.ranking
-        cands = fuse(tiers, {"semantic": cfg.semanticWeight})
+        cands = fuse(tiers, {"semantic": cfg.semanticWeight, "keywords": cfg.keywordWeight})
         if not cands:
             return []
         features = self.store.rank_features(scope, list(cands))

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import Unavailable
 from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, Relation
 from ..models import AgentScope, Fragment, Link, RelationType
+from . import terms as terms_policy
 from .access import AccessBuffer, Pending
 from .postgres_analytics import PostgresAnalytics
 from .postgres_bulk import PostgresBulk
@@ -97,6 +98,7 @@ class PostgresStore:
         conn_timeout_ms: int = 10_000,
         query_timeout_ms: int = 30_000,
         ef_search: int = 512,
+        text_scoring: terms_policy.Scoring = terms_policy.DEFAULT_SCORING,
     ) -> None:
         self.embedding_model = embedding_model if dimensions else None
         self.dimensions = dimensions
@@ -113,7 +115,7 @@ class PostgresStore:
         self._tx = self.db.tx  # the short name benchmarks use
         self.fragments = PostgresFragments(self.db, self.embedding_model)
         self.queries = PostgresQueries(self.db, self.embedding_model)
-        self.search = PostgresSearch(self.db, self.embedding_model, self.ef_search)
+        self.search = PostgresSearch(self.db, self.embedding_model, self.ef_search, text_scoring)
         self.bulk = PostgresBulk(self.db)
         self.entities = PostgresEntities(self.db, self.embedding_model)
         self.erasure = PostgresErasure(self.db)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..analysis import index_terms
 from ..models import AgentScope
 from . import terms as terms_policy
 from .postgres_db import Cursor, PostgresDatabase
@@ -21,36 +22,40 @@ MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 class PostgresSearch:
     """The three tiers, each one transaction in the caller's row-level security context."""
 
-    def __init__(self, db: PostgresDatabase, embedding_model: str | None, ef_search: int) -> None:
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        embedding_model: str | None,
+        ef_search: int,
+        scoring: terms_policy.Scoring = terms_policy.DEFAULT_SCORING,
+    ) -> None:
         self.db = db
         self.embedding_model = embedding_model
         self.ef_search = ef_search
         self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
+        self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
+        self.scoring = scoring
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
-        """Fragments holding any of `keywords`: most matched first, then by importance, newest."""
+        """Fragments holding any of `keywords`, scored by the matched keywords' IDF (keyword_sql)."""
         if not keywords:
             return []
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            cur.execute(*keyword_sql(scope, keywords, filt, limit))
-            return [Hit(r["id"], float(r["matched"])) for r in cur.fetchall()]
+            cur.execute(*keyword_sql(scope, keywords, filt, limit, self.scope_size(cur, scope)))
+            return [Hit(r["id"], float(r["score"])) for r in cur.fetchall()]
 
-    def selective_terms(self, cur: Cursor, scope: AgentScope, terms: list[str]) -> list[str]:
+    def plan(self, cur: Cursor, scope: AgentScope, terms: Sequence[str]) -> terms_policy.Plan:
         """The common-term policy (storage/terms.py) with counts taken within `scope`."""
 
-        def capped(words: Sequence[str], common: int) -> dict[str, int]:
-            cur.execute(*df_sql(scope, words, common))
+        def capped(words: Sequence[str], cap: int) -> dict[str, int]:
+            cur.execute(*df_sql(scope, words, cap))
             return {r["term"]: int(r["n"]) for r in cur.fetchall()}
 
-        def exact(words: Sequence[str]) -> dict[str, int]:
-            where, params = scope_sql(scope, "t")
-            cur.execute(
-                f"SELECT t.term, COUNT(*) AS n FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {where} GROUP BY t.term",
-                [list(words), *params],
-            )
-            return {r["term"]: int(r["n"]) for r in cur.fetchall()}
+        return terms_policy.plan(terms, self.scope_size(cur, scope), capped, self.scoring)
 
-        return terms_policy.choose(terms, self.scope_size(cur, scope), capped, exact)
+    def selective_terms(self, cur: Cursor, scope: AgentScope, terms: list[str]) -> list[str]:
+        """The terms that select full-text candidates in `scope` (the others only score them)."""
+        return self.plan(cur, scope, terms).search
 
     def scope_size(self, cur: Cursor, scope: AgentScope) -> int:
         """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
@@ -63,16 +68,34 @@ class PostgresSearch:
 
         return self.sizes.get(scope.visible_agents(), count)
 
+    def average_length(self, cur: Cursor, scope: AgentScope) -> float:
+        """The mean content length (characters) of the scope's latest AVERAGE_SAMPLE fragments."""
+
+        def average() -> float:
+            where, params = scope_sql(scope)
+            cur.execute(
+                "SELECT AVG(n) AS n FROM (SELECT length(f.content) AS n FROM agent_memory.fragments f"
+                f" WHERE {where} ORDER BY f.seq DESC LIMIT %s) AS s",
+                [*params, terms_policy.AVERAGE_SAMPLE],
+            )
+            row = cur.fetchone()
+            return float(row["n"] or 0.0) if row else 0.0
+
+        return self.lengths.get(scope.visible_agents(), average)
+
     def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
-        """The query's selective terms OR-ed, ranked by ts_rank (see text_sql)."""
+        """The rare terms' best matches (see text_sql), scored again with every term (terms.rescore)."""
         if not terms:
             return []
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            wanted = self.selective_terms(cur, scope, list(dict.fromkeys(terms)))
-            if not wanted:
+            chosen = self.plan(cur, scope, terms)
+            if not chosen.search:
                 return []
-            cur.execute(*text_sql(scope, wanted, filt, limit))
-            return [Hit(r["id"], float(r["rank"])) for r in cur.fetchall()]
+            cur.execute(*text_sql(scope, chosen.search, filt, max(limit, self.scoring.pool), chosen.boost))
+            docs = [(r["id"], r["content"], " ".join(r["keywords"] or []), r["topic"]) for r in cur.fetchall()]
+            average = self.average_length(cur, scope)
+        ranked = terms_policy.rescore(chosen, docs, average, self.scoring, index_terms)
+        return [Hit(doc_id, score) for doc_id, score in ranked[:limit]]
 
     def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
         if self.embedding_model is None:

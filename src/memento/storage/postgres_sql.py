@@ -89,38 +89,53 @@ def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, l
     )
 
 
-def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
-    """The full-text tier's statement: ts_rank('{0, 0, 0.3, 1}', search, <terms OR-ed>, 1), best
-    first, ties newest first. For an OR query that rank is the sum of the matched terms' stored
-    shares over the number of query terms. Weights {D, C, B, A}: content and keywords count 1,
-    the topic 0.3 (as bm25 on SQLite)."""
+def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int, boost: Sequence[str] = ()) -> tuple[str, list[Any]]:
+    """The full-text tier's candidates: fragments holding any of `terms`, best first by
+    ts_rank('{0, 0, 0.3, 1}', search, <terms OR-ed>, 1) — for an OR query the sum of the matched
+    terms' stored shares (over the number of terms) — plus the shares of the `boost` terms (common
+    ones) each candidate holds, probed per candidate so their long posting lists are never read;
+    ties newest first. Weights {D, C, B, A}: content and keywords count 1, the topic 0.3 (as bm25
+    on SQLite). Rows: id, rank, content, keywords, topic (terms.rescore scores them again)."""
     where, params = scope_sql(scope)
     twhere, tparams = scope_sql(scope, "t")
     fwhere, fparams = filter_sql(filt, scope)
     order = "m.rank DESC, m.seq DESC"
+    extra, eparams = "", []
+    if boost:  # a candidate's term rows all belong to its (visible) fragment
+        extra = (
+            " + COALESCE((SELECT SUM(CAST(c.rank AS float8)) FROM agent_memory.fragment_terms c"
+            " WHERE c.seq = s.seq AND c.term = ANY(%s)), 0)"
+        )
+        eparams = [list(boost)]
+    n = float(len(terms) + len(boost))
     return (
-        "WITH m AS MATERIALIZED (SELECT t.seq, CAST(SUM(CAST(t.rank AS float8)) / %s AS real) AS rank"
-        f" FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {twhere} GROUP BY t.seq)"
-        f" SELECT f.id, m.rank FROM (SELECT m.seq, m.rank FROM m ORDER BY {order}) AS m"
-        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
+        f"WITH m AS MATERIALIZED (SELECT s.seq, CAST((s.rank{extra}) / %s AS real) AS rank FROM"
+        " (SELECT t.seq, SUM(CAST(t.rank AS float8)) AS rank"
+        f" FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {twhere} GROUP BY t.seq) AS s)"
+        f" SELECT f.id, m.rank, f.content, f.keywords, f.topic FROM (SELECT m.seq, m.rank FROM m ORDER BY {order}) AS m"
+        " CROSS JOIN LATERAL (SELECT f.id, f.content, f.keywords, f.topic FROM agent_memory.fragments f"
+        f" WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
         f" ORDER BY {order} LIMIT %s",
-        [float(len(terms)), list(terms), *tparams, *params, *fparams, limit],
+        [*eparams, n, list(terms), *tparams, *params, *fparams, limit],
     )
 
 
-def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
-    """The keyword tier's statement: fragments holding any of `keywords`, most matched first,
-    then by importance, newest first (fragment_keywords carries both)."""
+def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int, total: int) -> tuple[str, list[Any]]:
+    """The keyword tier's statement: fragments holding any of `keywords`, scored by the matched
+    keywords' IDF among the scope's `total` fragments; ties: the larger share of the fragment's
+    keywords matched, then importance (fragment_keywords carries it), then the id."""
     where, params = scope_sql(scope)
     kwhere, kparams = scope_sql(scope, "k")
     fwhere, fparams = filter_sql(filt, scope)
-    order = "m.matched DESC, m.importance DESC, m.created_at DESC, m.seq DESC"
+    order = "s.score DESC, s.matched / GREATEST(cardinality(f.keywords), 1) DESC, s.importance DESC, f.id COLLATE \"C\""
     return (
-        "WITH m AS MATERIALIZED (SELECT k.seq, COUNT(*) AS matched, MAX(k.importance) AS importance,"
-        " MAX(k.created_at) AS created_at FROM agent_memory.fragment_keywords k"
-        f" WHERE k.keyword = ANY(%s) AND {kwhere} GROUP BY k.seq)"
-        f" SELECT f.id, m.matched FROM (SELECT m.seq, m.matched, m.importance, m.created_at FROM m ORDER BY {order}) AS m"
-        f" CROSS JOIN LATERAL (SELECT f.id FROM agent_memory.fragments f WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
+        "WITH m AS MATERIALIZED (SELECT k.keyword, k.seq, k.importance FROM agent_memory.fragment_keywords k"
+        f" WHERE k.keyword = ANY(%s) AND {kwhere}),"
+        " d AS (SELECT m.keyword, ln(1.0 + (GREATEST(%s, COUNT(*)) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w FROM m GROUP BY m.keyword),"
+        " s AS (SELECT m.seq, SUM(d.w) AS score, CAST(COUNT(*) AS float8) AS matched, MAX(m.importance) AS importance"
+        " FROM m JOIN d ON d.keyword = m.keyword GROUP BY m.seq)"
+        " SELECT f.id, s.score FROM s CROSS JOIN LATERAL (SELECT f.id, f.keywords FROM agent_memory.fragments f"
+        f" WHERE f.seq = s.seq AND {where} AND {fwhere}) AS f"
         f" ORDER BY {order} LIMIT %s",
-        [list(dict.fromkeys(keywords)), *kparams, *params, *fparams, limit],
+        [list(dict.fromkeys(keywords)), *kparams, float(total), *params, *fparams, limit],
     )

@@ -89,6 +89,7 @@ class SQLiteStore:
         synchronous: str = "FULL",
         ann_threshold: int = 5000,
         ef_search: int = 512,
+        text_scoring: terms_policy.Scoring = terms_policy.DEFAULT_SCORING,
     ) -> None:
         self.path = path
         self.embedding_model = embedding_model
@@ -111,7 +112,7 @@ class SQLiteStore:
         agents: terms_policy.CountCache[frozenset[str]] = terms_policy.CountCache()  # the agents present
         self.fragments = SQLiteFragments(self.db, self.vectors, embedding_model, agents)
         self.queries = SQLiteQueries(self.db, self.vectors, embedding_model)
-        self.search = SQLiteSearch(self.db, self.vectors, embedding_model, agents)
+        self.search = SQLiteSearch(self.db, self.vectors, embedding_model, agents, text_scoring)
         self.bulk = SQLiteBulk(self.db, agents)
         self.entities = SQLiteEntities(self.db, embedding_model)
         self.erasure = SQLiteErasure(self.db, self.fragments, self.vectors)

@@ -3,10 +3,12 @@ storage/terms.py, counted within the caller's scope) and the per-agent vector in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
 
+from ..analysis import index_terms
 from ..models import AgentScope
 from . import terms as terms_policy
 from .protocol import Hit, SearchFilter
@@ -23,64 +25,85 @@ class SQLiteSearch:
     a namespace clear it)."""
 
     def __init__(
-        self, db: SQLiteDatabase, vectors: VectorIndex | None, embedding_model: str | None, agents: terms_policy.CountCache[frozenset[str]]
+        self,
+        db: SQLiteDatabase,
+        vectors: VectorIndex | None,
+        embedding_model: str | None,
+        agents: terms_policy.CountCache[frozenset[str]],
+        scoring: terms_policy.Scoring = terms_policy.DEFAULT_SCORING,
     ) -> None:
         self.db = db
         self.vectors = vectors
         self.embedding_model = embedding_model
         self.agents = agents
         self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
+        self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
+        self.scoring = scoring
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
+        """Fragments holding any of `keywords`, scored by the matched keywords' IDF within the scope
+        (a rare keyword outweighs several common ones); ties: the larger share of the fragment's
+        keywords matched, then importance, then the id (recall's L1 path orders the same way)."""
         if not keywords:
             return []
+        keywords = list(dict.fromkeys(keywords))
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt, scope)
         rows = (
             self.db.reader()
             .execute(
-                "SELECT f.id, COUNT(*) AS matched FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq"
-                f" WHERE k.keyword IN ({','.join('?' * len(keywords))}) AND {where} AND {fwhere}"
-                " GROUP BY f.seq ORDER BY matched DESC, f.importance DESC, f.created_at DESC LIMIT ?",
-                [*keywords, *params, *fparams, limit],
+                # The frequencies count the scope's matches before the query's filter: IDF
+                # describes the store, the filter only narrows what comes back.
+                f"WITH m AS MATERIALIZED (SELECT k.keyword, f.seq, f.id, f.importance, json_array_length(f.keywords) AS n, ({fwhere}) AS ok"
+                " FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq"
+                f" WHERE k.keyword IN ({','.join('?' * len(keywords))}) AND {where}),"
+                " d AS (SELECT keyword, ln(1.0 + (max(?, COUNT(*)) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w FROM m GROUP BY keyword)"
+                " SELECT m.id, SUM(d.w) AS score FROM m JOIN d ON d.keyword = m.keyword WHERE m.ok GROUP BY m.seq"
+                " ORDER BY score DESC, COUNT(*) * 1.0 / max(MAX(m.n), 1) DESC, MAX(m.importance) DESC, m.id LIMIT ?",
+                [*fparams, *keywords, *params, self.scope_size(scope, self._whole(scope)), limit],
             )
             .fetchall()
         )
         return [Hit(r[0], float(r[1])) for r in rows]
 
-    def selective_terms(self, scope: AgentScope, terms: Sequence[str]) -> list[str]:
-        """The common-term policy (storage/terms.py) with counts taken within `scope`.
-
-        FTS5's vocabulary table counts over every agent; it is exact for a scope that sees every
-        agent present (one agent per store, or maintenance) and an upper bound otherwise: a term
-        under the bound is rare in the scope too, the others are counted through the index."""
+    def _whole(self, scope: AgentScope) -> bool:
+        """Whether `scope` sees every agent present (store-wide counts are then its own)."""
         conn = self.db.reader()
         agents = scope.visible_agents()
         present = self.agents.get("agents", lambda: frozenset(r[0] for r in conn.execute("SELECT DISTINCT agent_id FROM fragments")))
-        whole = agents is None or present <= set(agents)
+        return agents is None or present <= set(agents)
+
+    def plan(self, scope: AgentScope, terms: Sequence[str]) -> terms_policy.Plan:
+        """The common-term policy (storage/terms.py) with counts taken within `scope`.
+
+        FTS5's vocabulary table counts over every agent; it is exact for a scope that sees every
+        agent present (one agent per store, or maintenance). For another scope it only tells
+        which terms the store holds; those are counted through the index, within the scope, up
+        to the cap (a rare term's count is short by definition)."""
+        conn = self.db.reader()
+        whole = self._whole(scope)
 
         def vocab(words: Sequence[str]) -> dict[str, int]:
             marks = ",".join("?" * len(words))
             return dict(conn.execute(f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({marks})", list(words)).fetchall())
 
-        def scoped(word: str, cap: int | None) -> int:
+        def scoped(word: str, cap: int) -> int:
             where, params = _scope_sql(scope)
-            inner = f"SELECT 1 FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid WHERE fragments_fts MATCH ? AND {where}" + (
-                " LIMIT ?" if cap is not None else ""
-            )
-            args = [_fts_query([word]), *params, *([cap] if cap is not None else [])]
-            return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", args).fetchone()[0])
+            inner = f"SELECT 1 FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid WHERE fragments_fts MATCH ? AND {where} LIMIT ?"
+            return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", [_fts_query([word]), *params, cap]).fetchone()[0])
 
-        def capped(words: Sequence[str], common: int) -> dict[str, int]:
+        def capped(words: Sequence[str], cap: int) -> dict[str, int]:
             bound = vocab(words)
             if whole:
                 return bound
-            return {w: (n if n < common else scoped(w, common)) for w, n in bound.items()}
+            # The store-wide count bounds the scope's; the scope's own weighs the term (IDF).
+            return {w: scoped(w, cap) for w, n in bound.items() if n > 0}
 
-        def exact(words: Sequence[str]) -> dict[str, int]:
-            return vocab(words) if whole else {w: scoped(w, None) for w in words}
+        return terms_policy.plan(terms, self.scope_size(scope, whole), capped, self.scoring)
 
-        return terms_policy.choose(terms, self.scope_size(scope, whole), capped, exact)
+    def selective_terms(self, scope: AgentScope, terms: Sequence[str]) -> list[str]:
+        """The terms that select full-text candidates in `scope` (the others only score them)."""
+        return self.plan(scope, terms).search
 
     def scope_size(self, scope: AgentScope, whole: bool) -> int:
         """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
@@ -92,26 +115,56 @@ class SQLiteSearch:
 
         return self.sizes.get(key, count)
 
+    def average_length(self, scope: AgentScope) -> float:
+        """The mean content length (characters) of the scope's latest AVERAGE_SAMPLE fragments."""
+
+        def average() -> float:
+            where, params = _scope_sql(scope)
+            row = (
+                self.db.reader()
+                .execute(
+                    f"SELECT AVG(n) FROM (SELECT length(f.content) AS n FROM fragments f WHERE {where} ORDER BY f.seq DESC LIMIT ?)",
+                    [*params, terms_policy.AVERAGE_SAMPLE],
+                )
+                .fetchone()
+            )
+            return float(row[0] or 0.0)
+
+        return self.lengths.get(scope.visible_agents(), average)
+
     def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
-        terms = self.selective_terms(scope, terms) if terms else []
+        """The rare terms' best matches by FTS5's bm25 (those holding a common term as well first),
+        scored again with every term (terms.rescore)."""
         if not terms:
             return []
+        chosen = self.plan(scope, terms)
+        if not chosen.search:
+            return []
+        pool = max(limit, self.scoring.pool)
+        rows = self._matches(scope, filt, f"({_fts_query(chosen.search)}) AND ({_fts_query(chosen.boost)})", pool) if chosen.boost else []
+        rows += self._matches(scope, filt, _fts_query(chosen.search), pool)
+        docs: dict[str, tuple[str, str, str, str]] = {}
+        for doc_id, content, keywords, topic in rows:
+            docs.setdefault(doc_id, (doc_id, content, " ".join(json.loads(keywords)), topic))
+        ranked = terms_policy.rescore(chosen, list(docs.values()), self.average_length(scope), self.scoring, index_terms)
+        return [Hit(doc_id, score) for doc_id, score in ranked[:limit]]
+
+    def _matches(self, scope: AgentScope, filt: SearchFilter, match: str, limit: int) -> list[tuple[str, str, str, str]]:
+        """(id, content, keywords, topic) of the best `limit` matches of `match`, by bm25."""
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt, scope)
-        rows = (
-            self.db.reader()
-            .execute(
+        return [
+            tuple(r)
+            for r in self.db.reader().execute(
                 # Materialise the full-text matches first: joined directly, the planner may probe
                 # the FTS index once per fragment row.
                 "WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(fragments_fts, 1.0, 0.3) AS rank"
                 " FROM fragments_fts WHERE fragments_fts MATCH ?)"
-                f" SELECT f.id, m.rank FROM m JOIN fragments f ON f.seq = m.seq"
+                f" SELECT f.id, f.content, f.keywords, f.topic FROM m JOIN fragments f ON f.seq = m.seq"
                 f" WHERE {where} AND {fwhere} ORDER BY m.rank LIMIT ?",
-                [_fts_query(terms), *params, *fparams, limit],
+                [match, *params, *fparams, limit],
             )
-            .fetchall()
-        )
-        return [Hit(r[0], -float(r[1])) for r in rows]
+        ]
 
     def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
         if self.vectors is None:

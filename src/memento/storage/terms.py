@@ -1,20 +1,25 @@
-"""The common-term policy of the full-text tier, shared by every backend.
+"""The common-term policy and the rescoring of the full-text tier, shared by every backend.
 
-In a large store a term found in more than COMMON_TERM_SHARE of the fragments acts as a stop
-word: it carries almost no ranking weight, yet scoring every fragment that contains it is what
-makes a question like "what did X say" slow. Such terms are dropped while rarer ones remain;
-when every term is common, the two rarest are kept.
+In a large store a term found in more than COMMON_TERM_SHARE of the fragments acts almost as a
+stop word: ranking every fragment that contains it is what makes a question like "what did X
+say" slow. Such a term selects no candidates; the rarer terms do, and the common one then only
+scores what they found (`plan`, then `rescore`: the MaxScore idea — a term whose best possible
+contribution cannot lift a document that matches nothing else is never scanned). So "Alice" in
+"Where does Alice's mother live?" still separates Alice's answer from Bob's when Alice is in a
+fifth of the store. When every term is common, the two rarest select.
 
 Both the store size and the document frequencies are counted within the caller's scope (its own
 rows and the shared pool it sees), so another agent's data never changes which of your terms
-are dropped. Backends supply the counts; `choose` applies the policy.
+select or how they weigh. Backends supply the counts and the candidates; this module decides.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -27,30 +32,6 @@ COUNT_TTL_S = 10.0  # scope sizes are magnitudes for a heuristic: a few seconds 
 def common_df(total: int) -> int:
     """The document frequency from which a term is common: df <= total * share  <=>  df < this."""
     return int(total * COMMON_TERM_SHARE) + 1
-
-
-def choose(
-    terms: Sequence[str],
-    total: int,
-    capped_df: Callable[[Sequence[str], int], Mapping[str, int]],
-    exact_df: Callable[[Sequence[str]], Mapping[str, int]],
-) -> list[str]:
-    """The query terms to search with, for a scope of `total` live fragments.
-
-    `capped_df(terms, common)` gives each term's document frequency in the scope, which may stop
-    counting at `common`; `exact_df(terms)` gives exact figures, asked only when every present
-    term is common (to keep the two rarest). Terms absent from the scope are dropped."""
-    terms = list(dict.fromkeys(terms))
-    if total < COMMON_TERM_MIN_DOCS:
-        return terms
-    common = common_df(total)
-    df = capped_df(terms, common)
-    present = [t for t in terms if df.get(t, 0) > 0]
-    kept = [t for t in present if df[t] < common]
-    if kept or not present:
-        return kept
-    exact = exact_df(present)
-    return sorted(present, key=lambda t: exact.get(t, 0))[:2]
 
 
 class CountCache(Generic[T]):
@@ -81,3 +62,104 @@ class CountCache(Generic[T]):
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
+
+
+# --- Scoring the full-text candidates -------------------------------------------------------
+#
+# The index's own rankers (FTS5's bm25 with b = 0.75, PostgreSQL's ts_rank with its log-length
+# normalisation and no IDF) pick the candidates; Python then scores the best RESCORE_POOL of
+# them again with every present query term, common ones included:
+#   Σ_t idf(t) · (tf·(k1+1) / (tf + k1·(1 - b + b·len/avglen)) + δ)          (BM25+)
+# b below 0.75 keeps short turns that share one word with the query from outranking the longer
+# one that holds the answer; δ rewards each further matched term whatever the length.
+# A common term (see `choose`) selects no candidates — so its long posting list is never ranked
+# whole — but it still scores them (the MaxScore idea): the cost stays bounded by the rare terms'
+# matches, and a name found in many memories still separates the one that answers.
+
+COMMON_IDF_SHARE = 0.10  # a common term's frequency is counted up to this share of the scope
+AVERAGE_SAMPLE = 2_000  # the average content length is taken over the scope's latest fragments
+AVERAGE_TTL_S = 60.0
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """Parameters of the full-text rescoring (MEMENTO_TEXT_* settings)."""
+
+    k1: float = 1.2
+    b: float = 0.3  # MEMENTO_TEXT_LENGTH_NORM
+    delta: float = 0.5  # MEMENTO_TEXT_MATCH_BONUS
+    pool: int = 200  # MEMENTO_TEXT_RESCORE_POOL
+    common_terms: str = "score"  # MEMENTO_TEXT_COMMON_TERMS: "score" them over the candidates, or "drop" them
+    topic_weight: float = 0.3
+
+
+DEFAULT_SCORING = Scoring()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to search for some query terms in one scope: `search` selects the candidates,
+    `boost` (present common terms) only scores them; `df` holds both's document frequencies."""
+
+    search: list[str]
+    boost: list[str]
+    df: dict[str, int]
+    total: int
+
+
+def plan(
+    terms: Sequence[str], total: int, capped_df: Callable[[Sequence[str], int], Mapping[str, int]], scoring: Scoring = Scoring()
+) -> Plan:
+    """The search plan for `terms` in a scope of `total` live fragments.
+
+    `capped_df(terms, cap)` gives each term's document frequency in the scope, which may stop
+    counting at `cap`. Below COMMON_TERM_MIN_DOCS every present term selects candidates; above
+    it the common ones only score them — or are dropped, with `scoring.common_terms` "drop" —
+    and when every term is common, the two rarest select."""
+    terms = list(dict.fromkeys(terms))
+    if not terms:
+        return Plan([], [], {}, total)
+    small = total < COMMON_TERM_MIN_DOCS
+    common = max(total, 1) + 1 if small else common_df(total)
+    df = dict(capped_df(terms, common))
+    present = [t for t in terms if df.get(t, 0) > 0]
+    rare = [t for t in present if df[t] < common]
+    frequent = [t for t in present if df[t] >= common]
+    if frequent and (scoring.common_terms == "score" or not rare):
+        # Counted further (bounded: COMMON_IDF_SHARE of the scope) for an honest IDF.
+        df.update(capped_df(frequent, max(common, int(total * COMMON_IDF_SHARE) + 1)))
+    if not rare and frequent:
+        ordered = sorted(frequent, key=lambda t: df[t])
+        rare, frequent = ordered[:2], ordered[2:]
+    boost = frequent if scoring.common_terms == "score" else []
+    return Plan(rare, boost, {t: df[t] for t in (*rare, *boost)}, total)
+
+
+def idf(df: int, total: int) -> float:
+    """BM25's inverse document frequency (never negative)."""
+    return math.log(1.0 + (max(total, df) - df + 0.5) / (df + 0.5))
+
+
+def rescore(
+    plan: Plan, docs: Sequence[tuple[str, str, str, str]], avg_length: float, scoring: Scoring, analyse: Callable[[str], list[str]]
+) -> list[tuple[str, float]]:
+    """`docs` — (id, content, keywords, topic) in the index's order — scored with every term of
+    `plan` (BM25+ above), best first; ties keep the index's order. `analyse` is the indexer's
+    analyser. A document's length is its content's length in characters (`avg_length`: the
+    scope's average), which is all the normalisation needs: the ratio to the average."""
+    weights = {t: idf(plan.df[t], plan.total) for t in (*plan.search, *plan.boost)}
+    avg = max(avg_length, 1.0)
+    scored: list[tuple[float, int, str]] = []
+    for order, (doc_id, content, keywords, topic) in enumerate(docs):
+        tf: dict[str, float] = {}
+        for term in analyse(content + " " + keywords):
+            if term in weights:
+                tf[term] = tf.get(term, 0.0) + 1.0
+        for term in analyse(topic):
+            if term in weights:
+                tf[term] = tf.get(term, 0.0) + scoring.topic_weight
+        norm = scoring.k1 * (1.0 - scoring.b + scoring.b * len(content) / avg)
+        score = sum(weights[t] * (f * (scoring.k1 + 1.0) / (f + norm) + scoring.delta) for t, f in tf.items())
+        scored.append((-score, order, doc_id))
+    scored.sort()
+    return [(doc_id, -neg) for neg, _, doc_id in scored]

@@ -1,0 +1,62 @@
+"""The full-text tier's term plan and rescoring (storage/terms.py), backend-free."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from memento.analysis import index_terms
+from memento.storage.terms import COMMON_TERM_MIN_DOCS, Plan, Scoring, common_df, idf, plan, rescore
+
+TOTAL = 10_000
+DF = {"alic": 2_500, "mother": 40, "live": 90, "say": 800, "day": 3_000, "week": 500}
+
+
+def counts(asked: list[int]) -> object:
+    def capped(words: Sequence[str], cap: int) -> Mapping[str, int]:
+        asked.append(cap)
+        return {w: min(DF[w], cap) for w in words if w in DF}
+
+    return capped
+
+
+def test_a_common_term_scores_the_candidates_the_rare_ones_select() -> None:
+    caps: list[int] = []
+    chosen = plan(["alic", "mother", "live", "unknown"], TOTAL, counts(caps))  # type: ignore[arg-type]
+    assert chosen.search == ["mother", "live"] and chosen.boost == ["alic"]
+    # counted past the common threshold for an honest IDF, but never past a tenth of the scope
+    assert caps == [common_df(TOTAL), TOTAL // 10 + 1]
+    assert chosen.df == {"mother": 40, "live": 90, "alic": 1_001}
+
+
+def test_drop_keeps_the_rule_before_rescoring() -> None:
+    chosen = plan(["alic", "mother"], TOTAL, counts([]), Scoring(common_terms="drop"))  # type: ignore[arg-type]
+    assert (chosen.search, chosen.boost) == (["mother"], [])
+
+
+def test_when_every_term_is_common_the_two_rarest_select_and_the_others_score() -> None:
+    chosen = plan(["day", "say", "week"], TOTAL, counts([]))  # type: ignore[arg-type]
+    assert chosen.search == ["week", "say"] and chosen.boost == ["day"]
+
+
+def test_a_small_store_searches_with_every_present_term() -> None:
+    small = {"alic": 900, "mother": 3}
+    chosen = plan(["alic", "mother"], COMMON_TERM_MIN_DOCS - 1, lambda words, cap: {w: small[w] for w in words})
+    assert chosen.search == ["alic", "mother"] and chosen.boost == []
+
+
+def test_rescoring_weighs_rare_terms_and_forgives_length() -> None:
+    chosen = Plan(["potteri"], ["class"], {"potteri": 2, "class": 100}, 1_000)
+    short = ("short", "pottery!", "", "general")
+    long_ = ("long", "a pottery class at the studio downtown every tuesday evening after work with my sister", "", "general")
+    ranked = rescore(chosen, [short, long_], avg_length=60, scoring=Scoring(), analyse=index_terms)
+    assert [doc for doc, _ in ranked] == ["long", "short"]
+    # without the bonus per matched term and with FTS5's length normalisation, the short one wins
+    harsh = rescore(chosen, [short, long_], avg_length=60, scoring=Scoring(b=0.75, delta=0.0), analyse=index_terms)
+    assert [doc for doc, _ in harsh] == ["short", "long"]
+    assert idf(2, 1_000) > idf(100, 1_000) > idf(1_000, 1_000) > 0
+
+
+def test_ties_keep_the_index_order() -> None:
+    chosen = Plan(["potteri"], [], {"potteri": 2}, 1_000)
+    docs = [("b", "pottery", "", "t"), ("a", "pottery", "", "t")]
+    assert [doc for doc, _ in rescore(chosen, docs, 10, Scoring(), index_terms)] == ["b", "a"]
