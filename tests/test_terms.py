@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memento.analysis import index_terms
-from memento.storage.terms import COMMON_TERM_MIN_DOCS, Plan, Scoring, common_df, idf, plan, rescore
+from memento.storage.terms import COMMON_TERM_MIN_DOCS, Plan, Scoring, common_df, idf, plan, rescore, term_counts
 
 TOTAL = 10_000
 DF = {"alic": 2_500, "mother": 40, "live": 90, "say": 800, "day": 3_000, "week": 500}
@@ -48,10 +48,10 @@ def test_rescoring_weighs_rare_terms_and_forgives_length() -> None:
     chosen = Plan(["potteri"], ["class"], {"potteri": 2, "class": 100}, 1_000)
     short = ("short", "pottery!", "", "general")
     long_ = ("long", "a pottery class at the studio downtown every tuesday evening after work with my sister", "", "general")
-    ranked = rescore(chosen, [short, long_], avg_length=60, scoring=Scoring(), analyse=index_terms)
+    ranked = rescore(chosen, [short, long_], avg_length=60, scoring=Scoring())
     assert [doc for doc, _ in ranked] == ["long", "short"]
     # without the bonus per matched term and with FTS5's length normalisation, the short one wins
-    harsh = rescore(chosen, [short, long_], avg_length=60, scoring=Scoring(b=0.75, delta=0.0), analyse=index_terms)
+    harsh = rescore(chosen, [short, long_], avg_length=60, scoring=Scoring(b=0.75, delta=0.0))
     assert [doc for doc, _ in harsh] == ["short", "long"]
     assert idf(2, 1_000) > idf(100, 1_000) > idf(1_000, 1_000) > 0
 
@@ -59,4 +59,16 @@ def test_rescoring_weighs_rare_terms_and_forgives_length() -> None:
 def test_ties_keep_the_index_order() -> None:
     chosen = Plan(["potteri"], [], {"potteri": 2}, 1_000)
     docs = [("b", "pottery", "", "t"), ("a", "pottery", "", "t")]
-    assert [doc for doc, _ in rescore(chosen, docs, 10, Scoring(), index_terms)] == ["b", "a"]
+    assert [doc for doc, _ in rescore(chosen, docs, 10, Scoring())] == ["b", "a"]
+
+
+def test_term_counts_match_the_indexers_analysis() -> None:
+    texts = [
+        "Caroline's researching adoption agencies; she researched 3 of them in 2023.",
+        "Studies show the skies were cloudier than the study said — dying, lying, tying",
+        "회의가 내일 오전에 있습니다, 회의실 예약은 Bob's job",
+    ]
+    for text in texts:
+        every = index_terms(text)
+        wanted = set(every[::2]) | {"absent", "회의", "stud"}
+        assert term_counts(text, wanted) == {t: float(every.count(t)) for t in wanted if t in every}

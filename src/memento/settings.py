@@ -21,7 +21,7 @@ class RankingConfig(BaseModel):
     semanticWeight: float = Field(
         0.3, ge=0, le=4, description="Weight of the vector tier in rank fusion (keyword and full-text tiers weigh 1)."
     )
-    keywordWeight: float = Field(0.1, ge=0, le=4, description="Weight of the keyword tier in rank fusion (the full-text tier weighs 1).")
+    keywordWeight: float = Field(0.05, ge=0, le=4, description="Weight of the keyword tier in rank fusion (the full-text tier weighs 1).")
     activationThreshold: int = Field(100, ge=0, description="Below this many candidates without a query, order by creation time.")
     recencyHalfLifeDays: float = Field(30.0, gt=0, description="Age at which the recency score halves.")
 
@@ -341,7 +341,7 @@ class Settings(BaseSettings):
     )
     memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
     text_length_norm: float = Field(
-        0.3,
+        0.2,
         ge=0,
         le=1,
         validation_alias=AliasChoices("MEMENTO_TEXT_LENGTH_NORM"),
@@ -355,7 +355,7 @@ class Settings(BaseSettings):
         description="BM25+'s delta: the score, in IDF units, of each matched query term whatever the memory's length.",
     )
     text_rescore_pool: int = Field(
-        200,
+        100,
         ge=1,
         le=2000,
         validation_alias=AliasChoices("MEMENTO_TEXT_RESCORE_POOL"),

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..analysis import index_terms
 from ..models import AgentScope
 from . import terms as terms_policy
 from .postgres_db import Cursor, PostgresDatabase
@@ -94,7 +93,7 @@ class PostgresSearch:
             cur.execute(*text_sql(scope, chosen.search, filt, max(limit, self.scoring.pool), chosen.boost))
             docs = [(r["id"], r["content"], " ".join(r["keywords"] or []), r["topic"]) for r in cur.fetchall()]
             average = self.average_length(cur, scope)
-        ranked = terms_policy.rescore(chosen, docs, average, self.scoring, index_terms)
+        ranked = terms_policy.rescore(chosen, docs, average, self.scoring)
         return [Hit(doc_id, score) for doc_id, score in ranked[:limit]]
 
     def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:

@@ -127,7 +127,7 @@ def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, 
     where, params = scope_sql(scope)
     kwhere, kparams = scope_sql(scope, "k")
     fwhere, fparams = filter_sql(filt, scope)
-    order = "s.score DESC, s.matched / GREATEST(cardinality(f.keywords), 1) DESC, s.importance DESC, f.id COLLATE \"C\""
+    order = 's.score DESC, s.matched / GREATEST(cardinality(f.keywords), 1) DESC, s.importance DESC, f.id COLLATE "C"'
     return (
         "WITH m AS MATERIALIZED (SELECT k.keyword, k.seq, k.importance FROM agent_memory.fragment_keywords k"
         f" WHERE k.keyword = ANY(%s) AND {kwhere}),"

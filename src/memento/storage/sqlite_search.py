@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..analysis import index_terms
 from ..models import AgentScope
 from . import terms as terms_policy
 from .protocol import Hit, SearchFilter
@@ -146,7 +145,7 @@ class SQLiteSearch:
         docs: dict[str, tuple[str, str, str, str]] = {}
         for doc_id, content, keywords, topic in rows:
             docs.setdefault(doc_id, (doc_id, content, " ".join(json.loads(keywords)), topic))
-        ranked = terms_policy.rescore(chosen, list(docs.values()), self.average_length(scope), self.scoring, index_terms)
+        ranked = terms_policy.rescore(chosen, list(docs.values()), self.average_length(scope), self.scoring)
         return [Hit(doc_id, score) for doc_id, score in ranked[:limit]]
 
     def _matches(self, scope: AgentScope, filt: SearchFilter, match: str, limit: int) -> list[tuple[str, str, str, str]]:

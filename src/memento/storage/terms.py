@@ -18,9 +18,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from ..analysis import index_terms, words
 
 T = TypeVar("T")
 
@@ -86,9 +88,9 @@ class Scoring:
     """Parameters of the full-text rescoring (MEMENTO_TEXT_* settings)."""
 
     k1: float = 1.2
-    b: float = 0.3  # MEMENTO_TEXT_LENGTH_NORM
+    b: float = 0.2  # MEMENTO_TEXT_LENGTH_NORM
     delta: float = 0.5  # MEMENTO_TEXT_MATCH_BONUS
-    pool: int = 200  # MEMENTO_TEXT_RESCORE_POOL
+    pool: int = 100  # MEMENTO_TEXT_RESCORE_POOL
     common_terms: str = "score"  # MEMENTO_TEXT_COMMON_TERMS: "score" them over the candidates, or "drop" them
     topic_weight: float = 0.3
 
@@ -140,26 +142,41 @@ def idf(df: int, total: int) -> float:
     return math.log(1.0 + (max(total, df) - df + 0.5) / (df + 0.5))
 
 
-def rescore(
-    plan: Plan, docs: Sequence[tuple[str, str, str, str]], avg_length: float, scoring: Scoring, analyse: Callable[[str], list[str]]
-) -> list[tuple[str, float]]:
+def rescore(plan: Plan, docs: Sequence[tuple[str, str, str, str]], avg_length: float, scoring: Scoring) -> list[tuple[str, float]]:
     """`docs` — (id, content, keywords, topic) in the index's order — scored with every term of
-    `plan` (BM25+ above), best first; ties keep the index's order. `analyse` is the indexer's
-    analyser. A document's length is its content's length in characters (`avg_length`: the
-    scope's average), which is all the normalisation needs: the ratio to the average."""
+    `plan` (BM25+ above), best first; ties keep the index's order. A document's length is its
+    content's length in characters (`avg_length`: the scope's average), which is all the
+    normalisation needs: the ratio to the average."""
     weights = {t: idf(plan.df[t], plan.total) for t in (*plan.search, *plan.boost)}
     avg = max(avg_length, 1.0)
+    topics: dict[str, dict[str, float]] = {}
     scored: list[tuple[float, int, str]] = []
     for order, (doc_id, content, keywords, topic) in enumerate(docs):
-        tf: dict[str, float] = {}
-        for term in analyse(content + " " + keywords):
-            if term in weights:
-                tf[term] = tf.get(term, 0.0) + 1.0
-        for term in analyse(topic):
-            if term in weights:
-                tf[term] = tf.get(term, 0.0) + scoring.topic_weight
+        tf = term_counts(content + " " + keywords, weights)
+        if topic not in topics:
+            topics[topic] = term_counts(topic, weights)
+        for term, n in topics[topic].items():
+            tf[term] = tf.get(term, 0.0) + scoring.topic_weight * n
         norm = scoring.k1 * (1.0 - scoring.b + scoring.b * len(content) / avg)
         score = sum(weights[t] * (f * (scoring.k1 + 1.0) / (f + norm) + scoring.delta) for t, f in tf.items())
         scored.append((-score, order, doc_id))
     scored.sort()
     return [(doc_id, -neg) for neg, _, doc_id in scored]
+
+
+def term_counts(text: str, wanted: Collection[str]) -> dict[str, float]:
+    """How often each of the `wanted` index terms occurs in `text`, as the indexer analyses it.
+
+    Only words that can yield a wanted term are analysed: an ASCII word's stem keeps its first two
+    letters (but for the stemmer's dying/lying/tying -> die/lie/tie), so other words are skipped
+    unseen (most of them); any other word is analysed whole."""
+    prefixes = {t[:2] for t in wanted} | {t[0] + "y" for t in wanted if t[1:2] == "i"}
+    out: dict[str, float] = {}
+    for word in words(text):
+        bare = word.replace("'", "")
+        if bare.isascii() and bare[:2] not in prefixes:
+            continue
+        for term in index_terms(word):
+            if term in wanted:
+                out[term] = out.get(term, 0.0) + 1.0
+    return out
