@@ -3,9 +3,13 @@
 Memories written one after another in a conversation lean on each other: the answer ("We
 rented a flat near the station") rarely repeats the question it answers ("Where did you and
 Sam decide to live?"), and the words a recall shares with the conversation are often in the
-turn before. So a candidate's relevance grows by a share of the relevance of the memory
-written just before it (MEMORY_CONFIG.ranking.contextBefore) and just after it
-(contextAfter): neighbours in the sense of storage/sequence.py (same namespace, topic and
+turn before. So a candidate leans on the memory written just before it and the one written
+just after it: its relevance becomes at least the blend
+    contextBefore · (the one before's) + (1 − contextBefore) · (its own), and likewise with
+    contextAfter and the one after
+(MEMORY_CONFIG.ranking; 0.7 and 0.4 by default). A neighbour only ever lends what it has more of:
+the best match of a conversation keeps its place, and the turn that answers it rises next to it.
+Neighbours in the sense of storage/sequence.py (same namespace, topic and
 session, created within contextWindowMinutes). A neighbour that no tier found, next to a
 strong candidate, joins the candidates with its own similarity to the query (its stored
 vector, placed on the semantic tier's scale) plus that context.
@@ -63,8 +67,12 @@ def add_context(
             else:
                 own[fid] = 0.0
     for fid, nb in found.items():
-        context = before * own.get(nb.previous or "", 0.0) + after * own.get(nb.next or "", 0.0)
-        if context <= 0:
+        mine = own.get(fid, 0.0)
+        leaned = max(
+            before * own.get(nb.previous or "", 0.0) + (1 - before) * mine, after * own.get(nb.next or "", 0.0) + (1 - after) * mine
+        )
+        context = leaned - mine
+        if context <= 1e-12:
             continue
         cand = cands.get(fid)
         if cand is None and (not admit or (threshold is not None and similarity.get(fid, -1.0) < threshold)):
