@@ -176,9 +176,28 @@ def test_an_answer_is_found_through_the_question_written_before_it(settings: Set
         if not context:
             assert got == [ids["question"]]
             return
-        assert got[:3] == [ids["question"], ids["answer"], ids["before"]]  # after the question weighs more than before it
+        assert got[:3] == [ids["question"], ids["answer"], ids["after"]]  # right after the question lends most, two after a little less
+        assert ids["before"] in got
         answer = next(f for f in found if f.id == ids["answer"])
         assert "conversation context" in (answer.recall_reason or "") and answer.similarity is None
+    finally:
+        app.close()
+
+
+@both
+@pytest.mark.parametrize("reach", [1, 2])
+def test_context_reaches_as_far_as_asked(settings: Settings, clock: Clock, reach: int) -> None:
+    """The answer two memories after the question: found with contextReach 2, not with 1."""
+    clock.now = NOW
+    app = build(settings, clock, vectors=False, contextReach=reach)
+    try:
+        at = (NOW - timedelta(days=1)).isoformat()
+        question = remember(app, "Omar: which football club do you support these days?", createdAt=at)
+        remember(app, "Omar: sorry, the line is bad", createdAt=at)
+        answer = remember(app, "Nina: Manchester City, since I was a kid!", createdAt=at)
+        got = [f.id for f in recall(app, "Which football club does she support?")]
+        assert got[0] == question
+        assert (answer in got) is (reach == 2)
     finally:
         app.close()
 

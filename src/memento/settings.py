@@ -34,6 +34,9 @@ class RankingConfig(BaseModel):
     contextAfter: float = Field(
         0.4, ge=0, le=1, description="The same with the memory written just after it: a·after + (1−a)·own (0: off)."
     )
+    contextReach: int = Field(
+        2, ge=0, le=4, description="How many memories written before (and after) a candidate lend it context (0: off)."
+    )
     contextWindowMinutes: float = Field(
         60.0, gt=0, description="Memories of one namespace, topic and session created this close are one conversation."
     )
