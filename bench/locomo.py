@@ -148,6 +148,7 @@ ABLATION: list[tuple[str, dict[str, object], str | None]] = [
     ("default - score fusion (rrf, 0.3)", {"fusion": "rrf", "semanticWeight": 0.3}, None),
     ("default - context", {"contextBefore": 0.0, "contextAfter": 0.0}, None),
     ("default - context after (before only)", {"contextAfter": 0.0}, None),
+    ("default - second neighbour (contextReach 1)", {"contextReach": 1}, None),
     ("default - time named", {"temporalBoost": 0.0}, None),
     ("keyword tiers only (no embedder)", {}, "none"),
 ]
