@@ -396,8 +396,10 @@ def test_keywords_rank_by_rarity_not_recency(service: MemoryService, store: Stor
     rare = put(service, "kubernetes upgrade notes", created=NOW - timedelta(days=30))
     common = [put(service, f"project meeting number {i} agenda", created=NOW - timedelta(days=i)) for i in range(5)]
     hits = store.keyword_search(A, ["project", "kubernetes"], SearchFilter(), 10)
-    assert [h.id for h in hits] == [rare, *common]
+    assert hits[0].id == rare and {h.id for h in hits[1:]} == set(common)
     assert hits[0].score > hits[1].score
+    # the common ones tie: by id, not by age
+    assert [h.id for h in hits[1:]] == sorted(common)
     # a fragment matching both keywords comes first: scores add up
     both = put(service, "project kubernetes migration plan", created=NOW - timedelta(days=60))
     assert store.keyword_search(A, ["project", "kubernetes"], SearchFilter(), 10)[0].id == both
