@@ -232,7 +232,8 @@ async def test_isolation_matrix(server: HttpServer) -> None:
     async with connect(server, KEY_B) as b:
         b_ids = [data(await b.call_tool("remember", f))["id"] for f in B_FRAGMENTS]
         data(await b.call_tool("link", {"fromId": b_ids[1], "toId": b_ids[0], "relationType": "related"}))
-        assert {data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))["count"]} == {2}
+        # keywords alone also search the full text: the third memory says "zanzibar" too
+        assert {data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))["count"]} == {3}
         # 004 §5.1: one memory forgotten softly (restorable), one erased with a receipt
         b_soft = data(
             await b.call_tool("remember", {"content": "Zanzibar quokka spare key under the mat", "topic": B_TOPIC, "type": "fact"})
@@ -429,7 +430,7 @@ async def test_isolation_matrix(server: HttpServer) -> None:
         b_after = data(await b.call_tool("memory_stats", {}))
         assert b_after["total"] == 3 and "feedback" not in b_after  # A's attempts left no feedback on B's memories
         again = data(await b.call_tool("recall", {"keywords": ["zanzibar"]}))
-        assert sorted(f["id"] for f in again["fragments"] if not f.get("linked")) == sorted(b_ids[:2])
+        assert sorted(f["id"] for f in again["fragments"] if not f.get("linked")) == sorted(b_ids)
         assert "penguin" not in json.dumps(again)
         assert data(await b.call_tool("verify_erasure", {"receipt": b_receipt}))["verified"] is True
         assert data(await b.call_tool("restore", {"id": b_soft["id"]}))["id"] == b_soft["id"]  # still B's to bring back
