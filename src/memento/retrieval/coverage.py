@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..analysis import index_terms, query_terms
 
@@ -90,7 +91,7 @@ def term_shares(query: str, texts: Sequence[str]) -> tuple[float, float]:
     terms = query_terms(query)
     if not terms or not texts:
         return 0.0, 0.0
-    held = [set(index_terms(t)) for t in texts]
+    held = [_terms_of(t) for t in texts]
     n = len(held)
     weights = {term: math.log((n + 1) / (sum(1 for h in held if term in h) + 0.5)) for term in terms}
     total = sum(weights.values())
@@ -99,6 +100,12 @@ def term_shares(query: str, texts: Sequence[str]) -> tuple[float, float]:
     found = sum(w for term, w in weights.items() if any(term in h for h in held))
     best = max(sum(w for term, w in weights.items() if term in h) for h in held)
     return found / total, best / total
+
+
+@lru_cache(maxsize=4096)
+def _terms_of(text: str) -> frozenset[str]:
+    """A result's index terms; the same memories come back often, so they are kept."""
+    return frozenset(index_terms(text))
 
 
 def probability(values: dict[str, float], intercept: float = INTERCEPT, weights: Sequence[float] = WEIGHTS) -> float:
