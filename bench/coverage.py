@@ -15,9 +15,10 @@ leave one conversation out (fit on four stores, predict the fifth). Reported: AU
 (iv) found vs cross-conversation; the calibration table and ECE; the share flagged noGoodMatch
 per threshold. The shipped constants (retrieval/coverage.py) are scored too.
 
-    python bench/coverage.py [--embed-cache DIR] [--fit] [--limit-conversations N]
+    python bench/coverage.py [--embedder local|none] [--embed-cache DIR] [--fit] [--limit-conversations N]
 
---fit refits on every row and writes the constants into src/memento/retrieval/coverage.py.
+--fit refits on every row and writes the constants into src/memento/retrieval/coverage.py: the
+vector model's with --embedder local (the default), the model without a vector tier's with none.
 """
 
 from __future__ import annotations
@@ -49,14 +50,14 @@ L2 = 1e-2  # ridge penalty on the weights (not the intercept): keeps the fit sta
 
 
 def collect(
-    sample: dict, others: Sequence[dict], never: Sequence[str], settings: Settings, cache: Path | None, workdir: Path
+    sample: dict, others: Sequence[dict], never: Sequence[str], settings: Settings, vectors: bool, cache: Path | None, workdir: Path
 ) -> list[dict]:
     """Every question of one store with its features, kind and label."""
     sess = sessions(sample["conversation"])
     now = sess[-1][0]
     settings = settings.model_copy(update={"database_url": f"sqlite:///{workdir / (sample['sample_id'] + '.db')}"})
-    embedder = build_embedder(settings.model_copy(update={"embedding_provider": "local"}))
-    if cache is not None:
+    embedder = build_embedder(settings.model_copy(update={"embedding_provider": "local"})) if vectors else None
+    if embedder is not None and cache is not None:
         embedder = CachedEmbedder(embedder, cache)
     app = build_app(settings, embedder=embedder, clock=lambda: now)
     ctx = CallContext()
@@ -217,23 +218,21 @@ def report(title: str, rows: list[dict], scores: Sequence[float]) -> None:
         print(f"| {t:.2f} | " + " | ".join(f"{c:.0f}%" for c in cells) + " |")
 
 
-def write_constants(intercept: float, weights: Sequence[float]) -> None:
-    """Replace the fitted block of retrieval/coverage.py with these constants."""
+def write_constants(intercept: float, weights: Sequence[float], vectors: bool) -> None:
+    """Replace a fitted block of retrieval/coverage.py (the vector model's, or the one without a
+    vector tier) with these constants."""
     text = MODULE.read_text()
-    block = f"INTERCEPT = {intercept:.3f}\nWEIGHTS = ({', '.join(f'{w:.3f}' for w in weights)})\n"
-    new = re.sub(
-        r"(# bench/coverage.py --fit \(begin\)\n).*?(# bench/coverage.py --fit \(end\))",
-        lambda m: m.group(1) + block + m.group(2),
-        text,
-        flags=re.S,
-    )
-    MODULE.write_text(new)
+    prefix, marker = ("", "--fit") if vectors else ("LEXICAL_", "--fit --embedder none")
+    block = f"{prefix}INTERCEPT = {intercept:.3f}\n{prefix}WEIGHTS = ({', '.join(f'{w:.3f}' for w in weights)})\n"
+    pattern = rf"(# bench/coverage.py {marker} \(begin\)\n).*?(# bench/coverage.py {marker} \(end\))"
+    MODULE.write_text(re.sub(pattern, lambda m: m.group(1) + block + m.group(2), text, flags=re.S))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument("--embedder", choices=["local", "none"], default="local", help="none: no vector tier (the model without one)")
     parser.add_argument("--embed-cache", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--rows", type=Path, help="reuse (or, when absent, write) the collected rows here")
     parser.add_argument("--fit", action="store_true", help="refit on every row and write the constants into the module")
@@ -248,19 +247,21 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for sample in data:
                 others = [o for o in data if o is not sample]
-                rows += collect(sample, others, never, settings, args.embed_cache, Path(tmp))
+                rows += collect(sample, others, never, settings, args.embedder == "local", args.embed_cache, Path(tmp))
                 print(f"{sample['sample_id']}: {sum(r['conv'] == sample['sample_id'] for r in rows)} questions", file=sys.stderr)
         if args.rows:
             args.rows.write_text(json.dumps(rows))
     counts = {kind: sum(r["kind"] == kind for r in rows) for kind in ("answerable", "adversarial", "never", "cross")}
     print(f"rows {counts}; answerable found in top {K}: {sum(r['label'] for r in rows if r['kind'] == 'answerable')}")
     report("Out of sample (leave one conversation out)", rows, out_of_sample(rows))
-    report(f"Shipped constants (INTERCEPT {model.INTERCEPT}, WEIGHTS {model.WEIGHTS})", rows, [r["shipped"] for r in rows])
+    vectors = args.embedder == "local"
+    shipped = (model.INTERCEPT, model.WEIGHTS) if vectors else (model.LEXICAL_INTERCEPT, model.LEXICAL_WEIGHTS)
+    report(f"Shipped constants (intercept {shipped[0]}, weights {shipped[1]})", rows, [r["shipped"] for r in rows])
     intercept, weights = fit([r for r in rows if r["kind"] in ("answerable", "never")])
     named = ", ".join(f"{n} {w:.3f}" for n, w in zip(model.FEATURES, weights, strict=True))
     print(f"\nfit on every row: intercept {intercept:.3f}; {named}")
     if args.fit:
-        write_constants(intercept, weights)
+        write_constants(intercept, weights, vectors)
         print(f"wrote the constants into {MODULE}")
     return 0 if all(math.isfinite(w) for w in weights) else 1
 

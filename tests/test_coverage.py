@@ -83,11 +83,13 @@ def test_coverage_is_a_probability_and_nothing_found_is_zero() -> None:
 
 
 def test_more_evidence_never_lowers_coverage() -> None:
-    """Every weight is positive: the fitted model is monotone in each feature."""
-    assert all(w > 0 for w in coverage.WEIGHTS)
+    """No weight is negative: both fitted models are monotone in each feature."""
     weak = dict.fromkeys(coverage.FEATURES, 0.2)
-    for name in coverage.FEATURES:
-        assert coverage.probability({**weak, name: 0.9}) > coverage.probability(weak)
+    for intercept, weights in ((coverage.INTERCEPT, coverage.WEIGHTS), (coverage.LEXICAL_INTERCEPT, coverage.LEXICAL_WEIGHTS)):
+        assert all(w >= 0 for w in weights) and len(weights) == len(coverage.FEATURES)
+        for name, w in zip(coverage.FEATURES, weights, strict=True):
+            assert coverage.probability({**weak, name: 0.9}, intercept, weights) >= coverage.probability(weak, intercept, weights)
+            assert w == 0 or coverage.probability({**weak, name: 0.9}, intercept, weights) > coverage.probability(weak, intercept, weights)
 
 
 def test_a_rare_query_word_no_result_holds_pulls_the_term_share_down() -> None:
@@ -166,6 +168,21 @@ def test_the_threshold_setting_decides_no_good_match(tmp_path: Path, store_env: 
         built.close()
     with pytest.raises(ValueError, match="coverage_threshold|MEMENTO_COVERAGE_THRESHOLD"):
         Settings(MEMENTO_COVERAGE_THRESHOLD=1.5)
+
+
+def test_without_a_vector_tier_the_lexical_constants_apply(tmp_path: Path, store_env: StoreEnv, clock: Clock) -> None:
+    settings = Settings(**store_env(tmp_path), EMBEDDING_PROVIDER="none")  # type: ignore[arg-type]
+    built = build_app(settings, embedder=None, clock=clock)
+    try:
+        for text in MEMORIES:
+            built.service.remember(RememberInput(content=text, topic="notes", type=FragmentType.FACT), CTX)
+        exact = recall(built.service, EXACT, verbose=True)
+        assert exact["coverageFeatures"]["similarity"] == 0.0
+        assert exact["coverage"] >= 0.8 and "noGoodMatch" not in exact
+        never = recall(built.service, NEVER)
+        assert never["coverage"] < DEFAULT_THRESHOLD and never["noGoodMatch"] is True
+    finally:
+        built.close()
 
 
 @pytest.mark.anyio

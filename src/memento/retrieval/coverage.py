@@ -16,7 +16,9 @@ call: a small logistic model over four features of the evidence,
 - `consensus`: the share of the top TERM_WINDOW results that two tiers both rank in their top
   TERM_WINDOW.
 
-The model is linear in the features and every weight is positive, so more evidence never lowers
+Without a vector tier (no embedder, the keyword-only mode) a second set of constants applies,
+fitted the same way on the text tiers alone (`--embedder none`). Each model is linear in the
+features and no weight is negative, so more evidence never lowers
 coverage and an exact match (far beyond anything in the fitting data) scores near 1; products of
 features fitted slightly better but bend down there (docs/search.md). The coefficients are
 constants, fitted by `bench/coverage.py --fit` (leave-one-conversation-out
@@ -41,6 +43,10 @@ FEATURES = ("similarity", "margin", "terms", "focus", "agreement", "consensus")
 INTERCEPT = -5.400
 WEIGHTS = (5.518, 0.501, 0.788, 2.108, 0.647, 3.979)
 # bench/coverage.py --fit (end)
+# bench/coverage.py --fit --embedder none (begin)
+LEXICAL_INTERCEPT = -2.971
+LEXICAL_WEIGHTS = (0.000, 0.000, 1.940, 2.651, 0.279, 0.000)
+# bench/coverage.py --fit --embedder none (end)
 
 
 @dataclass(frozen=True)
@@ -117,5 +123,7 @@ def probability(values: dict[str, float], intercept: float = INTERCEPT, weights:
 def assess(evidence: Evidence, threshold: float = DEFAULT_THRESHOLD) -> Assessment:
     """The coverage of one recall (2 decimals), its features and the noGoodMatch verdict."""
     values = features(evidence)
-    coverage = round(probability(values), 2) if evidence.results else 0.0
+    # no vector tier: the constants fitted without one
+    fitted = (INTERCEPT, WEIGHTS) if evidence.similarities else (LEXICAL_INTERCEPT, LEXICAL_WEIGHTS)
+    coverage = round(probability(values, *fitted), 2) if evidence.results else 0.0
     return Assessment(coverage, {k: round(v, 2) for k, v in values.items()}, coverage < threshold)
