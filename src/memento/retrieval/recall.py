@@ -289,22 +289,21 @@ class Recall:
         verbose = inp.verbose
         mode = mode or self.search_mode()
         covered = coverage_fields(assessment, verbose)
-        for _ in range(2):
-            envelope = RecallResult(
-                fragments=[],
-                count=inp.limit,
-                total_tokens=inp.tokenBudget,
-                token_budget=inp.tokenBudget,
-                truncated=False,
-                tiers=tiers if verbose else None,
-                search_mode=mode if verbose else None,
-                verbose=verbose,
-                **covered,
-            )
-            budget = WireBudget(self.tokens, inp.tokenBudget, copies, envelope.dump())
-            if budget.used <= inp.tokenBudget or covered.get("coverage_features") is None:
-                break
+        envelope = RecallResult(
+            fragments=[],
+            count=inp.limit,
+            total_tokens=inp.tokenBudget,
+            token_budget=inp.tokenBudget,
+            truncated=False,
+            tiers=tiers if verbose else None,
+            search_mode=mode if verbose else None,
+            verbose=verbose,
+            **covered,
+        )
+        budget = WireBudget(self.tokens, inp.tokenBudget, copies, envelope.dump())
+        if budget.used > inp.tokenBudget and covered.get("coverage_features") is not None:
             covered["coverage_features"] = None  # a budget too small for the features keeps the number
+            budget = WireBudget(self.tokens, inp.tokenBudget, copies, envelope.model_copy(update=covered).dump())
         out: list[RecallItem] = []
         truncated = False
         tallies = self.store.feedback_tallies(scope, [f.id for f, _, _ in ranked]) if verbose else {}
