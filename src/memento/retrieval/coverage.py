@@ -2,7 +2,7 @@
 
 A recall always returns its best candidates, even when nothing stored is about the question.
 `assess` turns what the tiers already said into one calibrated probability, without a model
-call: a small logistic model over four features of the evidence,
+call: a small logistic model over six features of the evidence,
 
 - `similarity`: the best calibrated cosine of the vector tier (0 when it did not run);
 - `margin`: that cosine minus the calibrated cosine of the MARGIN_RANK-th vector hit (0 beyond
@@ -18,11 +18,12 @@ call: a small logistic model over four features of the evidence,
 
 Without a vector tier (no embedder, the keyword-only mode) a second set of constants applies,
 fitted the same way on the text tiers alone (`--embedder none`). Each model is linear in the
-features and no weight is negative, so more evidence never lowers
-coverage and an exact match (far beyond anything in the fitting data) scores near 1; products of
-features fitted slightly better but bend down there (docs/search.md). The coefficients are
-constants, fitted by `bench/coverage.py --fit` (leave-one-conversation-out
-figures in docs/benchmarks.md); every face reports the same number, rounded to 2 decimals.
+features and no weight is negative, so more evidence never lowers coverage and an exact match
+(far beyond anything in the fitting data) scores near 1; products of features fitted slightly
+better but bend down there (docs/search.md). The coefficients are constants, fitted by
+`bench/coverage.py --fit` (leave-one-conversation-out figures in docs/benchmarks.md); every face
+reports the same number, rounded to 2 decimals. Nothing is cached: a result's terms are read
+from its text each time, so an erased memory leaves nothing behind here.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ..analysis import index_terms, query_terms
 
@@ -97,7 +97,7 @@ def term_shares(query: str, texts: Sequence[str]) -> tuple[float, float]:
     terms = query_terms(query)
     if not terms or not texts:
         return 0.0, 0.0
-    held = [_terms_of(t) for t in texts]
+    held = [frozenset(index_terms(t)) for t in texts]
     n = len(held)
     weights = {term: math.log((n + 1) / (sum(1 for h in held if term in h) + 0.5)) for term in terms}
     total = sum(weights.values())
@@ -106,12 +106,6 @@ def term_shares(query: str, texts: Sequence[str]) -> tuple[float, float]:
     found = sum(w for term, w in weights.items() if any(term in h for h in held))
     best = max(sum(w for term, w in weights.items() if term in h) for h in held)
     return found / total, best / total
-
-
-@lru_cache(maxsize=4096)
-def _terms_of(text: str) -> frozenset[str]:
-    """A result's index terms; the same memories come back often, so they are kept."""
-    return frozenset(index_terms(text))
 
 
 def probability(values: dict[str, float], intercept: float = INTERCEPT, weights: Sequence[float] = WEIGHTS) -> float:
