@@ -120,9 +120,25 @@ def matrix(rows: Sequence[dict]) -> np.ndarray:
 
 
 def fit(rows: Sequence[dict]) -> tuple[float, list[float]]:
-    """Ridge-penalised logistic regression by Newton's method (deterministic)."""
-    x = np.hstack([np.ones((len(rows), 1)), matrix(rows)])
+    """Ridge-penalised logistic regression with weights kept non-negative (deterministic): a
+    feature whose weight comes out negative is dropped and the rest refitted, until none is."""
+    x = matrix(rows)
     y = np.array([r["label"] for r in rows], dtype=float)
+    kept = list(range(x.shape[1]))
+    while True:
+        beta = newton(np.hstack([np.ones((len(rows), 1)), x[:, kept]]), y)
+        negative = [kept[i] for i, b in enumerate(beta[1:]) if b < 0]
+        if not negative:
+            break
+        kept = [k for k in kept if k not in negative]
+    weights = [0.0] * x.shape[1]
+    for i, k in enumerate(kept):
+        weights[k] = float(beta[1 + i])
+    return float(beta[0]), weights
+
+
+def newton(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Logistic regression by Newton's method, the ridge penalty on every column but the first."""
     beta = np.zeros(x.shape[1])
     penalty = np.full(x.shape[1], L2)
     penalty[0] = 0.0
@@ -134,7 +150,7 @@ def fit(rows: Sequence[dict]) -> tuple[float, list[float]]:
         beta -= step
         if np.max(np.abs(step)) < 1e-10:
             break
-    return float(beta[0]), [float(b) for b in beta[1:]]
+    return beta
 
 
 def predict(rows: Sequence[dict], intercept: float, weights: Sequence[float]) -> list[float]:

@@ -40,12 +40,12 @@ DEFAULT_THRESHOLD = 0.2  # MEMENTO_COVERAGE_THRESHOLD: below it a result says no
 
 FEATURES = ("similarity", "margin", "terms", "focus", "agreement", "consensus")
 # bench/coverage.py --fit (begin)
-INTERCEPT = -5.400
-WEIGHTS = (5.518, 0.501, 0.788, 2.108, 0.647, 3.979)
+INTERCEPT = -7.185
+WEIGHTS = (7.870, 3.183, 0.675, 3.500, 1.015, 5.809)
 # bench/coverage.py --fit (end)
 # bench/coverage.py --fit --embedder none (begin)
-LEXICAL_INTERCEPT = -2.971
-LEXICAL_WEIGHTS = (0.000, 0.000, 1.940, 2.651, 0.279, 0.000)
+LEXICAL_INTERCEPT = -2.899
+LEXICAL_WEIGHTS = (0.000, 0.000, 1.342, 5.050, 0.000, 0.000)
 # bench/coverage.py --fit --embedder none (end)
 
 
