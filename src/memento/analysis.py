@@ -102,6 +102,55 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
+# How a one-syllable Korean noun appears in the index when a particle follows it: a word of two
+# syllables is indexed whole ("집은"), a longer one also as its bigrams ("집에서" -> "집에").
+# So a one-syllable stem is found through its particle's first syllable, in the form that follows
+# a closed syllable (집은, 집으로) or an open one (차는, 차로): one-syllable particles and the first
+# syllable of longer ones (에서/에게, 까지, 부터, 보다, 처럼, 한테, 이랑/이나).
+_ONSETS_AFTER_CONSONANT = tuple("은 이 을 과 으 에 의 도 만 까 부 보 처 한".split())
+_ONSETS_AFTER_VOWEL = tuple("는 가 를 와 로 랑 에 의 도 만 까 부 보 처 한".split())
+
+
+def _closed(syllable: str) -> bool:
+    """True when a precomposed Hangul syllable ends in a consonant (has a batchim)."""
+    return (ord(syllable) - 0xAC00) % 28 != 0
+
+
+def _final_l(syllable: str) -> bool:
+    """True when a Hangul syllable ends in ㄹ, after which 으로 is 로 (달로, 물로)."""
+    return (ord(syllable) - 0xAC00) % 28 == 8
+
+
+# Bound nouns: one syllable, never a topic of their own (데가 = "a place to", 적이 = "ever").
+_BOUND_NOUNS = frozenset("데 적 줄 척 뿐 듯".split())
+
+
+def _one_syllable_stem(word: str) -> str | None:
+    """The one-syllable noun of a Hangul query word with a particle ("집이", "집에서" -> "집").
+
+    A bare syllable is left alone: in a question it is as often a verb or a question word (써,
+    대, 뭐) as a noun, and it already matches the same bare syllable in the index."""
+    stem = next((word[: -len(p)] for p in _KOREAN_PARTICLES if word.endswith(p)), word)
+    if len(stem) != 1 or stem == word or not _HANGUL.match(stem) or stem in STOPWORDS or stem in _BOUND_NOUNS:
+        return None
+    return stem
+
+
+def search_terms(text: str) -> list[str]:
+    """The full-text tier's terms for a query: `query_terms`, and for each one-syllable Korean noun
+    with a particle in it the forms the index holds that noun under, so "우리 집이" finds "집은
+    망원동" (a query-side expansion: every stored index already holds these forms)."""
+    terms = query_terms(text)
+    extra: list[str] = []
+    for word in words(text):
+        stem = _one_syllable_stem(word) if _is_hangul(word) else None
+        if stem is not None:
+            onsets = _ONSETS_AFTER_CONSONANT if _closed(stem) else _ONSETS_AFTER_VOWEL
+            onsets += ("로",) if _final_l(stem) else ()
+            extra += [stem, *(stem + onset for onset in onsets)]
+    return list(dict.fromkeys(terms + extra))
+
+
 def strip_particle(word: str) -> str:
     """Remove one trailing Korean particle when a stem of two or more syllables remains."""
     for particle in _KOREAN_PARTICLES:
