@@ -2,7 +2,9 @@
 
 English words are lower-cased and stemmed (research/researching match); Hangul words are kept
 whole and also split into character bigrams so that a particle-suffixed form (`회의가`) is found
-by its stem (`회의`). The same analyser runs at write and at query time.
+by its stem (`회의`). The same analyser runs at write and at query time; the full-text tier's
+query (`search_terms`) also looks a one-syllable noun with a particle up in the forms the index
+holds it in (`집이` -> `집은`, `집에`, ...).
 """
 
 from __future__ import annotations
@@ -121,8 +123,15 @@ def _final_l(syllable: str) -> bool:
     return (ord(syllable) - 0xAC00) % 28 == 8
 
 
-# Bound nouns: one syllable, never a topic of their own (데가 = "a place to", 적이 = "ever").
-_BOUND_NOUNS = frozenset("데 적 줄 척 뿐 듯".split())
+# The particles after which a query word's first syllable is taken for a noun (집이, 집에서). Not
+# 도 or 나: after a one-syllable verb they are endings (해도, 가나), not particles.
+_STEM_PARTICLES = tuple(
+    sorted("은 는 이 가 을 를 에 의 와 과 로 만 랑 으로 에서 에게 까지 부터 보다 처럼 한테 께서 이랑 이나".split(), key=len, reverse=True)
+)
+# One-syllable words that look like a noun with a particle but are not: bound nouns (데가 = "a
+# place to"), question words (뭐가), and the commonest verb and adjective stems, whose endings
+# 은/는/을/이 mimic particles (있는, 좋은, 같이, 많이).
+_NOT_NOUNS = frozenset("데 적 줄 척 뿐 듯 뭐 뭘 몇 누 하 되 있 없 같 많 좋 싫 싶 보 주 가 오 알 받 사 자 서 타 쓰 크 작 높 깊".split())
 
 
 def _one_syllable_stem(word: str) -> str | None:
@@ -130,8 +139,8 @@ def _one_syllable_stem(word: str) -> str | None:
 
     A bare syllable is left alone: in a question it is as often a verb or a question word (써,
     대, 뭐) as a noun, and it already matches the same bare syllable in the index."""
-    stem = next((word[: -len(p)] for p in _KOREAN_PARTICLES if word.endswith(p)), word)
-    if len(stem) != 1 or stem == word or not _HANGUL.match(stem) or stem in STOPWORDS or stem in _BOUND_NOUNS:
+    stem = next((word[: -len(p)] for p in _STEM_PARTICLES if word.endswith(p)), word)
+    if len(stem) != 1 or stem == word or not _HANGUL.match(stem) or stem in STOPWORDS or stem in _NOT_NOUNS:
         return None
     return stem
 
