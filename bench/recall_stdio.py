@@ -141,7 +141,10 @@ def main() -> int:
         print("|---|---|---|---|---|")
         for name in names:
             times = asyncio.run(measure(path, VARIANTS[name], questions, args.samples))
-            print(f"| {name} | {pct(times, 50):.1f} | {pct(times, 95):.1f} | {pct(times, 99):.1f} | {statistics.mean(times):.1f} |", flush=True)
+            print(
+                f"| {name} | {pct(times, 50):.1f} | {pct(times, 95):.1f} | {pct(times, 99):.1f} | {statistics.mean(times):.1f} |",
+                flush=True,
+            )
     return 0
 
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from ..analysis import normalise_keyword, query_terms
+from ..analysis import normalise_keyword, search_terms
 from ..models import AgentScope, Fragment, FragmentType, MemorySystem, RecallFilters, RecallInput, RelationType
 from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
@@ -102,7 +102,7 @@ class Recall:
         # Keywords alone escalate to the text and vector tiers only when they found nothing.
         query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
         if query:
-            tiers["text"] = self.store.text_search(scope, query_terms(query), filt, pool)
+            tiers["text"] = self.store.text_search(scope, search_terms(query), filt, pool)
             if vector is None and inp.text is None and keywords:
                 vector = self.embed_query(query)
             if vector is not None:

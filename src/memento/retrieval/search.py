@@ -16,7 +16,7 @@ from datetime import datetime
 
 import numpy as np
 
-from ..analysis import query_terms
+from ..analysis import search_terms
 from ..errors import InvalidArgument
 from ..graph import SearchMode, effective_confidence
 from ..models import AgentScope, Fragment
@@ -151,7 +151,7 @@ class Search:
 
     def _keyword(self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, seen: _Seen) -> dict[str, float]:
         """Full-text hits, BM25 min-max normalised within the result set (§11.1 step 3)."""
-        terms = query_terms(query)
+        terms = search_terms(query)
         hits = self.store.text_search(scope, terms, filt, pool) if terms else []
         seen.tiers.append([h.id for h in hits])
         return min_max(hits)
