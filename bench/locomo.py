@@ -6,10 +6,13 @@ conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@1
 
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
                            [--mode keyword|semantic|hybrid] [--profile default|004|003]
+                           [--distractors N] [--distractor-source FILE] [--distractor-seed S]
 
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
 --profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004); --profile 003 with
 seed 003's relevance decay (MEMENTO_SCORE_PROFILE=003).
+--distractors N bulk-imports N unrelated memories (bench/distractors.py, with their vectors) into
+each conversation's agent before its first session, dated within the year before it.
 """
 
 from __future__ import annotations
@@ -26,12 +29,15 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+from distractors import DEFAULT_SOURCE as DISTRACTOR_SOURCE
+from distractors import distractor_rows, distractor_texts, embed_all, import_distractors
 from embed_cache import DEFAULT_DIR, CachedEmbedder
 
 from memento.app import build_app
 from memento.embeddings.factory import build_embedder
+from memento.factory import FragmentFactory
 from memento.graph import SearchMode
-from memento.models import CallContext, FragmentType, RecallInput, RememberInput
+from memento.models import DEFAULT_AGENT, CallContext, FragmentType, RecallInput, RememberInput
 from memento.settings import Settings
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
@@ -70,7 +76,13 @@ def turn_text(turn: dict) -> str:
 
 
 def evaluate_conversation(
-    sample: dict, settings: Settings, embedder_choice: str, workdir: Path, mode: SearchMode | None = None, cache: Path | None = None
+    sample: dict,
+    settings: Settings,
+    embedder_choice: str,
+    workdir: Path,
+    mode: SearchMode | None = None,
+    cache: Path | None = None,
+    distractors: list[dict[str, object]] | None = None,
 ) -> tuple[list[dict], dict]:
     sess = sessions(sample["conversation"])
     now = sess[-1][0]
@@ -81,6 +93,11 @@ def evaluate_conversation(
     app = build_app(settings, embedder=embedder, clock=lambda: now)
     ctx = CallContext()
     id_to_dia: dict[str, list[str]] = defaultdict(list)
+    t0 = time.perf_counter()
+    placed = 0
+    if distractors:  # unrelated memories of the same agent, all older than the conversation
+        placed = import_distractors(app.store, distractors, before=sess[0][0])
+    distract_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     turns = 0
     for date, session_turns in sess:
@@ -108,7 +125,32 @@ def evaluate_conversation(
         rows.append({"category": qa.get("category"), "gold": gold, "ranked": ranked})
     query_s = time.perf_counter() - t1
     app.close()
-    return rows, {"turns": turns, "ingest_s": ingest_s, "queries": len(rows), "query_s": query_s}
+    return rows, {
+        "turns": turns,
+        "ingest_s": ingest_s,
+        "queries": len(rows),
+        "query_s": query_s,
+        "distractors": placed,
+        "distract_s": distract_s,
+    }
+
+
+def distractor_memories(
+    count: int, source: Path, seed: int, embedder_choice: str, settings: Settings, cache: Path | None
+) -> list[dict[str, object]] | None:
+    """`count` distractor rows drafted and embedded once (the model's vectors cached), to bulk-import
+    into every conversation's store; None for none."""
+    if count <= 0:
+        return None
+    texts = distractor_texts(count, source, seed)
+    embedder = None if embedder_choice == "none" else build_embedder(settings.model_copy(update={"embedding_provider": embedder_choice}))
+    if embedder is not None and cache is not None:
+        embedder = CachedEmbedder(embedder, cache)
+    vectors = embed_all(embedder, texts) if embedder is not None else None
+    epoch = [datetime(2000, 1, 1, tzinfo=UTC)] * len(texts)  # re-dated per conversation on import
+    return distractor_rows(
+        FragmentFactory(), texts, vectors, agent=DEFAULT_AGENT, model=embedder.name if embedder else None, created_at=epoch
+    )
 
 
 def metrics(rows: list[dict]) -> dict[str, float]:
@@ -146,20 +188,29 @@ def main() -> int:
         help="keep the model's vectors here between runs (figures unchanged; faster reruns)",
     )
     parser.add_argument("--no-embed-cache", action="store_true", help="embed everything afresh")
+    parser.add_argument(
+        "--distractors",
+        type=int,
+        default=0,
+        help="put N unrelated memories (bench/distractors.py) into each conversation's agent, older than its first session",
+    )
+    parser.add_argument("--distractor-source", type=Path, default=DISTRACTOR_SOURCE, help="one text a line (.tsv: 5th column)")
+    parser.add_argument("--distractor-seed", type=int, default=0)
     args = parser.parse_args()
     raw = args.data.read_bytes()
     data = json.loads(raw)[: args.limit_conversations]
     settings = Settings(MEMENTO_SQLITE_SYNCHRONOUS="NORMAL", MEMENTO_SCORE_PROFILE=args.profile)
     mode = SearchMode(args.mode) if args.mode else None
+    cache = None if args.no_embed_cache else args.embed_cache
+    distractors = distractor_memories(args.distractors, args.distractor_source, args.distractor_seed, args.embedder, settings, cache)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for sample in data:
-            conv_rows, info = evaluate_conversation(
-                sample, settings, args.embedder, Path(tmp), mode, None if args.no_embed_cache else args.embed_cache
-            )
+            conv_rows, info = evaluate_conversation(sample, settings, args.embedder, Path(tmp), mode, cache, distractors)
             rows += conv_rows
             print(
-                f"{sample['sample_id']}: {info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
+                f"{sample['sample_id']}: {info['distractors']} distractors in {info['distract_s']:.1f}s, "
+                f"{info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
                 f"{info['queries']} questions in {info['query_s']:.1f}s",
                 file=sys.stderr,
             )
@@ -168,6 +219,8 @@ def main() -> int:
         f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}), "
         f"profile={args.profile}, ranking={settings.memory.ranking.model_dump()}"
     )
+    if args.distractors:
+        print(f"distractors: {len(distractors or [])} per conversation from {args.distractor_source.name} (seed {args.distractor_seed})")
     header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

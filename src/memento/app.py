@@ -245,5 +245,7 @@ def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[AppStore
         synchronous=settings.sqlite_synchronous,
         ann_threshold=settings.ann_threshold,
         ef_search=settings.hnsw_ef_search,
+        hnsw_m=settings.hnsw_m,
+        hnsw_ef_construction=settings.hnsw_ef_construction,
     )
     return store, SQLiteMaintenance(store)
