@@ -79,16 +79,31 @@ def distractor_texts(count: int, source: Path | None = None, seed: int = 0, offs
     return list(texts[offset : offset + count])
 
 
+QUERY_REGION = 1000  # queries come from the shuffle's last texts, outside any corpus short of the whole source
+
+
+def query_texts(count: int, source: Path | None = None, seed: int = 0) -> list[str]:
+    """`count` texts from the end of the source's seeded shuffle (the first `count` of its last
+    max(count, 1000)): queries outside every corpus of `distractor_texts` short of the whole
+    source, the same whatever the corpus size, and 500 of them the first half of 1000."""
+    texts = _shuffled((source or DEFAULT_SOURCE).resolve(), seed)
+    start = max(0, len(texts) - max(count, QUERY_REGION))
+    return list(texts[start : start + count])
+
+
 def embed_all(embedder: Embedder, texts: Sequence[str], batch: int = 512, progress: bool = True) -> np.ndarray:
-    """`embedder`'s passage vectors of `texts`, in batches, with progress on stderr."""
-    parts = []
+    """`embedder`'s passage vectors of `texts`, in batches of similar length (a model pads a batch
+    to its longest text), with progress on stderr; in the order of `texts`."""
+    out = np.empty((len(texts), embedder.dimensions), dtype=np.float32)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     t0 = time.perf_counter()
-    for start in range(0, len(texts), batch):
-        parts.append(np.asarray(embedder.embed_passages(list(texts[start : start + batch])), dtype=np.float32))
+    for start in range(0, len(order), batch):
+        part = order[start : start + batch]
+        out[part] = np.asarray(embedder.embed_passages([texts[i] for i in part]), dtype=np.float32)
         if progress and (start // batch) % 10 == 0:
             done = min(start + batch, len(texts))
             print(f"embedded {done}/{len(texts)} in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
-    return np.concatenate(parts) if parts else np.empty((0, embedder.dimensions), dtype=np.float32)
+    return out
 
 
 def embed_cached(texts: Sequence[str], cache_dir: Path, batch: int = 512, progress: bool = True) -> np.ndarray:

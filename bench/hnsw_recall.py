@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from distractors import DEFAULT_SOURCE, distractor_rows, distractor_texts, embed_cached, import_distractors
+from distractors import DEFAULT_SOURCE, distractor_rows, distractor_texts, embed_cached, import_distractors, query_texts
 
 from memento.embeddings.protocol import Embedder
 from memento.factory import FragmentFactory
@@ -159,7 +159,7 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--m", default="16,32")
     parser.add_argument("--ef-construction", default="64,128")
-    parser.add_argument("--ef-search", default="64,128,256,512")
+    parser.add_argument("--ef-search", default="32,64,128,256,512")
     parser.add_argument("--embedder", choices=["local", "hash"], default="local")
     parser.add_argument("--embed-cache", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--distractor-source", type=Path, default=DEFAULT_SOURCE)
@@ -167,7 +167,9 @@ def main() -> int:
     parser.add_argument("--sqlite-vec", action="store_true", help="also measure sqlite-vec's exact vec0 KNN")
     args = parser.parse_args()
     texts = distractor_texts(args.count, args.distractor_source, args.seed)
-    query_texts = distractor_texts(args.queries, args.distractor_source, args.seed, offset=len(texts))
+    queries_from = query_texts(args.queries, args.distractor_source, args.seed)
+    if set(queries_from) & set(texts):
+        raise SystemExit("the source is too small for disjoint queries: lower --count or --queries")
     embedder: Embedder
     if args.embedder == "local":
         from memento.embeddings.local import LocalE5Embedder
@@ -179,7 +181,7 @@ def main() -> int:
 
         embedder = HashEmbedder(384)
         vectors = embedder.embed_passages(texts)
-    queries = np.stack([np.asarray(embedder.embed_query(t), dtype=np.float32) for t in query_texts])
+    queries = np.stack([np.asarray(embedder.embed_query(t), dtype=np.float32) for t in queries_from])
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         store = fill_store(Path(tmp) / "hnsw.db", texts, vectors, embedder.name)

@@ -11,8 +11,9 @@ conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@1
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
 --profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004); --profile 003 with
 seed 003's relevance decay (MEMENTO_SCORE_PROFILE=003).
---distractors N bulk-imports N unrelated memories (bench/distractors.py, with their vectors) into
-each conversation's agent before its first session, dated within the year before it.
+--distractors N gives each conversation's agent N unrelated memories first (bench/distractors.py, with
+their vectors; bulk-imported once into a template store, dated within the year before the earliest
+first session, and copied per conversation).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -35,6 +37,7 @@ from embed_cache import DEFAULT_DIR, CachedEmbedder
 
 from memento.app import build_app
 from memento.embeddings.factory import build_embedder
+from memento.embeddings.protocol import Embedder
 from memento.factory import FragmentFactory
 from memento.graph import SearchMode
 from memento.models import DEFAULT_AGENT, CallContext, FragmentType, RecallInput, RememberInput
@@ -82,22 +85,21 @@ def evaluate_conversation(
     workdir: Path,
     mode: SearchMode | None = None,
     cache: Path | None = None,
-    distractors: list[dict[str, object]] | None = None,
+    distractors: tuple[Path, int] | None = None,
 ) -> tuple[list[dict], dict]:
     sess = sessions(sample["conversation"])
     now = sess[-1][0]
-    settings = settings.model_copy(update={"database_url": f"sqlite:///{workdir / (sample['sample_id'] + '.db')}"})
-    embedder = None if embedder_choice == "none" else build_embedder(settings.model_copy(update={"embedding_provider": embedder_choice}))
-    if embedder is not None and cache is not None:
-        embedder = CachedEmbedder(embedder, cache)
-    app = build_app(settings, embedder=embedder, clock=lambda: now)
-    ctx = CallContext()
-    id_to_dia: dict[str, list[str]] = defaultdict(list)
+    path = workdir / (sample["sample_id"] + ".db")
+    settings = settings.model_copy(update={"database_url": f"sqlite:///{path}"})
     t0 = time.perf_counter()
     placed = 0
-    if distractors:  # unrelated memories of the same agent, all older than the conversation
-        placed = import_distractors(app.store, distractors, before=sess[0][0])
+    if distractors:  # the agent starts with the unrelated memories, all older than the conversation
+        template, placed = distractors
+        copy_store(template, path)
     distract_s = time.perf_counter() - t0
+    app = build_app(settings, embedder=_embedder(embedder_choice, settings, cache), clock=lambda: now)
+    ctx = CallContext()
+    id_to_dia: dict[str, list[str]] = defaultdict(list)
     t0 = time.perf_counter()
     turns = 0
     for date, session_turns in sess:
@@ -135,22 +137,56 @@ def evaluate_conversation(
     }
 
 
+def _embedder(choice: str, settings: Settings, cache: Path | None) -> Embedder | None:
+    embedder = None if choice == "none" else build_embedder(settings.model_copy(update={"embedding_provider": choice}))
+    if embedder is not None and cache is not None:
+        return CachedEmbedder(embedder, cache)
+    return embedder
+
+
 def distractor_memories(
     count: int, source: Path, seed: int, embedder_choice: str, settings: Settings, cache: Path | None
 ) -> list[dict[str, object]] | None:
-    """`count` distractor rows drafted and embedded once (the model's vectors cached), to bulk-import
-    into every conversation's store; None for none."""
+    """`count` distractor rows drafted and embedded once (the model's vectors cached); None for none."""
     if count <= 0:
         return None
     texts = distractor_texts(count, source, seed)
-    embedder = None if embedder_choice == "none" else build_embedder(settings.model_copy(update={"embedding_provider": embedder_choice}))
-    if embedder is not None and cache is not None:
-        embedder = CachedEmbedder(embedder, cache)
+    embedder = _embedder(embedder_choice, settings, cache)
     vectors = embed_all(embedder, texts) if embedder is not None else None
-    epoch = [datetime(2000, 1, 1, tzinfo=UTC)] * len(texts)  # re-dated per conversation on import
+    epoch = [datetime(2000, 1, 1, tzinfo=UTC)] * len(texts)  # re-dated on import
     return distractor_rows(
         FragmentFactory(), texts, vectors, agent=DEFAULT_AGENT, model=embedder.name if embedder else None, created_at=epoch
     )
+
+
+def distractor_store(
+    rows: list[dict[str, object]], workdir: Path, settings: Settings, embedder_choice: str, cache: Path | None, before: datetime
+) -> tuple[Path, int]:
+    """A store holding only the distractors, in the agent the conversations use, each created
+    within the year before `before` (the earliest first session of the run), through the bulk
+    import; its vector index built and saved. Every conversation starts from a copy of it, so
+    100k distractors cost one import and one graph build per run. The path and how many."""
+    path = workdir / "distractors.db"
+    settings = settings.model_copy(update={"database_url": f"sqlite:///{path}"})
+    app = build_app(settings, embedder=_embedder(embedder_choice, settings, cache))
+    try:
+        placed = import_distractors(app.store, rows, before=before)
+        vectors = getattr(app.store, "vectors", None)
+        if vectors is not None:
+            vectors.size(DEFAULT_AGENT)  # the graph, built once and saved by close
+    finally:
+        app.close()
+    return path, placed
+
+
+def copy_store(template: Path, path: Path) -> None:
+    """A closed SQLite store (its database and the saved vector indexes beside it) copied to `path`."""
+    for suffix in ("", "-wal", "-shm"):
+        if template.with_name(template.name + suffix).exists():
+            shutil.copyfile(template.with_name(template.name + suffix), path.with_name(path.name + suffix))
+    folder = template.with_name(template.name + ".vectors")
+    if folder.exists():
+        shutil.copytree(folder, path.with_name(path.name + ".vectors"))
 
 
 def metrics(rows: list[dict]) -> dict[str, float]:
@@ -202,9 +238,15 @@ def main() -> int:
     settings = Settings(MEMENTO_SQLITE_SYNCHRONOUS="NORMAL", MEMENTO_SCORE_PROFILE=args.profile)
     mode = SearchMode(args.mode) if args.mode else None
     cache = None if args.no_embed_cache else args.embed_cache
-    distractors = distractor_memories(args.distractors, args.distractor_source, args.distractor_seed, args.embedder, settings, cache)
+    distractor_rows_ = distractor_memories(args.distractors, args.distractor_source, args.distractor_seed, args.embedder, settings, cache)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
+        distractors = None
+        if distractor_rows_:
+            first = min(sessions(sample["conversation"])[0][0] for sample in data)
+            t0 = time.perf_counter()
+            distractors = distractor_store(distractor_rows_, Path(tmp), settings, args.embedder, cache, first)
+            print(f"{distractors[1]} distractors imported and indexed in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
         for sample in data:
             conv_rows, info = evaluate_conversation(sample, settings, args.embedder, Path(tmp), mode, cache, distractors)
             rows += conv_rows
@@ -220,7 +262,10 @@ def main() -> int:
         f"profile={args.profile}, ranking={settings.memory.ranking.model_dump()}"
     )
     if args.distractors:
-        print(f"distractors: {len(distractors or [])} per conversation from {args.distractor_source.name} (seed {args.distractor_seed})")
+        print(
+            f"distractors: {len(distractor_rows_ or [])} per conversation from {args.distractor_source.name} (seed {args.distractor_seed}),"
+            " created within the year before the earliest first session"
+        )
     header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

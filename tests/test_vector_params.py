@@ -4,6 +4,7 @@ benchmark's helpers (bench/distractors.py, bench/hnsw_recall.py) work on a small
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -116,9 +117,10 @@ def test_the_settings_reach_the_store_index(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name, value", [("HNSW_M", "2"), ("HNSW_M", "500"), ("HNSW_EF_CONSTRUCTION", "4")])
-def test_out_of_range_parameters_are_refused(name: str, value: str) -> None:
+def test_out_of_range_parameters_are_refused(name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError):
-        Settings(**{name: value})
+        Settings()
 
 
 def test_an_index_saved_by_an_older_release_loads_and_other_parameters_rebuild(tmp_path: Path) -> None:
@@ -174,10 +176,7 @@ def test_bad_parameters_are_refused_by_the_index(tmp_path: Path) -> None:
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.syspath_prepend(str(BENCH))
-    import distractors
-    import hnsw_recall
-
-    return distractors, hnsw_recall
+    return importlib.import_module("distractors"), importlib.import_module("hnsw_recall")
 
 
 def write_source(path: Path) -> Path:
@@ -201,6 +200,8 @@ def test_distractor_texts_are_deduplicated_seeded_and_disjoint(tmp_path: Path, b
     assert first[:10] == distractors.distractor_texts(10, source, seed=1)
     queries = distractors.distractor_texts(50, source, seed=1, offset=100)
     assert not set(first) & set(queries)
+    tail = distractors.query_texts(30, source, seed=1)
+    assert len(tail) == 30 and not set(tail) & set(distractors.distractor_texts(320, source, seed=1))
     plain = tmp_path / "lines.txt"
     plain.write_text("one text\n\nanother text\none text\n")
     assert distractors.read_source(plain) == ["one text", "another text"]
