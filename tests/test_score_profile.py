@@ -123,6 +123,19 @@ def profiled(settings: Settings, clock: Clock) -> Iterator[App]:
     built.close()
 
 
+@pytest.fixture
+def profiled_ties(settings: Settings, clock: Clock) -> Iterator[App]:
+    """profiled, with relevance from rank fusion and no conversational context: memories a query
+    finds about equally well get about equal relevance, so what the profile adds (usage, the
+    duplication penalty) decides their order. (Score fusion and context would part them by the
+    hash embedder's noise and by where each was written.)"""
+    ranking = RankingConfig(fusion="rrf", semanticWeight=0.3, contextBefore=0.0, contextAfter=0.0)
+    configured = settings.model_copy(update={"score_profile": "004", "memory": MemoryConfig(ranking=ranking)})
+    built = build_app(configured, embedder=HashEmbedder(256), clock=clock)
+    yield built
+    built.close()
+
+
 def remember(service: MemoryService, content: str, ctx: CallContext | None = None, **kw: object) -> str:
     payload = {"topic": "ops", "type": "fact", **kw, "content": content}
     return service.remember(RememberInput.model_validate(payload), ctx or CallContext()).id
@@ -138,8 +151,8 @@ def feedback(service: MemoryService, fid: str, event: str, ctx: CallContext | No
     return out.counts
 
 
-def test_feedback_reorders_results_under_profile_004(profiled: App) -> None:
-    service = profiled.service
+def test_feedback_reorders_results_under_profile_004(profiled_ties: App) -> None:
+    service = profiled_ties.service
     first = remember(service, "the nightly backup job writes to the cobalt bucket")
     second = remember(service, "the weekly backup job writes to the amber bucket")
     before = [fid for fid, _ in recall(service, "backup job bucket")]
@@ -156,8 +169,8 @@ def test_feedback_reorders_results_under_profile_004(profiled: App) -> None:
     assert usage_of[below] > usage_of[top]
 
 
-def test_a_near_identical_lower_result_is_penalised_and_says_so(profiled: App) -> None:
-    service = profiled.service
+def test_a_near_identical_lower_result_is_penalised_and_says_so(profiled_ties: App) -> None:
+    service = profiled_ties.service
     original = remember(service, "Harbour crane seven is painted red.", importance=0.6)
     copy = remember(service, "harbour crane seven is painted red!", importance=0.5)  # another text, the same words
     distinct = remember(service, "harbour crane eight is painted blue", importance=0.5)

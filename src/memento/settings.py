@@ -19,7 +19,29 @@ class RankingConfig(BaseModel):
         0.9, ge=0, le=1, description="Share of the final score given to query relevance when a query is present."
     )
     semanticWeight: float = Field(
-        0.3, ge=0, le=4, description="Weight of the vector tier in rank fusion (keyword and full-text tiers weigh 1)."
+        0.75, ge=0, le=4, description="Weight of the vector tier in fusion (keyword and full-text tiers weigh 1)."
+    )
+    fusion: Literal["linear", "rrf"] = Field(
+        "linear",
+        description="How the tiers are fused: linear (each tier's scores scaled to [0, 1], weighted and summed) or rrf (reciprocal rank fusion, k=60; semanticWeight 0.3 suits it).",
+    )
+    contextBefore: float = Field(
+        0.5, ge=0, le=2, description="Share of the relevance of the memory written just before a candidate added to it (0: off)."
+    )
+    contextAfter: float = Field(
+        0.3, ge=0, le=2, description="Share of the relevance of the memory written just after a candidate added to it (0: off)."
+    )
+    contextWindowMinutes: float = Field(
+        60.0, gt=0, description="Memories of one namespace, topic and session created this close are one conversation."
+    )
+    temporalBoost: float = Field(
+        0.4,
+        ge=0,
+        le=4,
+        description="A recall naming a time (in May, last week, 2023-06-03) multiplies the relevance of memories created then by 1 + this (0: off).",
+    )
+    temporalSlackDays: float = Field(
+        7.0, ge=0, le=366, description="Days after the named time still counted as in it (a memory is written after what it tells of)."
     )
     activationThreshold: int = Field(100, ge=0, description="Below this many candidates without a query, order by creation time.")
     recencyHalfLifeDays: float = Field(30.0, gt=0, description="Age at which the recency score halves.")

@@ -10,6 +10,7 @@ from ..settings import RankingConfig
 from ..storage.protocol import Hit, RankFeatures
 
 RRF_K = 60
+MIN_SPREAD = 0.1  # fuse_linear: the least similarity band of a semantic tier shorter than its pool
 
 
 @dataclass
@@ -22,6 +23,8 @@ class Candidate:
     similarity: float | None = None
     superseded_by: str | None = None  # a visible successor (a superseded_by edge from this one)
     why: str | None = None  # the reason a search mode gave (retrieval/search.py)
+    context: float = 0.0  # relevance added by the memories written beside it (retrieval/neighbours.py)
+    in_time: bool = False  # created within the time the query names (retrieval/temporal.py)
 
 
 def fuse(tiers: dict[str, list[Hit]], weights: dict[str, float] | None = None) -> dict[str, Candidate]:
@@ -36,6 +39,49 @@ def fuse(tiers: dict[str, list[Hit]], weights: dict[str, float] | None = None) -
             if tier == "semantic":
                 cand.similarity = hit.score
     return out
+
+
+def fuse_linear(
+    tiers: dict[str, list[Hit]], weights: dict[str, float] | None = None, pool: int | None = None
+) -> tuple[dict[str, Candidate], Scale]:
+    """Score fusion: each tier's scores brought to [0, 1] and summed with the tier weights.
+
+    Full-text and keyword scores are divided by the tier's best (a match half as strong as the
+    best counts half); similarities are spread between the weakest and the strongest hit of the
+    pool, since a dense model's cosines crowd in a narrow band whatever the query. Unlike rank
+    fusion, a clear winner in one tier stays ahead of a near tie in another. Returns the
+    candidates and the semantic tier's scale, to place vectors found later on the same footing."""
+    out: dict[str, Candidate] = {}
+    scale = Scale()
+    for tier, hits in tiers.items():
+        if not hits:
+            continue
+        weight = (weights or {}).get(tier, 1.0)
+        if tier == "semantic":
+            high, low = max(h.score for h in hits), min(h.score for h in hits)
+            scale = Scale(low if pool is None or len(hits) >= pool else min(low, high - MIN_SPREAD), high, weight)
+        top = max(h.score for h in hits)
+        for rank, hit in enumerate(hits, start=1):
+            cand = out.setdefault(hit.id, Candidate(hit.id))
+            cand.relevance += scale.of(hit.score) if tier == "semantic" else weight * (hit.score / top if top > 0 else 1.0)
+            cand.matched[tier] = rank
+            if tier == "semantic":
+                cand.similarity = hit.score
+    return out, scale
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How fuse_linear placed the semantic tier: its weakest and strongest similarity, and its weight."""
+
+    low: float = 0.0
+    high: float = 0.0
+    weight: float = 0.0
+
+    def of(self, similarity: float) -> float:
+        if self.high <= self.low:
+            return self.weight if similarity >= self.high else 0.0
+        return self.weight * max(0.0, (similarity - self.low) / (self.high - self.low))
 
 
 def recency(created: datetime, now: datetime, half_life_days: float) -> float:
@@ -67,5 +113,9 @@ def reason(candidate: Candidate) -> str:
         parts.append(f"full-text rank {candidate.matched['text']}")
     if "semantic" in candidate.matched and candidate.similarity is not None:
         parts.append(f"semantic similarity {candidate.similarity:.2f}")
+    if candidate.in_time:
+        parts.append("created in the time asked about")
+    if candidate.context > 0:
+        parts.append(f"conversation context {candidate.context:.2f}")
     why = ", ".join(parts) or "filter match"
     return f"{why}; superseded by {candidate.superseded_by}" if candidate.superseded_by else why

@@ -17,9 +17,11 @@ from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, RankFeatures, SearchFilter, Store
 from .budget import Counter, WireBudget
+from .neighbours import add_context
 from .profile import ScoreProfile, penalise_duplicates
-from .rank import Candidate, composite, fuse, prior, reason
+from .rank import Candidate, Scale, composite, fuse, fuse_linear, prior, reason
 from .search import MAX_LIMIT, Search, SearchPage, SearchRequest
+from .temporal import named_span
 
 CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
 L1_VERIFY_LIMIT = 5000  # L1 candidates checked against the store; more falls back to L2
@@ -112,7 +114,11 @@ class Recall:
                 semantic = "disabled (keyword-only mode)"
             else:
                 semantic = "unavailable (embedding provider failed; keyword tiers only)"
-        ranked = self._rank_query(scope, tiers, now, inp.limit) if tiers else self._rank_listing(scope, filt, now, inp.limit)
+        ranked = (
+            self._rank_query(scope, tiers, now, inp.limit, filt, vector, query, inp.threshold, inp.text is not None)
+            if tiers
+            else self._rank_listing(scope, filt, now, inp.limit)
+        )
         report = RecallTiers(
             keywords=len(tiers.get("keywords", [])),
             text=len(tiers.get("text", [])),
@@ -174,14 +180,39 @@ class Recall:
         matches.sort(key=lambda f: (f.importance, f.created_at), reverse=True)
         return [Hit(f.id, float(distinct)) for f in matches[:pool]], len(matches)
 
-    def _rank_query(self, scope: AgentScope, tiers: dict[str, list[Hit]], now: datetime, limit: int) -> Ranked:
+    def _rank_query(
+        self,
+        scope: AgentScope,
+        tiers: dict[str, list[Hit]],
+        now: datetime,
+        limit: int,
+        filt: SearchFilter,
+        vector: np.ndarray | None,
+        query: str | None,
+        threshold: float | None = None,
+        free_text: bool = True,
+    ) -> Ranked:
+        """Fuse the tiers, add conversational context (neighbours.py) and the time the query
+        names (temporal.py), then rank with the composite score or the score profile."""
         cfg = self.config.ranking
-        cands = fuse(tiers, {"semantic": cfg.semanticWeight})
+        weights = {"semantic": cfg.semanticWeight}
+        scale: Scale | None = None
+        if cfg.fusion == "rrf":
+            cands = fuse(tiers, weights)
+        else:
+            cands, scale = fuse_linear(tiers, weights, max(CANDIDATE_POOL, limit * 3))
+        add_context(self.store, scope, cands, filt, vector, scale, cfg, limit, threshold, admit=free_text)
         if not cands:
             return []
         features = self.store.rank_features(scope, list(cands))
-        best = max(c.relevance for c in cands.values())
         present = [c for c in cands.values() if c.id in features]
+        span = named_span(query, now) if query and cfg.temporalBoost > 0 else None
+        if span is not None:
+            for c in present:
+                if span.holds(features[c.id].created_at, cfg.temporalSlackDays):
+                    c.relevance *= 1 + cfg.temporalBoost
+                    c.in_time = True
+        best = max((c.relevance for c in present), default=0.0)
         successors = self._successors(scope, present)
         if self.profile is not None:
             relevance = {c.id: c.relevance / best if best > 0 else 0.0 for c in present}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,7 @@ from .protocol import (
 )
 from .records import RecordQuery, RestoreOutcome
 from .runs import ConsolidationRun, NewRun, RunOutcome, RunQuery
+from .sequence import SequenceNeighbours
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 __all__ = ["SYSTEM", "PostgresStore", "retried"]
@@ -258,6 +259,11 @@ class PostgresStore:
 
     def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
         return self.queries.ids_with_prefix(scope, prefix, limit)
+
+    def sequence_neighbours(
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+    ) -> dict[str, SequenceNeighbours]:
+        return self.queries.sequence_neighbours(scope, ids, filt, window)
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         return self.queries.rank_features(scope, ids)

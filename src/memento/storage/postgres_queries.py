@@ -4,7 +4,7 @@ embedding backlog and statistics; plus the feedback tables (rows beside the frag
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
@@ -12,6 +12,7 @@ from .postgres_db import SYSTEM, PostgresDatabase
 from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
+from .sequence import SequenceNeighbours, pick
 
 
 class PostgresQueries:
@@ -90,6 +91,34 @@ class PostgresQueries:
                 [*params, prefix, limit],
             )
             return [r["id"] for r in cur.fetchall()]
+
+    def sequence_neighbours(
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+    ) -> dict[str, SequenceNeighbours]:
+        """storage/sequence.py: the visible rows written just before and after each of `ids`."""
+        if not ids:
+            return {}
+        where, params = scope_sql(scope, "n")
+        fwhere, fparams = filter_sql(filt, scope, "n")
+        cwhere, cparams = scope_sql(scope, "c")
+        same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS NOT DISTINCT FROM c.session_id"
+
+        def nearest(direction: str) -> str:
+            order = "DESC" if direction == "<" else "ASC"
+            return (
+                f"LEFT JOIN LATERAL (SELECT n.id, n.created_at FROM agent_memory.fragments n WHERE {same} AND n.seq {direction} c.seq"
+                f" AND {where} AND {fwhere} ORDER BY n.seq {order} LIMIT 1)"
+            )
+
+        sql = (
+            "SELECT c.id, c.created_at, p.id AS prev_id, p.created_at AS prev_at, x.id AS next_id, x.created_at AS next_at"
+            f" FROM agent_memory.fragments c {nearest('<')} p ON TRUE {nearest('>')} x ON TRUE"
+            f" WHERE c.id = ANY(%s) AND {cwhere}"
+        )
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(sql, [*params, *fparams, *params, *fparams, list(ids), *cparams])
+            rows = cur.fetchall()
+        return {r["id"]: pick(r["created_at"], r["prev_id"], r["prev_at"], r["next_id"], r["next_at"], window) for r in rows}
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         if not ids:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -27,6 +27,7 @@ from ..models import (
     privacy_for,
 )
 from .runs import ConsolidationRunStore
+from .sequence import SequenceNeighbours
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
@@ -245,6 +246,14 @@ class Store(Protocol):
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]: ...
     def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]: ...
     def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]: ...
+    def sequence_neighbours(
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+    ) -> dict[str, SequenceNeighbours]:
+        """For each of `ids` the caller sees, the nearest visible memory passing `filt` written
+        before and after it in the same conversation: same namespace, topic and session, created
+        within `window` of it (storage/sequence.py); recall's conversational context."""
+        ...
+
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]: ...
     def count(self, scope: AgentScope, filt: SearchFilter) -> int: ...
     def expunge_session(self, session_id: str, agent_id: str) -> int: ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from .protocol import (
 )
 from .records import RecordQuery, RestoreOutcome
 from .runs import ConsolidationRun, NewRun, RunOutcome, RunQuery
+from .sequence import SequenceNeighbours
 from .sqlite_analytics import SQLiteAnalytics
 from .sqlite_bulk import SQLiteBulk
 from .sqlite_db import PING_TIMEOUT_S, SQLiteDatabase
@@ -247,6 +248,11 @@ class SQLiteStore:
 
     def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]:
         return self.queries.ids_with_prefix(scope, prefix, limit)
+
+    def sequence_neighbours(
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+    ) -> dict[str, SequenceNeighbours]:
+        return self.queries.sequence_neighbours(scope, ids, filt, window)
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         return self.queries.rank_features(scope, ids)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .protocol import RankFeatures, SearchFilter
+from .sequence import SequenceNeighbours, pick
 from .sqlite_bulk import _export_row
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _FRAGMENT_COLUMNS, _filter_sql, _require, _row_to_fragment, _scope_sql, _visible, parse_ts, ts
@@ -49,6 +50,39 @@ class SQLiteQueries:
 
     def get_many(self, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
         return _visible(self.db.reader(), scope, list(ids))
+
+    def sequence_neighbours(
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+    ) -> dict[str, SequenceNeighbours]:
+        """storage/sequence.py: the visible rows written just before and after each of `ids`."""
+        if not ids:
+            return {}
+        out: dict[str, SequenceNeighbours] = {}
+        conn = self.db.reader()
+        where, params = _scope_sql(scope, "n")
+        fwhere, fparams = _filter_sql(filt, scope, "n")
+        cwhere, cparams = _scope_sql(scope, "c")
+        same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS c.session_id"
+
+        def nearest(direction: str, column: str) -> str:
+            order = "DESC" if direction == "<" else "ASC"
+            return (
+                f"(SELECT n.{column} FROM fragments n WHERE {same} AND n.seq {direction} c.seq AND {where} AND {fwhere}"
+                f" ORDER BY n.seq {order} LIMIT 1)"
+            )
+
+        for i in range(0, len(ids), 400):
+            part = list(ids[i : i + 400])
+            sql = (
+                f"SELECT c.id, c.created_at, {nearest('<', 'id')}, {nearest('<', 'created_at')}, {nearest('>', 'id')}, {nearest('>', 'created_at')}"
+                f" FROM fragments c WHERE c.id IN ({','.join('?' * len(part))}) AND {cwhere}"
+            )
+            args = [*params, *fparams] * 4
+            for row in conn.execute(sql, [*args, *part, *cparams]):
+                created = parse_ts(row[1])
+                assert created is not None
+                out[row[0]] = pick(created, row[2], parse_ts(row[3]), row[4], parse_ts(row[5]), window)
+        return out
 
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]:
         where, params = _scope_sql(scope)
