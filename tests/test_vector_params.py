@@ -127,12 +127,12 @@ def test_an_index_saved_by_an_older_release_loads_and_other_parameters_rebuild(t
     store = filled_store(tmp_path / "o.db")
     folder = tmp_path / "o.db.vectors"
     try:
-        first = index_over(store, folder)  # the old release's graph: m=16, ef_construction=64
+        first = index_over(store, folder, m=16, ef_construction=64)  # the old release's fixed graph
         before = nearest(first)
         first.save()
         (meta_path,) = folder.glob("*.json")
         meta = json.loads(meta_path.read_text())
-        assert (meta["m"], meta["ef_construction"]) == (DEFAULT_M, DEFAULT_EF_CONSTRUCTION)
+        assert (meta["m"], meta["ef_construction"]) == (16, 64)
         # what an older release wrote: no parameters in the metadata
         old = {k: meta[k] for k in ("instance", "model", "dim", "change", "file")}
         meta_path.write_text(json.dumps(old))
@@ -143,6 +143,10 @@ def test_an_index_saved_by_an_older_release_loads_and_other_parameters_rebuild(t
         assert CountingSource.builds == 0  # loaded from disk, not rebuilt
         assert loaded.parameters(AGENT) == {"m": 16, "ef_construction": 64, "ef_search": 256}
 
+        defaults = index_over(store, folder).parameters(AGENT)  # today's defaults differ: rebuilt (not saved)
+        assert (defaults["m"], defaults["ef_construction"]) == (DEFAULT_M, DEFAULT_EF_CONSTRUCTION)
+        assert CountingSource.builds == 1
+        CountingSource.builds = 0
         other_m = index_over(store, folder, m=24, ef_construction=64)
         assert other_m.size(AGENT) == 300
         assert CountingSource.builds == 1  # the saved graph has m=16: rebuilt with 24
@@ -200,8 +204,11 @@ def test_distractor_texts_are_deduplicated_seeded_and_disjoint(tmp_path: Path, b
     assert first[:10] == distractors.distractor_texts(10, source, seed=1)
     queries = distractors.distractor_texts(50, source, seed=1, offset=100)
     assert not set(first) & set(queries)
-    tail = distractors.query_texts(30, source, seed=1)
-    assert len(tail) == 30 and not set(tail) & set(distractors.distractor_texts(320, source, seed=1))
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"summary of package {i}\n" for i in range(1500)))
+    tail = distractors.query_texts(30, big, seed=1)
+    assert tail == distractors.query_texts(60, big, seed=1)[:30]  # the same queries whatever their number
+    assert len(tail) == 30 and not set(tail) & set(distractors.distractor_texts(500, big, seed=1))
     plain = tmp_path / "lines.txt"
     plain.write_text("one text\n\nanother text\none text\n")
     assert distractors.read_source(plain) == ["one text", "another text"]

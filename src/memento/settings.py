@@ -361,14 +361,14 @@ class Settings(BaseSettings):
         512, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time."
     )
     hnsw_m: int = Field(
-        16,
+        32,
         ge=4,
         le=128,
         validation_alias=AliasChoices("HNSW_M"),
         description="SQLite's HNSW graph (usearch): links per vector. A saved index built with another value is rebuilt at load.",
     )
     hnsw_ef_construction: int = Field(
-        64,
+        128,
         ge=8,
         le=4096,
         validation_alias=AliasChoices("HNSW_EF_CONSTRUCTION"),
