@@ -5,12 +5,15 @@ memory `"{speaker}: {text}"` (+ image caption) created at its session's date; "n
 conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@10, MRR.
 
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
-                           [--mode keyword|semantic|hybrid] [--profile default|004|003]
+                           [--mode keyword|semantic|hybrid] [--profile default|004|003] [--ablation]
                            [--distractors N] [--distractor-source FILE] [--distractor-seed S]
 
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
 --profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004); --profile 003 with
-seed 003's relevance decay (MEMENTO_SCORE_PROFILE=003).
+seed 003's relevance decay (MEMENTO_SCORE_PROFILE=003). --ablation prints one line per lever of
+the cascade (score fusion, conversational context, the time a query names) switched off, or
+built up from the ranking before them. The model's vectors are cached on disk (bench/embed_cache.py),
+so a rerun takes seconds; the figures are the same with --no-embed-cache.
 --distractors N gives each conversation's agent N unrelated memories first (bench/distractors.py, with
 their vectors; bulk-imported once into a template store, dated within the year before the earliest
 first session, and copied per conversation).
@@ -209,6 +212,81 @@ def metrics(rows: list[dict]) -> dict[str, float]:
     return out
 
 
+# --ablation: each lever of the cascade off (or on) against the default. A variant is a name, the
+# MEMORY_CONFIG.ranking fields it sets and the embedder it uses (None: the run's --embedder).
+ABLATION: list[tuple[str, dict[str, object], str | None]] = [
+    ("default (all levers)", {}, None),
+    (
+        "before issue 14: rank fusion, semanticWeight 0.3, no context, no time",
+        {"fusion": "rrf", "semanticWeight": 0.3, "contextBefore": 0.0, "contextAfter": 0.0, "temporalBoost": 0.0},
+        None,
+    ),
+    ("+ score fusion (linear, semanticWeight 0.75)", {"contextBefore": 0.0, "contextAfter": 0.0, "temporalBoost": 0.0}, None),
+    ("+ score fusion + context", {"temporalBoost": 0.0}, None),
+    ("default - score fusion (rrf, 0.3)", {"fusion": "rrf", "semanticWeight": 0.3}, None),
+    ("default - context", {"contextBefore": 0.0, "contextAfter": 0.0}, None),
+    ("default - context after (before only)", {"contextAfter": 0.0}, None),
+    ("default - second neighbour (contextReach 1)", {"contextReach": 1}, None),
+    ("default - time named", {"temporalBoost": 0.0}, None),
+    ("keyword tiers only (no embedder)", {}, "none"),
+]
+
+
+def run(
+    data: list[dict],
+    settings: Settings,
+    embedder: str,
+    mode: SearchMode | None,
+    cache: Path | None,
+    quiet: bool = False,
+    distractors: list[dict[str, object]] | None = None,
+) -> list[dict]:
+    """Every conversation through a fresh store (holding the distractors first, when given); the
+    rows of all questions."""
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        template = None
+        if distractors:
+            first = min(sessions(sample["conversation"])[0][0] for sample in data)
+            t0 = time.perf_counter()
+            template = distractor_store(distractors, Path(tmp), settings, embedder, cache, first)
+            if not quiet:
+                print(f"{template[1]} distractors imported and indexed in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        for sample in data:
+            conv_rows, info = evaluate_conversation(sample, settings, embedder, Path(tmp), mode, cache, template)
+            rows += conv_rows
+            if not quiet:
+                print(
+                    f"{sample['sample_id']}: {info['distractors']} distractors in {info['distract_s']:.1f}s, "
+                    f"{info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
+                    f"{info['queries']} questions in {info['query_s']:.1f}s",
+                    file=sys.stderr,
+                )
+    return rows
+
+
+def ablation(data: list[dict], base: Settings, args: argparse.Namespace, cache: Path | None) -> dict[str, dict]:
+    """Print one line per variant of ABLATION: R@1/5/10 overall and R@5 per category."""
+    cats = [CATEGORIES[c] for c in sorted(CATEGORIES)]
+    print("| variant | R@1 | R@5 | R@10 | " + " | ".join(f"{c} R@5" for c in cats) + " |")
+    print("|---" * (4 + len(cats)) + "|")
+    out = {}
+    for name, ranking, embedder in ABLATION:
+        config = base.memory.model_copy(update={"ranking": base.memory.ranking.model_copy(update=ranking)})
+        settings = base.model_copy(update={"memory": config})
+        rows = run(data, settings, embedder or args.embedder, None, cache, quiet=True)
+        overall = metrics(rows)
+        per = {c: metrics([r for r in rows if r["category"] == k]) for k, c in CATEGORIES.items()}
+        out[name] = {"overall": overall, **per}
+        print(
+            f"| {name} | {overall['R@1']:.1f} | {overall['R@5']:.1f} | {overall['R@10']:.1f} | "
+            + " | ".join(f"{per[c]['R@5']:.1f}" for c in cats)
+            + " |",
+            flush=True,
+        )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -224,6 +302,7 @@ def main() -> int:
         help="keep the model's vectors here between runs (figures unchanged; faster reruns)",
     )
     parser.add_argument("--no-embed-cache", action="store_true", help="embed everything afresh")
+    parser.add_argument("--ablation", action="store_true", help="one line per lever of the cascade (ABLATION) instead of the table")
     parser.add_argument(
         "--distractors",
         type=int,
@@ -239,24 +318,14 @@ def main() -> int:
     mode = SearchMode(args.mode) if args.mode else None
     cache = None if args.no_embed_cache else args.embed_cache
     distractor_rows_ = distractor_memories(args.distractors, args.distractor_source, args.distractor_seed, args.embedder, settings, cache)
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        distractors = None
-        if distractor_rows_:
-            first = min(sessions(sample["conversation"])[0][0] for sample in data)
-            t0 = time.perf_counter()
-            distractors = distractor_store(distractor_rows_, Path(tmp), settings, args.embedder, cache, first)
-            print(f"{distractors[1]} distractors imported and indexed in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-        for sample in data:
-            conv_rows, info = evaluate_conversation(sample, settings, args.embedder, Path(tmp), mode, cache, distractors)
-            rows += conv_rows
-            print(
-                f"{sample['sample_id']}: {info['distractors']} distractors in {info['distract_s']:.1f}s, "
-                f"{info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
-                f"{info['queries']} questions in {info['query_s']:.1f}s",
-                file=sys.stderr,
-            )
     print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
+    if args.ablation:
+        print(f"ablation: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false), profile={args.profile}")
+        table = ablation(data, settings, args, cache)
+        if args.json:
+            args.json.write_text(json.dumps(table, indent=2))
+        return 0
+    rows = run(data, settings, args.embedder, mode, cache, distractors=distractor_rows_)
     print(
         f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}), "
         f"profile={args.profile}, ranking={settings.memory.ranking.model_dump()}"

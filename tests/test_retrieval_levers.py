@@ -21,7 +21,7 @@ from memento.retrieval.temporal import Span, named_span
 from memento.settings import MemoryConfig, RankingConfig, Settings
 from memento.storage.protocol import Hit, SearchFilter
 
-pytestmark = pytest.mark.backends("sqlite", "postgres")
+both = pytest.mark.backends("sqlite", "postgres")  # the tests that touch a store run on both
 
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)  # a Monday
 
@@ -118,16 +118,12 @@ def test_the_semantic_scale_places_later_vectors_on_the_same_footing() -> None:
         ("7월에 간 캠핑", date(2025, 7, 1), date(2025, 7, 31)),
     ],
 )
-def test_the_time_a_query_names(query: str, first: date, last: date, backend: str) -> None:
-    if backend != "sqlite":
-        pytest.skip("no store involved")
+def test_the_time_a_query_names(query: str, first: date, last: date) -> None:
     assert named_span(query, NOW) == Span(first, last)
 
 
 @pytest.mark.parametrize("query", ["may I ask where the keys are", "which port does the api use", "the 31 flavours shop", "version 2.31"])
-def test_queries_naming_no_time(query: str, backend: str) -> None:
-    if backend != "sqlite":
-        pytest.skip("no store involved")
+def test_queries_naming_no_time(query: str) -> None:
     assert named_span(query, NOW) is None
 
 
@@ -137,6 +133,7 @@ def test_a_span_runs_on_for_the_slack_days() -> None:
     assert not span.holds(datetime(2026, 4, 30, tzinfo=UTC), 7)
 
 
+@both
 def test_a_recall_naming_a_time_prefers_memories_created_then(settings: Settings, clock: Clock) -> None:
     clock.now = NOW
     app = build(settings, clock)
@@ -166,6 +163,7 @@ def test_a_recall_naming_a_time_prefers_memories_created_then(settings: Settings
 # --------------------------------------------------------------------- conversational context
 
 
+@both
 @pytest.mark.parametrize("context", [True, False])
 def test_an_answer_is_found_through_the_question_written_before_it(settings: Settings, clock: Clock, context: bool) -> None:
     clock.now = NOW
@@ -178,13 +176,33 @@ def test_an_answer_is_found_through_the_question_written_before_it(settings: Set
         if not context:
             assert got == [ids["question"]]
             return
-        assert got[:3] == [ids["question"], ids["answer"], ids["before"]]  # after the question weighs more than before it
+        assert got[:3] == [ids["question"], ids["answer"], ids["after"]]  # right after the question lends most, two after a little less
+        assert ids["before"] in got
         answer = next(f for f in found if f.id == ids["answer"])
         assert "conversation context" in (answer.recall_reason or "") and answer.similarity is None
     finally:
         app.close()
 
 
+@both
+@pytest.mark.parametrize("reach", [1, 2])
+def test_context_reaches_as_far_as_asked(settings: Settings, clock: Clock, reach: int) -> None:
+    """The answer two memories after the question: found with contextReach 2, not with 1."""
+    clock.now = NOW
+    app = build(settings, clock, vectors=False, contextReach=reach)
+    try:
+        at = (NOW - timedelta(days=1)).isoformat()
+        question = remember(app, "Omar: which football club do you support these days?", createdAt=at)
+        remember(app, "Omar: sorry, the line is bad", createdAt=at)
+        answer = remember(app, "Nina: Manchester City, since I was a kid!", createdAt=at)
+        got = [f.id for f in recall(app, "Which football club does she support?")]
+        assert got[0] == question
+        assert (answer in got) is (reach == 2)
+    finally:
+        app.close()
+
+
+@both
 def test_context_stops_at_the_window_the_topic_and_the_session(plain: App) -> None:
     at = NOW - timedelta(days=3)
     question = remember(plain, "Omar: which football club do you support these days?", createdAt=at.isoformat())
@@ -199,6 +217,7 @@ def test_context_stops_at_the_window_the_topic_and_the_session(plain: App) -> No
     assert wide[question].next == late
 
 
+@both
 def test_neighbours_skip_forgotten_and_filtered_memories(plain: App) -> None:
     at = (NOW - timedelta(days=1)).isoformat()
     first = remember(plain, "first line", createdAt=at)
@@ -214,6 +233,7 @@ def test_neighbours_skip_forgotten_and_filtered_memories(plain: App) -> None:
     assert only_facts[first].next == last  # the decision does not pass the recall's filter
 
 
+@both
 def test_another_agents_memories_are_never_neighbours(plain: App) -> None:
     at = NOW - timedelta(days=2)
     a, b = CallContext(agent_id="agent-a"), CallContext(agent_id="agent-b")
@@ -233,12 +253,14 @@ def test_another_agents_memories_are_never_neighbours(plain: App) -> None:
     assert answer in [f.id for f in recall(plain, "Which football club does Nina support?", a)]
 
 
+@both
 def test_keywords_alone_admit_no_neighbour(plain: App) -> None:
     ids = conversation(plain, NOW - timedelta(days=3))
     result = plain.service.recall(RecallInput(keywords=["football"], includeLinks=False), CallContext())
     assert [f.id for f in result.fragments] == [ids["question"]]
 
 
+@both
 def test_the_vector_of_a_context_neighbour_is_its_own(plain: App) -> None:
     """A neighbour found through context carries its own similarity to the query."""
     ids = conversation(plain, NOW - timedelta(days=3))
@@ -250,6 +272,7 @@ def test_the_vector_of_a_context_neighbour_is_its_own(plain: App) -> None:
     assert answer.similarity == pytest.approx(round(float(np.dot(vector, query)), 4), abs=1e-3)
 
 
+@both
 def test_the_store_answers_for_many_ids_at_once(plain: App) -> None:
     at = (NOW - timedelta(days=1)).isoformat()
     ids = [remember(plain, f"line number {i} of a long talk", createdAt=at) for i in range(450)]

@@ -26,10 +26,16 @@ class RankingConfig(BaseModel):
         description="How the tiers are fused: linear (each tier's scores scaled to [0, 1], weighted and summed) or rrf (reciprocal rank fusion, k=60; semanticWeight 0.3 suits it).",
     )
     contextBefore: float = Field(
-        0.5, ge=0, le=2, description="Share of the relevance of the memory written just before a candidate added to it (0: off)."
+        0.7,
+        ge=0,
+        le=1,
+        description="A candidate's relevance is at least this blend of the memory written just before it and its own: b·before + (1−b)·own (0: off).",
     )
     contextAfter: float = Field(
-        0.3, ge=0, le=2, description="Share of the relevance of the memory written just after a candidate added to it (0: off)."
+        0.4, ge=0, le=1, description="The same with the memory written just after it: a·after + (1−a)·own (0: off)."
+    )
+    contextReach: int = Field(
+        2, ge=0, le=4, description="How many memories written before (and after) a candidate lend it context (0: off)."
     )
     contextWindowMinutes: float = Field(
         60.0, gt=0, description="Memories of one namespace, topic and session created this close are one conversation."

@@ -3,15 +3,22 @@
 Memories written one after another in a conversation lean on each other: the answer ("We
 rented a flat near the station") rarely repeats the question it answers ("Where did you and
 Sam decide to live?"), and the words a recall shares with the conversation are often in the
-turn before. So a candidate's relevance grows by a share of the relevance of the memory
-written just before it (MEMORY_CONFIG.ranking.contextBefore) and just after it
-(contextAfter): neighbours in the sense of storage/sequence.py (same namespace, topic and
+turn before. So a candidate leans on the memory written just before it and the one written
+just after it: its relevance becomes at least the blend
+    contextBefore · (the one before's) + (1 − contextBefore) · (its own), and likewise with
+    contextAfter and the one after
+(MEMORY_CONFIG.ranking; 0.7 and 0.4 by default). A neighbour only ever lends what it has more of:
+the best match of a conversation keeps its place, and the turn that answers it rises next to it.
+Neighbours in the sense of storage/sequence.py (same namespace, topic and
 session, created within contextWindowMinutes). A neighbour that no tier found, next to a
 strong candidate, joins the candidates with its own similarity to the query (its stored
 vector, placed on the semantic tier's scale) plus that context.
 
-Every candidate of the tiers (the best CONTEXT_EXPAND when there are more) looks for its
-neighbours: two statements per recall, whatever the store's size.
+A candidate reads the `contextReach` (2) memories written before it and as many after it,
+each step away lending CONTEXT_DECAY as much as the one before (the question two turns up
+still lends to its answer, a little less than the turn right after it). Every
+candidate of the tiers (the best CONTEXT_EXPAND when there are more) looks for its neighbours:
+`contextReach` statements and one read of stored vectors per recall, whatever the store's size.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from ..storage.protocol import SearchFilter, Store
 from .rank import Candidate, Scale
 
 CONTEXT_EXPAND = 300  # candidates that look for their neighbours, best first
+CONTEXT_DECAY = 0.85  # each further step away lends this much less (the nearest turn first)
 
 
 def add_context(
@@ -43,33 +51,57 @@ def add_context(
     """Add to `cands` (in place) the context of their neighbours, and the neighbours worth it.
     With a similarity `threshold` (recall's), a neighbour no tier found joins only when its own
     similarity reaches it: it is then a semantic result like any other."""
-    before, after = cfg.contextBefore, cfg.contextAfter
-    if (before <= 0 and after <= 0) or not cands:
+    before, after, reach = cfg.contextBefore, cfg.contextAfter, cfg.contextReach
+    if (before <= 0 and after <= 0) or reach < 1 or not cands:
         return
     window = timedelta(minutes=cfg.contextWindowMinutes)
     own = {cid: c.relevance for cid, c in cands.items()}
-    top = sorted(cands.values(), key=lambda c: -c.relevance)[: max(CONTEXT_EXPAND, limit)]
-    found = store.sequence_neighbours(scope, [c.id for c in top], filt, window)
-    fresh = sorted({n for nb in found.values() for n in (nb.previous, nb.next) if n is not None and n not in cands})
+    previous: dict[str, str] = {}
+    following: dict[str, str] = {}
+    frontier = [c.id for c in sorted(cands.values(), key=lambda c: -c.relevance)[: max(CONTEXT_EXPAND, limit)]]
+    seen = set(cands)
+    for _ in range(reach):  # one statement per step away from the candidates
+        found = store.sequence_neighbours(scope, frontier, filt, window)
+        for fid, nb in found.items():
+            if nb.previous is not None:
+                previous[fid], following[nb.previous] = nb.previous, fid
+            if nb.next is not None:
+                following[fid], previous[nb.next] = nb.next, fid
+        frontier = sorted({n for nb in found.values() for n in (nb.previous, nb.next) if n is not None} - seen)
+        seen.update(frontier)
+        if not frontier:
+            break
+    fresh = sorted(seen - set(cands))
     similarity: dict[str, float] = {}
-    if fresh:
-        found.update(store.sequence_neighbours(scope, fresh, filt, window))
-        stored = store.embeddings_of(scope, fresh) if vector is not None and scale is not None else {}
-        for fid in fresh:
-            v = stored.get(fid)
-            if v is not None and vector is not None and scale is not None:
-                similarity[fid] = float(np.dot(v, vector))
-                own[fid] = scale.of(similarity[fid])
-            else:
-                own[fid] = 0.0
-    for fid, nb in found.items():
-        context = before * own.get(nb.previous or "", 0.0) + after * own.get(nb.next or "", 0.0)
-        if context <= 0:
+    stored = store.embeddings_of(scope, fresh) if fresh and vector is not None and scale is not None else {}
+    for fid in fresh:
+        v = stored.get(fid)
+        if v is not None and vector is not None and scale is not None:
+            similarity[fid] = float(np.dot(v, vector))
+        own[fid] = scale.of(similarity[fid]) if scale is not None and fid in similarity else 0.0
+
+    def leaned(fid: str, mine: float) -> float:
+        best = mine
+        for weight, step in ((before, previous), (after, following)):
+            at = fid
+            for _ in range(reach):
+                nxt = step.get(at)
+                if nxt is None:
+                    break
+                best = max(best, weight * own.get(nxt, 0.0) + (1 - weight) * mine)
+                weight *= CONTEXT_DECAY
+                at = nxt
+        return best
+
+    for fid in seen:
+        mine = own.get(fid, 0.0)
+        context = leaned(fid, mine) - mine
+        if context <= 1e-12:
             continue
         cand = cands.get(fid)
         if cand is None and (not admit or (threshold is not None and similarity.get(fid, -1.0) < threshold)):
             continue
         if cand is None:
-            cand = cands[fid] = Candidate(fid, relevance=own.get(fid, 0.0), matched={"context": 1}, similarity=similarity.get(fid))
+            cand = cands[fid] = Candidate(fid, relevance=mine, matched={"context": 1}, similarity=similarity.get(fid))
         cand.relevance += context
         cand.context = context
