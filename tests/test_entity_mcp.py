@@ -265,8 +265,12 @@ async def test_tag_filter_and_pagination(server: HttpServer) -> None:
         await a.call("store_memory", content="Pelican backend uses typescript too", tags=["typescript", "backend"])
         hits = await a.call("recall_memories", query="pelican typescript", search_mode="keyword", tags=["typescript", "frontend"])
         assert [h["memory"]["id"] for h in hits["results"]] == [both["memory"]["id"]]
+        # Entries of different lengths, so their full-text scores differ: between two reads the
+        # first read's access refreshes confidence (001 §4), which reorders exact ties.
         for i in range(50):
-            await a.call("remember", content=f"heron log entry number {i} about the migration", topic="log", type="observation")
+            await a.call(
+                "remember", content=f"heron log entry about the migration{' with more words' * i}", topic="log", type="observation"
+            )
         await a.call("recall_memories", query="heron", search_mode="semantic", limit=1)  # waits for the embedding worker's updates
         everything = await a.call("recall_memories", query="heron migration", search_mode="keyword", limit=100)
         assert everything["total"] == 50

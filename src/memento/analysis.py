@@ -2,7 +2,9 @@
 
 English words are lower-cased and stemmed (research/researching match); Hangul words are kept
 whole and also split into character bigrams so that a particle-suffixed form (`회의가`) is found
-by its stem (`회의`). The same analyser runs at write and at query time.
+by its stem (`회의`). The same analyser runs at write and at query time; the full-text tier's
+query (`search_terms`) also looks a one-syllable noun with a particle up in the forms the index
+holds it in (`집이` -> `집은`, `집에`, ...).
 """
 
 from __future__ import annotations
@@ -100,6 +102,62 @@ def query_terms(text: str) -> list[str]:
     """Distinct terms of a natural-language query, stop words removed (all kept if none remain)."""
     terms = index_terms(text, drop_stopwords=True) or index_terms(text)
     return list(dict.fromkeys(terms))
+
+
+# How a one-syllable Korean noun appears in the index when a particle follows it: a word of two
+# syllables is indexed whole ("집은"), a longer one also as its bigrams ("집에서" -> "집에").
+# So a one-syllable stem is found through its particle's first syllable, in the form that follows
+# a closed syllable (집은, 집으로) or an open one (차는, 차로): one-syllable particles and the first
+# syllable of longer ones (에서/에게, 까지, 부터, 보다, 처럼, 한테, 이랑/이나).
+_ONSETS_AFTER_CONSONANT = tuple("은 이 을 과 으 에 의 도 만 까 부 보 처 한".split())
+_ONSETS_AFTER_VOWEL = tuple("는 가 를 와 로 랑 에 의 도 만 까 부 보 처 한".split())
+
+
+def _closed(syllable: str) -> bool:
+    """True when a precomposed Hangul syllable ends in a consonant (has a batchim)."""
+    return (ord(syllable) - 0xAC00) % 28 != 0
+
+
+def _final_l(syllable: str) -> bool:
+    """True when a Hangul syllable ends in ㄹ, after which 으로 is 로 (달로, 물로)."""
+    return (ord(syllable) - 0xAC00) % 28 == 8
+
+
+# The particles after which a query word's first syllable is taken for a noun (집이, 집에서). Not
+# 도 or 나: after a one-syllable verb they are endings (해도, 가나), not particles.
+_STEM_PARTICLES = tuple(
+    sorted("은 는 이 가 을 를 에 의 와 과 로 만 랑 으로 에서 에게 까지 부터 보다 처럼 한테 께서 이랑 이나".split(), key=len, reverse=True)
+)
+# One-syllable words that look like a noun with a particle but are not: bound nouns (데가 = "a
+# place to"), question words (뭐가), and the commonest verb and adjective stems, whose endings
+# 은/는/을/이 mimic particles (있는, 좋은, 같이, 많이).
+_NOT_NOUNS = frozenset("데 적 줄 척 뿐 듯 뭐 뭘 몇 누 하 되 있 없 같 많 좋 싫 싶 보 주 가 오 알 받 사 자 서 타 쓰 크 작 높 깊".split())
+
+
+def _one_syllable_stem(word: str) -> str | None:
+    """The one-syllable noun of a Hangul query word with a particle ("집이", "집에서" -> "집").
+
+    A bare syllable is left alone: in a question it is as often a verb or a question word (써,
+    대, 뭐) as a noun, and it already matches the same bare syllable in the index."""
+    stem = next((word[: -len(p)] for p in _STEM_PARTICLES if word.endswith(p)), word)
+    if len(stem) != 1 or stem == word or not _HANGUL.match(stem) or stem in STOPWORDS or stem in _NOT_NOUNS:
+        return None
+    return stem
+
+
+def search_terms(text: str) -> list[str]:
+    """The full-text tier's terms for a query: `query_terms`, and for each one-syllable Korean noun
+    with a particle in it the forms the index holds that noun under, so "우리 집이" finds "집은
+    망원동" (a query-side expansion: every stored index already holds these forms)."""
+    terms = query_terms(text)
+    extra: list[str] = []
+    for word in words(text):
+        stem = _one_syllable_stem(word) if _is_hangul(word) else None
+        if stem is not None:
+            onsets = _ONSETS_AFTER_CONSONANT if _closed(stem) else _ONSETS_AFTER_VOWEL
+            onsets += ("로",) if _final_l(stem) else ()
+            extra += [stem, *(stem + onset for onset in onsets)]
+    return list(dict.fromkeys(terms + extra))
 
 
 def strip_particle(word: str) -> str:

@@ -257,7 +257,15 @@ class EntityService:
         if inp.entity_name is not None:
             found = self._store.entities_named(scope, [inp.entity_name])
             if not found:
-                return MemoryHits(results=[], total=0, limit=inp.limit, offset=inp.offset, search_mode=inp.search_mode.value)
+                return MemoryHits(
+                    results=[],
+                    total=0,
+                    limit=inp.limit,
+                    offset=inp.offset,
+                    search_mode=inp.search_mode.value,
+                    coverage=0.0,
+                    no_good_match=True,
+                )
             entity_id = found[0].id
         filters = SearchFilters(
             memory_types=inp.memory_types,
@@ -311,7 +319,16 @@ class EntityService:
             )
             for h, out in zip(page.hits, outs)
         ]
-        return MemoryHits(results=results, total=page.total, limit=limit, offset=offset, search_mode=mode.value)
+        covered = page.coverage
+        return MemoryHits(
+            results=results,
+            total=page.total,
+            limit=limit,
+            offset=offset,
+            search_mode=mode.value,
+            coverage=covered.coverage if covered else None,
+            no_good_match=True if covered and covered.no_good_match else None,
+        )
 
     def get_memory(self, memory_id: str, ctx: CallContext, *, agent_id: str | None = None) -> MemoryOut:
         scope = self.memory._scope(agent_id, ctx)

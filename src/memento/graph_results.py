@@ -10,7 +10,7 @@ from pydantic import ConfigDict
 
 from .graph import Entity, Relation
 from .models import Fragment, FragmentType
-from .results import Omitted, Result
+from .results import COVERAGE, NO_GOOD_MATCH, Omitted, Result
 
 
 def iso(value: datetime | None) -> str | None:
@@ -154,6 +154,8 @@ class MemoryHits(SeedResult):
     limit: int
     offset: int
     search_mode: str
+    coverage: float | None = Omitted(description=COVERAGE)
+    no_good_match: bool | None = Omitted(description=NO_GOOD_MATCH)
 
 
 class MemoryPage(SeedResult):

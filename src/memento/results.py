@@ -270,6 +270,10 @@ class RecallTiers(Result):
     l1: int | str | None = Omitted()
 
 
+COVERAGE = "0-1: how likely the answer is among the results (docs/search.md); absent for a listing without a query"
+NO_GOOD_MATCH = "true: coverage is below MEMENTO_COVERAGE_THRESHOLD; the results are probably not about the query"
+
+
 class RecallItem(FragmentView):
     """A recalled fragment: ranked (score, matched) or a linked neighbour (linked, via)."""
 
@@ -312,6 +316,9 @@ class RecallResult(Result):
     tiers: RecallTiers | None = Omitted()
     search_mode: str | None = Omitted()
     verbose: bool = Field(default=False, exclude=True)
+    coverage: float | None = Omitted(description=COVERAGE)
+    no_good_match: bool | None = Omitted(description=NO_GOOD_MATCH)
+    coverage_features: dict[str, float] | None = Omitted(description="verbose: the features coverage was computed from")
 
     def dump(self) -> dict[str, Any]:
         out = super().dump()

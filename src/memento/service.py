@@ -231,6 +231,7 @@ class MemoryService:
             keyword_index,
             self.searcher,
             profile=score_profile(settings),
+            coverage_threshold=settings.coverage_threshold,
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
         # Every backend is an AppStore, so the store is its erasure store too (004 §5.1 forget mode=hard).

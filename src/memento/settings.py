@@ -449,6 +449,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_HYBRID_KEYWORD_WEIGHT", "HYBRID_KEYWORD_WEIGHT"),
         description="Keyword weight of hybrid search (semantic = 1 - this), 001 §5.4.",
     )
+    coverage_threshold: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices("MEMENTO_COVERAGE_THRESHOLD"),
+        description="A recall whose coverage (how likely the answer is among the results, 0-1) is below this says noGoodMatch: true (docs/search.md).",
+    )
     near_duplicate_similarity: float = Field(
         0.97,
         gt=0,

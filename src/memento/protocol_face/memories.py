@@ -145,18 +145,16 @@ class Memories:
     def recall(self, inp: RecallMemoriesInput, ctx: CallContext) -> MemoryList:
         """The caller's memories matching the query (and any of the tags, and the type), ranked by 000's engine."""
         scope = self.face.read_scope(ctx)
-        found = self._recalled(scope, inp.query, inp.tags or [], inp.type, inp.limit)
-        return MemoryList(memories=found, count=len(found))
+        return self._recalled(scope, inp.query, inp.tags or [], inp.type, inp.limit)
 
     def listing(self, query: str | None, tags: list[str], type_: str | None, limit: int, ctx: CallContext) -> MemoryList:
         """GET /v1/memories: recalled for a query, otherwise listed (newest first, or by 000's
         prior past its activation threshold) with any of the tags and the type given."""
-        found = self._recalled(self.face.read_scope(ctx), query, tags, type_, min(limit, MAX_LISTING))
-        return MemoryList(memories=found, count=len(found))
+        return self._recalled(self.face.read_scope(ctx), query, tags, type_, min(limit, MAX_LISTING))
 
     def search(self, message: str, ctx: CallContext, limit: int) -> list[MemoryOut]:
         """The caller's memories that 000's recall finds for `message`, best first, with scores (the context call)."""
-        return self._recalled(self.face.read_scope(ctx), message, [], None, limit)
+        return self._recalled(self.face.read_scope(ctx), message, [], None, limit).memories
 
     def get(self, memory_id: str, ctx: CallContext) -> MemoryOut:
         scope = self.face.read_scope(ctx)
@@ -176,8 +174,9 @@ class Memories:
             raise NotFound(f"memory {memory_id!r} not found")
         return found[0]
 
-    def _recalled(self, scope: AgentScope, query: str | None, tags: list[str], type_: str | None, limit: int) -> list[MemoryOut]:
-        """000's recall over the scope's own permanent memories: ranked for a query, listed without."""
+    def _recalled(self, scope: AgentScope, query: str | None, tags: list[str], type_: str | None, limit: int) -> MemoryList:
+        """000's recall over the scope's own permanent memories: ranked for a query (with its
+        coverage), listed without."""
         service = self.service
         started = time.perf_counter()
         try:
@@ -199,7 +198,8 @@ class Memories:
             service.observers.recall(time.perf_counter() - started)
         items = result.fragments
         linkages = self.linkages.of(scope, [i.id for i in items])
-        return [self._recalled_out(i, linkages.get(i.id, [])) for i in items]
+        found = [self._recalled_out(i, linkages.get(i.id, [])) for i in items]
+        return MemoryList(memories=found, count=len(found), coverage=result.coverage, no_good_match=result.no_good_match)
 
     @staticmethod
     def _recalled_out(item: RecallItem, linkages: list[LinkageOut]) -> MemoryOut:

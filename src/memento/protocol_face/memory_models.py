@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, Strict, StringConstraints, field_validat
 
 from ..fields import MAX_LIST_ITEMS, Content, FragmentId, OperationInput, Tag, non_blank
 from ..models import FragmentType
-from ..results import Omitted, Result
+from ..results import COVERAGE, NO_GOOD_MATCH, Omitted, Result
 
 ProtocolType = Literal["fact", "decision", "observation", "instruction"]
 LinkageType = Literal["memory", "item", "file"]
@@ -175,6 +175,8 @@ class MemoryList(ProtocolResult):
 
     memories: list[MemoryOut]
     count: int
+    coverage: float | None = Omitted(description=COVERAGE)
+    no_good_match: bool | None = Omitted(description=NO_GOOD_MATCH)
 
 
 class DeletedMemory(ProtocolResult):

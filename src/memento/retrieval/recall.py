@@ -11,16 +11,17 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from ..analysis import normalise_keyword, query_terms
+from ..analysis import normalise_keyword, search_terms
 from ..models import AgentScope, Fragment, FragmentType, MemorySystem, RecallFilters, RecallInput, RelationType
 from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, RankFeatures, SearchFilter, Store
 from .budget import Counter, WireBudget
+from .coverage import DEFAULT_THRESHOLD, Assessment, Evidence, assess
 from .neighbours import add_context
 from .profile import ScoreProfile, penalise_duplicates
 from .rank import Candidate, Scale, composite, fuse, fuse_linear, prior, reason
-from .search import MAX_LIMIT, Search, SearchPage, SearchRequest
+from .search import MAX_LIMIT, Search, SearchPage, SearchRequest, baseline_for, calibrate
 from .temporal import named_span
 
 CANDIDATE_POOL = 40  # per tier; fusion only needs the head of each list
@@ -69,8 +70,10 @@ class Recall:
         keyword_index: KeywordIndex | None = None,
         search: Search | None = None,
         profile: ScoreProfile | None = None,
+        coverage_threshold: float = DEFAULT_THRESHOLD,
     ) -> None:
         self.store = store
+        self.coverage_threshold = coverage_threshold  # MEMENTO_COVERAGE_THRESHOLD: below it, noGoodMatch
         self.profile = profile  # the score profile 004 or 003 (MEMENTO_SCORE_PROFILE); None: 000's ranking
         self.search = search
         self.tokens = tokens
@@ -99,7 +102,7 @@ class Recall:
         # Keywords alone escalate to the text and vector tiers only when they found nothing.
         query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
         if query:
-            tiers["text"] = self.store.text_search(scope, query_terms(query), filt, pool)
+            tiers["text"] = self.store.text_search(scope, search_terms(query), filt, pool)
             if vector is None and inp.text is None and keywords:
                 vector = self.embed_query(query)
             if vector is not None:
@@ -125,7 +128,8 @@ class Recall:
             semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic,
             l1=l1,
         )
-        return self._assemble(scope, inp, ranked[: inp.limit], now, report, copies)
+        covered = self._coverage(searched, tiers, ranked[: inp.limit]) if tiers else None
+        return self._assemble(scope, inp, ranked[: inp.limit], now, report, copies, assessment=covered)
 
     def _searched(
         self, scope: AgentScope, inp: RecallInput, query: str, filt: SearchFilter, vector: np.ndarray | None, now: datetime, copies: int
@@ -145,7 +149,15 @@ class Recall:
             text=sum(h.keyword_score is not None for h in page.hits),
             semantic=sum(h.semantic_score is not None for h in page.hits),
         )
-        return self._assemble(scope, inp, ranked, now, report, copies, mode=inp.mode.value)
+        return self._assemble(scope, inp, ranked, now, report, copies, mode=inp.mode.value, assessment=page.coverage)
+
+    def _coverage(self, query: str, tiers: dict[str, list[Hit]], ranked: Ranked) -> Assessment:
+        """How likely the answer is among `ranked`, from what the tiers said (retrieval/coverage.py)."""
+        base = self.search.baseline if self.search is not None else baseline_for(self.store.embedding_model)
+        sims = [calibrate(h.score, base) for h in tiers.get("semantic", [])]
+        ids = [[h.id for h in hits] for hits in tiers.values()]
+        results = [(f.id, f.detail or f.content) for f, _, _ in ranked]
+        return assess(Evidence(query, sims, ids, results), self.coverage_threshold)
 
     def _l1_keywords(
         self, scope: AgentScope, keywords: list[str], filt: SearchFilter, pool: int
@@ -292,12 +304,22 @@ class Recall:
         return scored
 
     def _assemble(
-        self, scope: AgentScope, inp: RecallInput, ranked: Ranked, now: datetime, tiers: RecallTiers, copies: int, mode: str | None = None
+        self,
+        scope: AgentScope,
+        inp: RecallInput,
+        ranked: Ranked,
+        now: datetime,
+        tiers: RecallTiers,
+        copies: int,
+        mode: str | None = None,
+        assessment: Assessment | None = None,
     ) -> RecallResult:
         """The ranked fragments, then linked neighbours, while the whole result as sent (in the
-        view asked for) fits the token budget; `mode`: the search mode that ranked them."""
+        view asked for) fits the token budget; `mode`: the search mode that ranked them;
+        `assessment`: the coverage of a query (none for a listing)."""
         verbose = inp.verbose
         mode = mode or self.search_mode()
+        covered = coverage_fields(assessment, verbose)
         envelope = RecallResult(
             fragments=[],
             count=inp.limit,
@@ -307,8 +329,12 @@ class Recall:
             tiers=tiers if verbose else None,
             search_mode=mode if verbose else None,
             verbose=verbose,
+            **covered,
         )
         budget = WireBudget(self.tokens, inp.tokenBudget, copies, envelope.dump())
+        if budget.used > inp.tokenBudget and covered.get("coverage_features") is not None:
+            covered["coverage_features"] = None  # a budget too small for the features keeps the number
+            budget = WireBudget(self.tokens, inp.tokenBudget, copies, envelope.model_copy(update=covered).dump())
         out: list[RecallItem] = []
         truncated = False
         tallies = self.store.feedback_tallies(scope, [f.id for f, _, _ in ranked]) if verbose else {}
@@ -356,4 +382,16 @@ class Recall:
             tiers=tiers if verbose else None,
             search_mode=mode if verbose else None,
             verbose=verbose,
+            **covered,
         )
+
+
+def coverage_fields(assessment: Assessment | None, verbose: bool) -> dict[str, object]:
+    """RecallResult's coverage fields: the number, noGoodMatch only when true, features when verbose."""
+    if assessment is None:
+        return {}
+    return {
+        "coverage": assessment.coverage,
+        "no_good_match": True if assessment.no_good_match else None,
+        "coverage_features": assessment.features if verbose else None,
+    }

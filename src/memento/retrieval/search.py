@@ -16,12 +16,13 @@ from datetime import datetime
 
 import numpy as np
 
-from ..analysis import query_terms
+from ..analysis import search_terms
 from ..errors import InvalidArgument
 from ..graph import SearchMode, effective_confidence
 from ..models import AgentScope, Fragment
 from ..settings import Settings
 from ..storage.protocol import EntityStore, Hit, SearchFilter, Store
+from .coverage import Assessment, Evidence, assess
 
 MAX_LIMIT = 100  # 001 §5.6
 DEFAULT_LIMIT = 20
@@ -87,6 +88,7 @@ class SearchPage:
 
     hits: list[ScoredMemory]
     total: int
+    coverage: Assessment | None = None  # how likely the answer is among `hits` (retrieval/coverage.py)
 
 
 @dataclass
@@ -95,6 +97,14 @@ class _Parts:
     semantic: float | None = None
     graph: float | None = None
     via: str | None = None  # graph: the entity the best path reached the memory through
+
+
+@dataclass
+class _Seen:
+    """What the tiers of one search said, for its coverage: calibrated cosines, hits by tier."""
+
+    similarities: list[float] = field(default_factory=list)
+    tiers: list[list[str]] = field(default_factory=list)
 
 
 class Search:
@@ -113,14 +123,18 @@ class Search:
     def run(self, scope: AgentScope, request: SearchRequest, now: datetime, vector: np.ndarray | None = None) -> SearchPage:
         """Answer `request` within `scope`; `vector` is the query's embedding when the caller has it."""
         pool = max(POOL, request.offset + request.limit + MARGIN)
-        parts = self._parts(scope, request, pool, vector)
+        seen = _Seen()
+        parts = self._parts(scope, request, pool, vector, seen)
         scored = self._score(scope, request.mode, request.filt, parts, now)
         scored.sort(key=lambda m: (-m.score, m.fragment.id))
-        return SearchPage(scored[request.offset : request.offset + request.limit], len(scored))
+        hits = scored[request.offset : request.offset + request.limit]
+        results = [(m.fragment.id, m.fragment.detail or m.fragment.content) for m in hits]
+        covered = assess(Evidence(request.query, seen.similarities, seen.tiers, results), self.settings.coverage_threshold)
+        return SearchPage(hits, len(scored), covered)
 
     # ------------------------------------------------------------ candidates per mode
 
-    def _parts(self, scope: AgentScope, request: SearchRequest, pool: int, vector: np.ndarray | None) -> dict[str, _Parts]:
+    def _parts(self, scope: AgentScope, request: SearchRequest, pool: int, vector: np.ndarray | None, seen: _Seen) -> dict[str, _Parts]:
         mode, query, filt = request.mode, request.query, request.filt
         out: dict[str, _Parts] = {}
         if mode is SearchMode.GRAPH:
@@ -128,20 +142,23 @@ class Search:
                 out[fid] = _Parts(graph=score, via=via)
             return out
         if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
-            for fid, kw in self._keyword(scope, query, filt, pool).items():
+            for fid, kw in self._keyword(scope, query, filt, pool, seen).items():
                 out.setdefault(fid, _Parts()).keyword = kw
         if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):
-            for fid, sem in self._semantic(scope, query, filt, pool, vector).items():
+            for fid, sem in self._semantic(scope, query, filt, pool, vector, seen).items():
                 out.setdefault(fid, _Parts()).semantic = sem
         return out
 
-    def _keyword(self, scope: AgentScope, query: str, filt: SearchFilter, pool: int) -> dict[str, float]:
+    def _keyword(self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, seen: _Seen) -> dict[str, float]:
         """Full-text hits, BM25 min-max normalised within the result set (§11.1 step 3)."""
-        terms = query_terms(query)
+        terms = search_terms(query)
         hits = self.store.text_search(scope, terms, filt, pool) if terms else []
+        seen.tiers.append([h.id for h in hits])
         return min_max(hits)
 
-    def _semantic(self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, vector: np.ndarray | None) -> dict[str, float]:
+    def _semantic(
+        self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, vector: np.ndarray | None, seen: _Seen
+    ) -> dict[str, float]:
         """Vector hits whose calibrated similarity reaches the floor (§5.3)."""
         if vector is None and query.strip():
             vector = self.embed_query(query)
@@ -149,7 +166,10 @@ class Search:
             return {}
         floor, base = self.settings.search_min_similarity, self.baseline
         out: dict[str, float] = {}
-        for hit in self.store.vector_search(scope, vector, filt, pool):
+        hits = self.store.vector_search(scope, vector, filt, pool)
+        seen.similarities.extend(calibrate(h.score, base) for h in hits)
+        seen.tiers.append([h.id for h in hits])
+        for hit in hits:
             s = calibrate(hit.score, base)
             if s >= floor and s > 0:
                 out[hit.id] = s
