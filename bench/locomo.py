@@ -6,6 +6,7 @@ conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@1
 
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
                            [--mode keyword|semantic|hybrid] [--profile default|004|003] [--ablation]
+                           [--distractors N] [--distractor-source FILE] [--distractor-seed S]
                            [--keywords split|only]
 
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
@@ -14,6 +15,9 @@ seed 003's relevance decay (MEMENTO_SCORE_PROFILE=003). --ablation prints one li
 the cascade (score fusion, conversational context, the time a query names) switched off, or
 built up from the ranking before them. The model's vectors are cached on disk (bench/embed_cache.py),
 so a rerun takes seconds; the figures are the same with --no-embed-cache.
+--distractors N gives each conversation's agent N unrelated memories first (bench/distractors.py, with
+their vectors; bulk-imported once into a template store, dated within the year before the earliest
+first session, and copied per conversation).
 --keywords passes `keywords` split from the question as a client would (lower-cased words minus a
 small stop list): `split` sends them with the text, `only` sends them alone (no text).
 """
@@ -25,6 +29,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -32,12 +37,16 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+from distractors import DEFAULT_SOURCE as DISTRACTOR_SOURCE
+from distractors import distractor_rows, distractor_texts, embed_all, import_distractors
 from embed_cache import DEFAULT_DIR, CachedEmbedder
 
 from memento.app import build_app
 from memento.embeddings.factory import build_embedder
+from memento.embeddings.protocol import Embedder
+from memento.factory import FragmentFactory
 from memento.graph import SearchMode
-from memento.models import CallContext, FragmentType, RecallInput, RememberInput
+from memento.models import DEFAULT_AGENT, CallContext, FragmentType, RecallInput, RememberInput
 from memento.settings import Settings
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
@@ -93,15 +102,20 @@ def evaluate_conversation(
     workdir: Path,
     mode: SearchMode | None = None,
     cache: Path | None = None,
+    distractors: tuple[Path, int] | None = None,
     keywords: str | None = None,
 ) -> tuple[list[dict], dict]:
     sess = sessions(sample["conversation"])
     now = sess[-1][0]
-    settings = settings.model_copy(update={"database_url": f"sqlite:///{workdir / (sample['sample_id'] + '.db')}"})
-    embedder = None if embedder_choice == "none" else build_embedder(settings.model_copy(update={"embedding_provider": embedder_choice}))
-    if embedder is not None and cache is not None:
-        embedder = CachedEmbedder(embedder, cache)
-    app = build_app(settings, embedder=embedder, clock=lambda: now)
+    path = workdir / (sample["sample_id"] + ".db")
+    settings = settings.model_copy(update={"database_url": f"sqlite:///{path}"})
+    t0 = time.perf_counter()
+    placed = 0
+    if distractors:  # the agent starts with the unrelated memories, all older than the conversation
+        template, placed = distractors
+        copy_store(template, path)
+    distract_s = time.perf_counter() - t0
+    app = build_app(settings, embedder=_embedder(embedder_choice, settings, cache), clock=lambda: now)
     ctx = CallContext()
     id_to_dia: dict[str, list[str]] = defaultdict(list)
     t0 = time.perf_counter()
@@ -134,7 +148,66 @@ def evaluate_conversation(
         rows.append({"category": qa.get("category"), "gold": gold, "ranked": ranked})
     query_s = time.perf_counter() - t1
     app.close()
-    return rows, {"turns": turns, "ingest_s": ingest_s, "queries": len(rows), "query_s": query_s}
+    return rows, {
+        "turns": turns,
+        "ingest_s": ingest_s,
+        "queries": len(rows),
+        "query_s": query_s,
+        "distractors": placed,
+        "distract_s": distract_s,
+    }
+
+
+def _embedder(choice: str, settings: Settings, cache: Path | None) -> Embedder | None:
+    embedder = None if choice == "none" else build_embedder(settings.model_copy(update={"embedding_provider": choice}))
+    if embedder is not None and cache is not None:
+        return CachedEmbedder(embedder, cache)
+    return embedder
+
+
+def distractor_memories(
+    count: int, source: Path, seed: int, embedder_choice: str, settings: Settings, cache: Path | None
+) -> list[dict[str, object]] | None:
+    """`count` distractor rows drafted and embedded once (the model's vectors cached); None for none."""
+    if count <= 0:
+        return None
+    texts = distractor_texts(count, source, seed)
+    embedder = _embedder(embedder_choice, settings, cache)
+    vectors = embed_all(embedder, texts) if embedder is not None else None
+    epoch = [datetime(2000, 1, 1, tzinfo=UTC)] * len(texts)  # re-dated on import
+    return distractor_rows(
+        FragmentFactory(), texts, vectors, agent=DEFAULT_AGENT, model=embedder.name if embedder else None, created_at=epoch
+    )
+
+
+def distractor_store(
+    rows: list[dict[str, object]], workdir: Path, settings: Settings, embedder_choice: str, cache: Path | None, before: datetime
+) -> tuple[Path, int]:
+    """A store holding only the distractors, in the agent the conversations use, each created
+    within the year before `before` (the earliest first session of the run), through the bulk
+    import; its vector index built and saved. Every conversation starts from a copy of it, so
+    100k distractors cost one import and one graph build per run. The path and how many."""
+    path = workdir / "distractors.db"
+    settings = settings.model_copy(update={"database_url": f"sqlite:///{path}"})
+    app = build_app(settings, embedder=_embedder(embedder_choice, settings, cache))
+    try:
+        placed = import_distractors(app.store, rows, before=before)
+        vectors = getattr(app.store, "vectors", None)
+        if vectors is not None:
+            vectors.size(DEFAULT_AGENT)  # the graph, built once and saved by close
+    finally:
+        app.close()
+    return path, placed
+
+
+def copy_store(template: Path, path: Path) -> None:
+    """A closed SQLite store (its database and the saved vector indexes beside it) copied to `path`."""
+    for suffix in ("", "-wal", "-shm"):
+        if template.with_name(template.name + suffix).exists():
+            shutil.copyfile(template.with_name(template.name + suffix), path.with_name(path.name + suffix))
+    folder = template.with_name(template.name + ".vectors")
+    if folder.exists():
+        shutil.copytree(folder, path.with_name(path.name + ".vectors"))
 
 
 def metrics(rows: list[dict]) -> dict[str, float]:
@@ -184,17 +257,27 @@ def run(
     mode: SearchMode | None,
     cache: Path | None,
     quiet: bool = False,
+    distractors: list[dict[str, object]] | None = None,
     keywords: str | None = None,
 ) -> list[dict]:
-    """Every conversation through a fresh store; the rows of all questions."""
+    """Every conversation through a fresh store (holding the distractors first, when given); the
+    rows of all questions."""
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
+        template = None
+        if distractors:
+            first = min(sessions(sample["conversation"])[0][0] for sample in data)
+            t0 = time.perf_counter()
+            template = distractor_store(distractors, Path(tmp), settings, embedder, cache, first)
+            if not quiet:
+                print(f"{template[1]} distractors imported and indexed in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
         for sample in data:
-            conv_rows, info = evaluate_conversation(sample, settings, embedder, Path(tmp), mode, cache, keywords)
+            conv_rows, info = evaluate_conversation(sample, settings, embedder, Path(tmp), mode, cache, template, keywords)
             rows += conv_rows
             if not quiet:
                 print(
-                    f"{sample['sample_id']}: {info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
+                    f"{sample['sample_id']}: {info['distractors']} distractors in {info['distract_s']:.1f}s, "
+                    f"{info['turns']} turns ingested in {info['ingest_s']:.1f}s, "
                     f"{info['queries']} questions in {info['query_s']:.1f}s",
                     file=sys.stderr,
                 )
@@ -242,12 +325,21 @@ def main() -> int:
     )
     parser.add_argument("--no-embed-cache", action="store_true", help="embed everything afresh")
     parser.add_argument("--ablation", action="store_true", help="one line per lever of the cascade (ABLATION) instead of the table")
+    parser.add_argument(
+        "--distractors",
+        type=int,
+        default=0,
+        help="put N unrelated memories (bench/distractors.py) into each conversation's agent, older than its first session",
+    )
+    parser.add_argument("--distractor-source", type=Path, default=DISTRACTOR_SOURCE, help="one text a line (.tsv: 5th column)")
+    parser.add_argument("--distractor-seed", type=int, default=0)
     args = parser.parse_args()
     raw = args.data.read_bytes()
     data = json.loads(raw)[: args.limit_conversations]
     settings = Settings(MEMENTO_SQLITE_SYNCHRONOUS="NORMAL", MEMENTO_SCORE_PROFILE=args.profile)
     mode = SearchMode(args.mode) if args.mode else None
     cache = None if args.no_embed_cache else args.embed_cache
+    distractor_rows_ = distractor_memories(args.distractors, args.distractor_source, args.distractor_seed, args.embedder, settings, cache)
     print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
     if args.ablation:
         print(f"ablation: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false), profile={args.profile}")
@@ -255,11 +347,16 @@ def main() -> int:
         if args.json:
             args.json.write_text(json.dumps(table, indent=2))
         return 0
-    rows = run(data, settings, args.embedder, mode, cache, keywords=args.keywords)
+    rows = run(data, settings, args.embedder, mode, cache, distractors=distractor_rows_, keywords=args.keywords)
     print(
         f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}, keywords={args.keywords or 'none'}), "
         f"profile={args.profile}, ranking={settings.memory.ranking.model_dump()}"
     )
+    if args.distractors:
+        print(
+            f"distractors: {len(distractor_rows_ or [])} per conversation from {args.distractor_source.name} (seed {args.distractor_seed}),"
+            " created within the year before the earliest first session"
+        )
     header = ["category", "n", *[f"R@{k}" for k in KS], "any@5", "any@10", "NDCG@10", "MRR"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

@@ -247,6 +247,8 @@ def _open_store(settings: Settings, embedder: Embedder | None) -> tuple[AppStore
         synchronous=settings.sqlite_synchronous,
         ann_threshold=settings.ann_threshold,
         ef_search=settings.hnsw_ef_search,
+        hnsw_m=settings.hnsw_m,
+        hnsw_ef_construction=settings.hnsw_ef_construction,
         text_scoring=text_scoring(settings),
     )
     return store, SQLiteMaintenance(store)

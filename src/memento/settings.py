@@ -367,6 +367,20 @@ class Settings(BaseSettings):
     hnsw_ef_search: int = Field(
         512, ge=8, le=4096, validation_alias=AliasChoices("HNSW_EF_SEARCH"), description="HNSW candidate list size at query time."
     )
+    hnsw_m: int = Field(
+        32,
+        ge=4,
+        le=128,
+        validation_alias=AliasChoices("HNSW_M"),
+        description="SQLite's HNSW graph (usearch): links per vector. A saved index built with another value is rebuilt at load.",
+    )
+    hnsw_ef_construction: int = Field(
+        128,
+        ge=8,
+        le=4096,
+        validation_alias=AliasChoices("HNSW_EF_CONSTRUCTION"),
+        description="SQLite's HNSW graph (usearch): candidate list size while inserting. A saved index built with another value is rebuilt at load.",
+    )
     memory: MemoryConfig = Field(default_factory=MemoryConfig, validation_alias=AliasChoices("MEMORY_CONFIG"))
     text_length_norm: float = Field(
         0.2,

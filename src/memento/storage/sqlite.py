@@ -69,7 +69,7 @@ from .sqlite_skips import SQLiteSkips
 from .sqlite_sql import parse_ts, ts
 from .sqlite_vectors import SQLiteVectorSource
 from .sqlite_workmem import SQLiteWorkMemory
-from .vectors import VectorIndex
+from .vectors import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M, VectorIndex
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
 
 __all__ = ["SQLiteStore", "parse_ts", "ts"]
@@ -89,7 +89,9 @@ class SQLiteStore:
         dimensions: int | None,
         synchronous: str = "FULL",
         ann_threshold: int = 5000,
-        ef_search: int = 512,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        hnsw_m: int = DEFAULT_M,
+        hnsw_ef_construction: int = DEFAULT_EF_CONSTRUCTION,
         text_scoring: terms_policy.Scoring = terms_policy.DEFAULT_SCORING,
     ) -> None:
         self.path = path
@@ -109,6 +111,8 @@ class SQLiteStore:
                 SQLiteVectorSource(self.db.committed_reader, self.db.connect, embedding_model, dimensions),
                 ann_threshold=ann_threshold,
                 ef_search=ef_search,
+                m=hnsw_m,
+                ef_construction=hnsw_ef_construction,
             )
         agents: terms_policy.CountCache[frozenset[str]] = terms_policy.CountCache()  # the agents present
         self.fragments = SQLiteFragments(self.db, self.vectors, embedding_model, agents)

@@ -29,6 +29,16 @@ log = logging.getLogger(__name__)
 
 CATCH_UP_MIN = 1024  # below this many changed fragments, catching up always beats a rebuild
 
+# HNSW parameters (settings HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH), chosen by
+# bench/hnsw_recall.py on the default model's vectors (docs/benchmarks.md): the seed's m=16,
+# ef_construction=64 gave recall@10 0.976 at 30k vectors and falls with size; m=32,
+# ef_construction=128 gave 0.993 at the same ef_search. An index saved before its metadata
+# recorded them was built with m=16, ef_construction=64.
+DEFAULT_M = 32
+DEFAULT_EF_CONSTRUCTION = 128
+DEFAULT_EF_SEARCH = 512
+LEGACY_EF_CONSTRUCTION = 64
+
 Span = tuple[int, int]  # the clock just before and just after one committed write
 
 
@@ -62,26 +72,64 @@ class _AgentIndex:
     stamp: int  # every change numbered up to this is reflected
     saved: int | None  # the stamp of the copy on disk, when it came from or went there
     lock: threading.RLock
+    built_with: int  # the ef_construction its graph was built with (usearch does not save it)
 
 
 class VectorIndex:
     """Holds one usearch index per agent, built lazily from the database and kept current with it."""
 
     def __init__(
-        self, dimensions: int, model: str, directory: Path | None, source: VectorSource, ann_threshold: int = 5000, ef_search: int = 512
+        self,
+        dimensions: int,
+        model: str,
+        directory: Path | None,
+        source: VectorSource,
+        ann_threshold: int = 5000,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        m: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
     ) -> None:
+        if m < 2 or ef_construction < 1 or ef_search < 1:
+            raise ValueError("HNSW m must be at least 2, ef_construction and ef_search at least 1")
         self.dimensions = dimensions
         self.model = model
         self.directory = directory
         self.source = source
         self.ann_threshold = ann_threshold
         self.ef_search = ef_search
+        self.m = m
+        self.ef_construction = ef_construction
         self._agents: dict[str, _AgentIndex] = {}
         self._lock = threading.Lock()
 
     def _new_index(self) -> Index:
-        # The seed's HNSW parameters (000 §3.1): m=16, ef_construction=64, cosine.
-        return Index(ndim=self.dimensions, metric="cos", dtype="f16", connectivity=16, expansion_add=64, expansion_search=self.ef_search)
+        """An empty graph with the configured parameters (cosine, half-precision vectors)."""
+        return Index(
+            ndim=self.dimensions,
+            metric="cos",
+            dtype="f16",
+            connectivity=self.m,
+            expansion_add=self.ef_construction,
+            expansion_search=self.ef_search,
+        )
+
+    def set_ef_search(self, ef_search: int) -> None:
+        """Change the query-time candidate list of every index, loaded now or later (a graph's
+        links do not depend on it, so nothing is rebuilt)."""
+        if ef_search < 1:
+            raise ValueError("ef_search must be at least 1")
+        self.ef_search = ef_search
+        with self._lock:
+            entries = list(self._agents.values())
+        for entry in entries:
+            with entry.lock:
+                entry.index.expansion_search = ef_search  # type: ignore[misc]  # a setter usearch types as read-only
+
+    def parameters(self, agent: str) -> dict[str, int]:
+        """The HNSW parameters the agent's index was built with and searches with."""
+        entry = self._get(agent)
+        with entry.lock:
+            return {"m": int(entry.index.connectivity), "ef_construction": entry.built_with, "ef_search": int(entry.index.expansion_search)}
 
     def _prefix(self, agent: str) -> str:
         return hashlib.sha256(agent.encode()).hexdigest()[:20]
@@ -98,7 +146,7 @@ class VectorIndex:
         clock = self.source.clock()
         entry = self._load_saved(agent, clock)
         if entry is None:
-            return _AgentIndex(self._build(agent), clock, None, threading.RLock())
+            return _AgentIndex(self._build(agent), clock, None, threading.RLock(), self.ef_construction)
         self._catch_up(agent, entry)
         return entry
 
@@ -116,9 +164,19 @@ class VectorIndex:
                 return None  # the database went back in time (restored from a copy): rebuild
             if not isinstance(name, str) or not name.startswith(self._prefix(agent)) or Path(name).name != name:
                 return None
+            built_with = meta.get("ef_construction", LEGACY_EF_CONSTRUCTION)
+            if built_with != self.ef_construction:
+                log.info(
+                    "vector index for an agent built with ef_construction %s, configured %d: rebuilding", built_with, self.ef_construction
+                )
+                return None
             index = self._new_index()
-            index.load(str(self.directory / name))
-            return _AgentIndex(index, stamp, stamp, threading.RLock())
+            index.load(str(self.directory / name))  # the file's own m (connectivity) comes with it
+            if index.connectivity != self.m or index.ndim != self.dimensions:
+                log.info("vector index for an agent built with m=%d, configured m=%d: rebuilding", index.connectivity, self.m)
+                return None
+            index.expansion_search = self.ef_search  # type: ignore[misc]
+            return _AgentIndex(index, stamp, stamp, threading.RLock(), built_with)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, RuntimeError) as exc:
@@ -148,6 +206,7 @@ class VectorIndex:
                     entry.index.add(keys, vectors)
         else:  # most of the index changed (a reindex), or the database went back in time
             entry.index = self._build(agent)
+            entry.built_with = self.ef_construction
         entry.stamp = clock
 
     def _apply(self, agent: str, span: Span, keys: list[int], vector: np.ndarray | None) -> None:
@@ -208,7 +267,7 @@ class VectorIndex:
         with entry.lock:
             clock = self.source.clock()
             entry.index = self._build(agent)
-            entry.stamp, entry.saved = clock, None
+            entry.stamp, entry.saved, entry.built_with = clock, None, self.ef_construction
             if self.directory is None:
                 return 0
             self._write(agent, entry)
@@ -238,7 +297,15 @@ class VectorIndex:
         name = f"{prefix}-{entry.stamp}-{token}.usearch"
         entry.index.save(str(self.directory / name))
         _fsync(self.directory / name)
-        meta = {"instance": self.source.identity(), "model": self.model, "dim": self.dimensions, "change": entry.stamp, "file": name}
+        meta = {
+            "instance": self.source.identity(),
+            "model": self.model,
+            "dim": self.dimensions,
+            "change": entry.stamp,
+            "file": name,
+            "m": int(entry.index.connectivity),
+            "ef_construction": entry.built_with,
+        }
         tmp = self.directory / f"{prefix}.{token}.tmp"
         tmp.write_text(json.dumps(meta))
         _fsync(tmp)
