@@ -288,6 +288,7 @@ def test_a_sqlite_export_restores_into_postgresql_identically(app: App, clock: C
     )
     try:
         ids = populate(source, clock)
+        source.service.settle(30)  # every vector stored before the export and the snapshot (the outbox embeds after the write)
         text = export_text(source)
         before = {f.id: f for f in source.store.get_many(SYSTEM, list(ids.values()))}
     finally:
