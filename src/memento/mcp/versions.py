@@ -7,6 +7,11 @@ so handlers build one neutral shape and ask this module how to put it on the wir
 - 2025-03-26: tool annotations (readOnlyHint, destructiveHint, ...; their own title).
 - 2025-06-18: Tool.title, outputSchema, structuredContent; Implementation.title.
 - 2025-11-25: tasks and icons; SSE priming events (an id and empty data) and `retry`.
+- 2026-07-28: stateless — no handshake (`server/discover`; version, client capabilities and
+  client info in every request's `_meta`), `resultType` on every result, no sessions on HTTP.
+
+`SUPPORTED` are the revisions a client reaches through `initialize`; `STATELESS` the one it
+reaches without it. `REVISIONS` orders all of them for `at_least`.
 
 Capabilities: `completions` from 2025-03-26, `tasks` from 2025-11-25. JSON-RPC batches exist
 only in 2025-03-26.
@@ -21,8 +26,13 @@ from typing import Any
 from memento.results import wire_text
 
 SUPPORTED: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-"""Newest first; the order is the order of releases, not of string comparison."""
+"""The handshake revisions, newest first; the order is the order of releases, not of string
+comparison. `initialize` negotiates among these only."""
 LATEST = SUPPORTED[0]
+STATELESS = "2026-07-28"
+"""The stateless revision: never negotiated by `initialize`, named in each request's `_meta`."""
+REVISIONS: tuple[str, ...] = (STATELESS, *SUPPORTED)
+"""Every revision spoken, newest first."""
 
 
 def negotiate(requested: object) -> str:
@@ -34,11 +44,16 @@ def is_supported(version: str) -> bool:
     return version in SUPPORTED
 
 
+def is_stateless(version: str | None) -> bool:
+    """Whether `version` is the stateless revision (no session, `_meta` on every request)."""
+    return version == STATELESS
+
+
 def at_least(version: str, minimum: str) -> bool:
-    """True when `version` is a supported revision no older than `minimum`."""
-    if version not in SUPPORTED or minimum not in SUPPORTED:
+    """True when `version` is a spoken revision no older than `minimum`."""
+    if version not in REVISIONS or minimum not in REVISIONS:
         return False
-    return SUPPORTED.index(version) <= SUPPORTED.index(minimum)
+    return REVISIONS.index(version) <= REVISIONS.index(minimum)
 
 
 @dataclass(frozen=True)
