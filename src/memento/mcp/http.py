@@ -352,6 +352,10 @@ class McpHttp:
                 return self.gate.forbidden(request, "Forbidden: this token lacks the memory:write scope")
             if message.method == LISTEN and self._closing:
                 return rpc_error(503, INVALID_REQUEST, "Server is shutting down", request_id)
+            listening = subscriptions_of(self.server.features)
+            if message.method == LISTEN and listening is not None and listening.count() >= self.max_sessions:
+                # Each open listen stream holds a connection: capped like sessions (MEMENTO_MAX_SESSIONS).
+                return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many open subscriptions/listen streams", request_id)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         related = asyncio.Event()
         limit = self.streams.queue_limit
