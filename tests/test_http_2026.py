@@ -23,6 +23,7 @@ from mcp import Client
 from mcp.types import TextContent
 
 from memento.app import App, build_app
+from memento.mcp.subscriptions import subscriptions_of
 from memento.settings import Settings
 from memento.web import create_http_app
 
@@ -440,3 +441,18 @@ async def tool_json(client: Client, name: str, arguments: dict[str, Any]) -> dic
     assert isinstance(first, TextContent)
     parsed: dict[str, Any] = json.loads(first.text)
     return parsed
+
+
+async def test_closing_a_listen_stream_ends_the_subscription(app: App) -> None:
+    listen = body("subscriptions/listen", {"notifications": {"resourcesListChanged": True}}, rid="gone")
+    async with serving_mcp(app) as (url, mcp), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+        feature = subscriptions_of(mcp.server.features)
+        assert feature is not None
+        async with http.stream("POST", url, json=listen, headers=headers_for("subscriptions/listen", {})) as stream:
+            assert (await Events(stream).next())["method"] == "notifications/subscriptions/acknowledged"
+            assert feature.count() == 1 and len(mcp.server.sessions()) == 1  # the listener, in the fan-out
+        # The client went away: closing its stream cancelled the request, which let go of the listener.
+        with anyio.fail_after(TIMEOUT_S):
+            while feature.count():
+                await anyio.sleep(0.01)  # the server notices the closed connection on its own time
+        assert mcp.server.sessions() == []
