@@ -1,0 +1,303 @@
+"""The tasks extension io.modelcontextprotocol/tasks at 2026-07-28 (SEP-2663), through McpServer.
+
+Every request is answered with a fresh session, as the stateless revision does: a task belongs
+to the credential that started it, never to a session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from memento.app import App, build_app
+from memento.auth.principal import ANONYMOUS, Principal
+from memento.embeddings.hashing import HashEmbedder
+from memento.mcp import versions
+from memento.mcp.context import Session
+from memento.mcp.registry import default_features
+from memento.mcp.server import McpServer
+from memento.mcp.task_extension import EXTENSION
+from memento.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+OPTED_IN: dict[str, Any] = {"extensions": {EXTENSION: {}}}
+ALICE = Principal(subject="alice-key", agent_id="alice")
+BOB = Principal(subject="bob-key", agent_id="bob")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def fixture_app(tmp_path: Path) -> Iterator[App]:
+    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash", MEMENTO_CONFORMANCE_FIXTURES=True)
+    built = build_app(settings, embedder=HashEmbedder(256))
+    yield built
+    built.close()
+
+
+class Client:
+    """A 2026 client: every request carries its capabilities in `_meta` and gets a new session."""
+
+    def __init__(self, server: McpServer, principal: Principal = ANONYMOUS, capabilities: dict[str, Any] | None = None) -> None:
+        self.server, self.principal = server, principal
+        self.capabilities = OPTED_IN if capabilities is None else capabilities
+        self.ids = 0
+
+    async def send(
+        self, method: str, params: dict[str, Any] | None = None, *, capabilities: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        self.ids += 1
+        caps = self.capabilities if capabilities is None else capabilities
+        session = Session(
+            id=f"throwaway-{self.ids}", protocol_version=versions.STATELESS, client_capabilities=caps, principal=self.principal
+        )
+        message = {
+            "jsonrpc": "2.0",
+            "id": self.ids,
+            "method": method,
+            "params": {**(params or {}), "_meta": {"io.modelcontextprotocol/clientCapabilities": caps}},
+        }
+        reply = await self.server.handle(message, session)
+        assert isinstance(reply, dict)
+        return reply
+
+    async def result(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        reply = await self.send(method, params, **kw)
+        assert "result" in reply, reply
+        result: dict[str, Any] = reply["result"]
+        return result
+
+    async def error(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        reply = await self.send(method, params, **kw)
+        assert "error" in reply, reply
+        error: dict[str, Any] = reply["error"]
+        return error
+
+    async def call(self, tool: str, arguments: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        return await self.result("tools/call", {"name": tool, "arguments": arguments or {}, **extra})
+
+
+def serve(app: App) -> McpServer:
+    server = McpServer(app, features=default_features(app.settings))
+    server.started()
+    return server
+
+
+async def settle(server: McpServer, task_id: str) -> None:
+    """Wait (bounded) until the task ends: its record's done event, no sleeping."""
+    assert server.tasks is not None
+    with anyio.fail_after(10):
+        await server.tasks.tasks[task_id].done.wait()
+
+
+async def until_input(client: Client, task_id: str, keys: int = 1) -> dict[str, Any]:
+    """Poll tasks/get until the task waits on `keys` input requests (bounded)."""
+    with anyio.fail_after(10):
+        while True:
+            task = await client.result("tasks/get", {"taskId": task_id})
+            if task["status"] == "input_required" and len(task.get("inputRequests", {})) >= keys:
+                return task
+            await anyio.lowlevel.checkpoint()
+
+
+def test_the_extension_is_declared_at_2026_and_the_2025_capability_is_unchanged(app: App) -> None:
+    server = McpServer(app, features=default_features(app.settings))
+    stateless = server.capabilities(versions.STATELESS)
+    assert stateless["extensions"] == {EXTENSION: {}} and "tasks" not in stateless
+    assert server.capabilities("2025-11-25")["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    assert "extensions" not in server.capabilities("2025-11-25")
+
+
+async def test_a_long_tool_returns_a_task_handle_and_tasks_get_polls_it_to_its_result(app: App) -> None:
+    server = serve(app)
+    client = Client(server)
+    created = await client.call("memory_consolidate", {"dryRun": True})
+    assert created["resultType"] == "task" and created["status"] == "working"
+    assert isinstance(created["ttlMs"], int) and isinstance(created["pollIntervalMs"], int)
+    assert not {"task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState"} & set(created)
+    task_id = created["taskId"]
+    await settle(server, task_id)
+    done = await client.result("tasks/get", {"taskId": task_id})
+    assert done["status"] == "completed" and done["taskId"] == task_id
+    assert done["result"]["isError"] is False and "stages" in done["result"]["content"][0]["text"]
+    assert "_meta" not in done["result"]  # no related-task key: the taskId is at the root
+
+
+async def test_without_the_extension_a_long_tool_runs_synchronously(app: App) -> None:
+    client = Client(serve(app), capabilities={})
+    result = await client.call("memory_consolidate", {"dryRun": True})
+    assert "taskId" not in result and result["content"] and result.get("resultType") != "task"
+
+
+async def test_the_task_methods_need_the_extension_and_list_and_result_are_gone(app: App) -> None:
+    client = Client(serve(app))
+    for method, params in (
+        ("tasks/get", {"taskId": "x"}),
+        ("tasks/update", {"taskId": "x", "inputResponses": {}}),
+        ("tasks/cancel", {"taskId": "x"}),
+    ):
+        error = await client.error(method, params, capabilities={})
+        assert error["code"] == -32021 and error["data"]["requiredCapabilities"]["extensions"] == {EXTENSION: {}}
+    for method in ("tasks/list", "tasks/result"):
+        assert (await client.error(method, {"taskId": "x"}))["code"] == -32601
+    assert (await client.error("tasks/get", {"taskId": "nobody-made-this"}))["code"] == -32602
+
+
+async def test_a_task_belongs_to_its_credential_not_to_a_session(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    alice, bob = Client(server, ALICE), Client(server, BOB)
+    task_id = (await alice.call("slow_compute", {"seconds": 60}))["taskId"]
+    assert (await alice.result("tasks/get", {"taskId": task_id}))["status"] == "working"  # another session, same key
+    probes: list[tuple[str, dict[str, Any]]] = [("tasks/get", {}), ("tasks/update", {"inputResponses": {}}), ("tasks/cancel", {})]
+    for method, params in probes:
+        error = await bob.error(method, {"taskId": task_id, **params})
+        assert error["code"] == -32602  # as if it did not exist
+    assert (await alice.result("tasks/get", {"taskId": task_id}))["status"] == "working"  # bob's cancel did nothing
+    assert await alice.result("tasks/cancel", {"taskId": task_id}) == {}
+    await settle(server, task_id)
+    assert (await alice.result("tasks/get", {"taskId": task_id}))["status"] == "cancelled"
+    assert await alice.result("tasks/cancel", {"taskId": task_id}) == {}  # idempotent on a terminal task
+
+
+async def test_tasks_update_feeds_the_input_a_running_task_waits_for(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    client = Client(server)
+    task_id = (await client.call("confirm_delete", {"filename": "notes.txt"}))["taskId"]
+    waiting = await until_input(client, task_id)
+    ((key, request),) = waiting["inputRequests"].items()
+    assert request["method"] == "elicitation/create" and "notes.txt" in request["params"]["message"]
+    assert await client.result("tasks/update", {"taskId": task_id, "inputResponses": {"not-asked": {}}}) == {}  # ignored
+    assert (await client.result("tasks/get", {"taskId": task_id}))["status"] == "input_required"
+    assert (
+        await client.result(
+            "tasks/update", {"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+        )
+        == {}
+    )
+    await settle(server, task_id)
+    done = await client.result("tasks/get", {"taskId": task_id})
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted notes.txt"
+    assert "inputRequests" not in done
+
+
+async def test_a_partial_update_leaves_only_the_unanswered_request(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    client = Client(server)
+    task_id = (await client.call("multi_input"))["taskId"]
+    first, second = sorted((await until_input(client, task_id, keys=2))["inputRequests"])
+    await client.result("tasks/update", {"taskId": task_id, "inputResponses": {first: {"action": "accept", "content": {"name": "a"}}}})
+    still = await client.result("tasks/get", {"taskId": task_id})
+    assert still["status"] == "input_required" and list(still["inputRequests"]) == [second]
+    await client.result("tasks/update", {"taskId": task_id, "inputResponses": {second: {"action": "accept", "content": {"name": "b"}}}})
+    await settle(server, task_id)
+    assert (await client.result("tasks/get", {"taskId": task_id}))["result"]["content"][0]["text"] == "Received: a, b"
+
+
+async def test_malformed_input_responses_are_invalid_params_and_change_nothing(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    client = Client(server)
+    task_id = (await client.call("confirm_delete", {"filename": "x"}))["taskId"]
+    before = await until_input(client, task_id)
+    assert (await client.error("tasks/update", {"taskId": task_id, "inputResponses": ["yes"]}))["code"] == -32602
+    assert (await client.result("tasks/get", {"taskId": task_id}))["inputRequests"] == before["inputRequests"]
+    await client.result("tasks/cancel", {"taskId": task_id})
+
+
+async def test_a_tool_error_completes_the_task_and_a_protocol_error_fails_it(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    client = Client(server)
+    tool_error = (await client.call("failing_job"))["taskId"]
+    protocol_error = (await client.call("protocol_error_job"))["taskId"]
+    await settle(server, tool_error)
+    await settle(server, protocol_error)
+    completed = await client.result("tasks/get", {"taskId": tool_error})
+    assert completed["status"] == "completed" and completed["result"]["isError"] is True
+    failed = await client.result("tasks/get", {"taskId": protocol_error})
+    assert failed["status"] == "failed" and failed["error"]["code"] == -32603 and "result" not in failed
+
+
+async def test_a_task_only_tool_refuses_a_client_without_the_extension(fixture_app: App) -> None:
+    error = await Client(serve(fixture_app), capabilities={}).error("tools/call", {"name": "failing_job", "arguments": {}})
+    assert error["code"] == -32021 and EXTENSION in error["data"]["requiredCapabilities"]["extensions"]
+
+
+async def test_the_legacy_task_param_never_makes_a_task_of_a_quick_tool(fixture_app: App) -> None:
+    result = await Client(serve(fixture_app)).call("greet", {"name": "you"}, task={"ttl": 60000})
+    assert result["content"][0]["text"] == "Hello, you!" and "taskId" not in result
+
+
+async def test_mrtr_rounds_come_before_the_task_and_their_answer_reaches_its_result(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    client = Client(server)
+    first = await client.call("test_tool_with_task")
+    assert first["resultType"] == "input_required" and "taskId" not in first
+    (key,) = first["inputRequests"]
+    created = await client.call("test_tool_with_task", inputResponses={key: {"action": "accept", "content": {"name": "Alice"}}})
+    assert created["resultType"] == "task" and "requestState" not in created and "inputRequests" not in created
+    await settle(server, created["taskId"])
+    assert "Alice" in (await client.result("tasks/get", {"taskId": created["taskId"]}))["result"]["content"][0]["text"]
+
+
+async def test_progress_of_a_task_shows_in_its_status_message(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    client = Client(server)
+    task_id = (await client.call("slow_compute", {"seconds": 60, "label": "crunch"}))["taskId"]
+    with anyio.fail_after(10):
+        while "crunch" not in (await client.result("tasks/get", {"taskId": task_id})).get("statusMessage", ""):
+            await anyio.lowlevel.checkpoint()
+    assert (await client.result("tasks/get", {"taskId": task_id}))["statusMessage"].startswith("crunch: computing (0/60)")
+    await client.result("tasks/cancel", {"taskId": task_id})
+
+
+async def test_task_fixtures_exist_only_at_2026(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    listed = {tool["name"]: tool for tool in (await Client(server).result("tools/list"))["tools"]}
+    assert {"greet", "slow_compute", "failing_job", "confirm_delete", "multi_input", "test_tool_with_task"} <= set(listed)
+    assert all("execution" not in tool for tool in listed.values())  # 2026's Tool has no execution member
+    session = server.create_session()
+    await server.handle(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}},
+        },
+        session,
+    )
+    old = await server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}, session)
+    assert isinstance(old, dict)
+    names = {tool["name"] for tool in old["result"]["tools"]}
+    assert "greet" not in names and "slow_compute" not in names
+
+
+async def test_2025_11_25_tasks_are_unchanged(app: App) -> None:
+    server = serve(app)
+    session = server.create_session()
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    await server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, session)
+
+    async def send(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        reply = await server.handle({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, session)
+        assert isinstance(reply, dict)
+        return reply
+
+    listed = {t["name"]: t for t in (await send(2, "tools/list", {}))["result"]["tools"]}
+    assert listed["memory_consolidate"]["execution"] == {"taskSupport": "optional"}
+    assert "resultType" not in (await send(3, "tools/call", {"name": "memory_consolidate", "arguments": {"dryRun": True}}))["result"]
+    created = (await send(4, "tools/call", {"name": "memory_consolidate", "arguments": {"dryRun": True}, "task": {"ttl": 60000}}))["result"]
+    assert set(created) == {"task", "_meta"} and created["task"]["ttl"] == 60000 and "pollInterval" in created["task"]
+    result = (await send(5, "tasks/result", {"taskId": created["task"]["taskId"]}))["result"]
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": created["task"]["taskId"]}
+    assert [t["taskId"] for t in (await send(6, "tasks/list", {}))["result"]["tasks"]] == [created["task"]["taskId"]]
+    assert (await send(7, "tasks/update", {"taskId": created["task"]["taskId"], "inputResponses": {}}))["error"] == {
+        "code": -32601,
+        "message": "Method not found: tasks/update",
+    }
