@@ -6,21 +6,28 @@ to the credential that started it, never to a session.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
+from mcp_fakes import FakeHub
+from redis_harness import RedisServer, redis_server  # noqa: F401  (fixture)
 
 from memento.app import App, build_app
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.embeddings.hashing import HashEmbedder
 from memento.mcp import versions
-from memento.mcp.context import Session
+from memento.mcp.context import CallContext, Session
+from memento.mcp.features import RequestContext
+from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer
-from memento.mcp.task_extension import EXTENSION
+from memento.mcp.task_extension import CLIENT_CAPABILITIES, EXTENSION
+from memento.mcp.tasks import TasksFeature
 from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -301,3 +308,73 @@ async def test_2025_11_25_tasks_are_unchanged(app: App) -> None:
         "code": -32601,
         "message": "Method not found: tasks/update",
     }
+
+
+# ---------------------------------------------------------------- across replicas (Redis)
+
+
+@pytest.fixture
+def two_apps(tmp_path: Path, redis_server: RedisServer) -> Iterator[tuple[App, App]]:
+    apps = [
+        build_app(
+            Settings(
+                DATABASE_URL=f"sqlite:///{tmp_path / name}.db",
+                EMBEDDING_PROVIDER="hash",
+                REDIS_ENABLED=True,
+                REDIS_HOST="127.0.0.1",
+                REDIS_PORT=redis_server.port,
+            )
+        )
+        for name in ("a", "b")
+    ]
+    for built in apps:
+        assert built.bus is not None and built.bus.wait_subscribed()
+    yield apps[0], apps[1]
+    for built in apps:
+        built.close()
+
+
+def request_of(principal: Principal) -> CallContext:
+    session = Session(id=secrets.token_urlsafe(8), protocol_version=versions.STATELESS, client_capabilities=OPTED_IN, principal=principal)
+    return CallContext(session, 1, versions.STATELESS, {CLIENT_CAPABILITIES: OPTED_IN})
+
+
+async def test_a_2026_task_is_followed_answered_and_cancelled_through_another_replica(two_apps: tuple[App, App]) -> None:
+    here, there = TasksFeature(), TasksFeature()
+    here.attach(FakeHub(two_apps[0]))
+    there.attach(FakeHub(two_apps[1]))
+    here.started()
+    there.started()
+
+    async def asks(task_ctx: RequestContext) -> dict[str, Any]:
+        answer = await task_ctx.request("elicitation/create", {"mode": "form", "message": "name?", "requestedSchema": {"type": "object"}})
+        return {"content": [{"type": "text", "text": f"hello {answer['content']['name']}"}], "isError": False}
+
+    async def on(feature: TasksFeature, method: str, principal: Principal = ALICE, **params: Any) -> dict[str, Any]:
+        return await feature.handlers()[method](request_of(principal), params)
+
+    created = await here.maybe_run_as_task(request_of(ALICE), "memory_consolidate", {"name": "memory_consolidate"}, asks)
+    assert created is not None and created["resultType"] == "task"
+    task_id = created["taskId"]
+    assert (await on(there, "tasks/get", taskId=task_id))["status"] == "working"  # durable before the handle went out
+    with anyio.fail_after(10):
+        while here.tasks[task_id].status != "input_required":
+            await anyio.lowlevel.checkpoint()
+    waiting = await on(there, "tasks/get", taskId=task_id)  # B reads the shared record
+    ((key, request),) = waiting["inputRequests"].items()
+    assert waiting["status"] == "input_required" and request["method"] == "elicitation/create"
+    with pytest.raises(JsonRpcError) as err:
+        await on(there, "tasks/get", BOB, taskId=task_id)
+    assert err.value.code == -32602
+    assert await on(there, "tasks/update", taskId=task_id, inputResponses={key: {"action": "accept", "content": {"name": "Zed"}}}) == {}
+    with anyio.fail_after(10):
+        await here.tasks[task_id].done.wait()  # the answer crossed the bus to the replica running it
+    done = await on(there, "tasks/get", taskId=task_id)
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "hello Zed"
+
+    second = await here.maybe_run_as_task(request_of(ALICE), "memory_consolidate", {"name": "memory_consolidate"}, asks)
+    assert second is not None
+    assert await on(there, "tasks/cancel", taskId=second["taskId"]) == {}
+    with anyio.fail_after(10):
+        await here.tasks[second["taskId"]].done.wait()
+    assert (await on(here, "tasks/get", taskId=second["taskId"]))["status"] == "cancelled"
