@@ -138,6 +138,21 @@ async def test_a_long_tool_returns_a_task_handle_and_tasks_get_polls_it_to_its_r
     assert "_meta" not in done["result"]  # no related-task key: the taskId is at the root
 
 
+async def test_an_export_task_reads_only_its_callers_memories(app: App) -> None:
+    server = serve(app)
+    alice, bob = Client(server, ALICE), Client(server, BOB)
+    await alice.call("remember", {"content": "Alice prefers tabs over spaces", "topic": "style", "type": "preference"})
+    pages: dict[str, str] = {}
+    for who, client in (("alice", alice), ("bob", bob)):
+        created = await client.call("export", {"format": "markdown"})
+        assert created["resultType"] == "task"
+        await settle(server, created["taskId"])
+        done = await client.result("tasks/get", {"taskId": created["taskId"]})
+        assert done["status"] == "completed" and done["result"]["isError"] is False
+        pages[who] = done["result"]["content"][0]["text"]
+    assert "tabs over spaces" in pages["alice"] and "tabs over spaces" not in pages["bob"]
+
+
 async def test_without_the_extension_a_long_tool_runs_synchronously(app: App) -> None:
     client = Client(serve(app), capabilities={})
     result = await client.call("memory_consolidate", {"dryRun": True})
