@@ -6,8 +6,14 @@ to the credential that started it, never to a session.
 
 from __future__ import annotations
 
+import json
+import os
+import queue
 import secrets
-from collections.abc import Iterator
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +38,7 @@ from memento.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 OPTED_IN: dict[str, Any] = {"extensions": {EXTENSION: {}}}
 ALICE = Principal(subject="alice-key", agent_id="alice")
 BOB = Principal(subject="bob-key", agent_id="bob")
@@ -393,3 +400,83 @@ async def test_a_2026_task_is_followed_answered_and_cancelled_through_another_re
     with anyio.fail_after(10):
         await here.tasks[second["taskId"]].done.wait()
     assert (await on(here, "tasks/get", taskId=second["taskId"]))["status"] == "cancelled"
+
+
+# ---------------------------------------------------------------- over stdio, a real server process
+
+
+class StdioPeer:
+    """A 2026 client driving `memento serve --transport stdio` line by line."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}",
+            "EMBEDDING_PROVIDER": "hash",
+            "MEMENTO_CONFORMANCE_FIXTURES": "1",
+            "PYTHONPATH": str(SRC),
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memento", "serve", "--transport", "stdio"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.ids = 0
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in iter(self.process.stdout.readline, b""):
+            self.lines.put(line)
+
+    def send(self, method: str, params: dict[str, Any], capabilities: dict[str, Any] = OPTED_IN) -> dict[str, Any]:
+        self.ids += 1
+        meta = {"io.modelcontextprotocol/protocolVersion": versions.STATELESS, CLIENT_CAPABILITIES: capabilities}
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": {**params, "_meta": meta}}
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+        while True:
+            reply: dict[str, Any] = json.loads(self.lines.get(timeout=60))
+            if reply.get("id") == self.ids:
+                return reply
+
+    def poll(self, task_id: str, until: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        for _ in range(2000):  # bounded: the server answers each poll; the task ends within it
+            task = self.send("tasks/get", {"taskId": task_id})["result"]
+            if until(task):
+                return task
+        raise AssertionError(f"task {task_id} never got there: {task}")
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.mark.backends("sqlite")
+def test_tasks_over_stdio(tmp_path: Path) -> None:
+    peer = StdioPeer(tmp_path)
+    try:
+        discovered = peer.send("server/discover", {})["result"]
+        assert discovered["capabilities"]["extensions"] == {EXTENSION: {}} and "tasks" not in discovered["capabilities"]
+        created = peer.send("tools/call", {"name": "memory_consolidate", "arguments": {"dryRun": True}})["result"]
+        assert created["resultType"] == "task" and created["status"] == "working"
+        done = peer.poll(created["taskId"], lambda task: task["status"] == "completed")
+        assert done["resultType"] == "complete" and done["result"]["isError"] is False
+        asked = peer.send("tools/call", {"name": "confirm_delete", "arguments": {"filename": "f.txt"}})["result"]
+        waiting = peer.poll(asked["taskId"], lambda task: task["status"] == "input_required")
+        (key,) = waiting["inputRequests"]
+        ack = peer.send(
+            "tasks/update", {"taskId": asked["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+        )
+        assert ack["result"]["resultType"] == "complete" and "taskId" not in ack["result"]
+        finished = peer.poll(asked["taskId"], lambda task: task["status"] == "completed")
+        assert finished["result"]["content"][0]["text"] == "Deleted f.txt"
+        assert peer.send("tasks/get", {"taskId": asked["taskId"]}, capabilities={})["error"]["code"] == -32021
+        assert peer.send("tasks/list", {})["error"]["code"] == -32601
+    finally:
+        peer.close()
