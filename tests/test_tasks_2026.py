@@ -446,7 +446,7 @@ class StdioPeer:
 
     def poll(self, task_id: str, until: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         for _ in range(2000):  # bounded: the server answers each poll; the task ends within it
-            task = self.send("tasks/get", {"taskId": task_id})["result"]
+            task: dict[str, Any] = self.send("tasks/get", {"taskId": task_id})["result"]
             if until(task):
                 return task
         raise AssertionError(f"task {task_id} never got there: {task}")
