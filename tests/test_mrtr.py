@@ -201,3 +201,90 @@ async def test_a_draft_asks_the_clients_model_and_the_retry_uses_its_answer(app:
 async def test_without_sampling_the_draft_runs_without_a_model(app: App, server: McpServer) -> None:
     done = (await tool(server, session({}), "memento_extract", {"transcript": TRANSCRIPT, "dry_run": True}))["result"]
     assert done.get("resultType") != "input_required" and json.loads(done["content"][0]["text"])["method"] == "heuristic"
+
+
+# ------------------------------------------------------------------ conformance fixtures (MEMENTO_CONFORMANCE_FIXTURES)
+
+
+@pytest.fixture
+def fixtures(app: App, state_clock: Clock) -> McpServer:
+    app.settings = app.settings.model_copy(update={"conformance_fixtures": True})
+    built = McpServer(app, features=default_features(app.settings))
+    built.request_states = mrtr.RequestStates(app.store, "", 600.0, clock=state_clock)
+    return built
+
+
+async def test_the_fixture_tools_are_listed_at_2026_only(fixtures: McpServer) -> None:
+    at_2026 = {t["name"] for t in (await call(fixtures, session(), "tools/list", {}))["result"]["tools"]}
+    older = Session(id="old", protocol_version="2025-11-25")
+    at_2025 = {t["name"] for t in (await call(fixtures, older, "tools/list", {}))["result"]["tools"]}
+    assert {"test_input_required_result_elicitation", "test_missing_capability"} <= at_2026
+    assert "test_simple_text" in at_2025 and not any(name.startswith("test_input_required") for name in at_2025)
+    refused = await tool(fixtures, older, "test_input_required_result_elicitation", {})
+    assert refused["error"]["code"] == INVALID_PARAMS
+
+
+async def test_an_elicitation_round_then_the_result(fixtures: McpServer) -> None:
+    name = "test_input_required_result_elicitation"
+    first = (await tool(fixtures, session(), name, {}))["result"]
+    assert first["resultType"] == "input_required" and first["inputRequests"]["user_name"]["method"] == "elicitation/create"
+    done = (await tool(fixtures, session(), name, {}, inputResponses={"user_name": accept(name="Alice"), "extra": accept(x=1)}))["result"]
+    assert done["content"][0]["text"] == "Hello, Alice!"
+    wrong = (await tool(fixtures, session(), name, {}, inputResponses={"wrong_key": accept(data="x")}))["result"]
+    assert wrong["resultType"] == "input_required"  # asked again, not an error
+    invalid = await tool(fixtures, session(), name, {}, inputResponses={"user_name": 12345})
+    assert invalid["error"]["code"] == INVALID_PARAMS
+
+
+async def test_three_rounds_carry_the_state_forward(fixtures: McpServer) -> None:
+    name = "test_input_required_result_multi_round"
+    one = (await tool(fixtures, session(), name, {}))["result"]
+    assert set(one["inputRequests"]) == {"step1"}
+    two = (await tool(fixtures, session(), name, {}, inputResponses={"step1": accept(name="Ada")}, requestState=one["requestState"]))[
+        "result"
+    ]
+    assert set(two["inputRequests"]) == {"step2"} and two["requestState"] != one["requestState"]
+    three = await tool(fixtures, session(), name, {}, inputResponses={"step2": accept(color="green")}, requestState=two["requestState"])
+    assert three["result"]["content"][0]["text"] == "Hello, Ada! Your favorite color is green."
+
+
+async def test_state_and_tampering_fixtures(fixtures: McpServer) -> None:
+    for name in ("test_input_required_result_request_state", "test_input_required_result_tampered_state"):
+        first = (await tool(fixtures, session(), name, {}))["result"]
+        ok = await tool(fixtures, session(), name, {}, inputResponses={"confirm": accept(ok=True)}, requestState=first["requestState"])
+        assert "state-ok" in ok["result"]["content"][0]["text"]
+        bad = await tool(
+            fixtures, session(), name, {}, inputResponses={"confirm": accept(ok=True)}, requestState=first["requestState"] + "-TAMPERED"
+        )
+        assert bad["error"]["code"] == INVALID_PARAMS
+
+
+async def test_input_requests_follow_the_declared_capabilities(fixtures: McpServer) -> None:
+    only_sampling = (await tool(fixtures, session({"sampling": {}}), "test_input_required_result_capabilities", {}))["result"]
+    assert [r["method"] for r in only_sampling["inputRequests"].values()] == ["sampling/createMessage"]
+    for caps in ({}, {"elicitation": {}}):
+        missing = await tool(fixtures, session(caps), "test_missing_capability", {})
+        assert missing["error"]["code"] == mrtr.MISSING_REQUIRED_CLIENT_CAPABILITY
+        assert missing["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
+    roots = await tool(fixtures, session({"sampling": {}}), "test_input_required_result_list_roots", {})
+    assert roots["error"]["code"] == mrtr.MISSING_REQUIRED_CLIENT_CAPABILITY  # never asks what the client cannot answer
+
+
+async def test_several_inputs_in_one_round_and_a_prompt_round(fixtures: McpServer) -> None:
+    name = "test_input_required_result_multiple_inputs"
+    first = (await tool(fixtures, session(), name, {}))["result"]
+    assert set(first["inputRequests"]) == {"user_name", "greeting", "client_roots"}
+    greeting = {"role": "assistant", "content": {"type": "text", "text": "Hi"}, "model": "m"}
+    partial = {"user_name": accept(name="Bo"), "greeting": greeting}
+    again = (await tool(fixtures, session(), name, {}, inputResponses=partial, requestState=first["requestState"]))["result"]
+    assert set(again["inputRequests"]) == {"client_roots"}  # only what is missing
+    full = {**partial, "client_roots": {"roots": [{"uri": "file:///r", "name": "r"}]}}
+    done = (await tool(fixtures, session(), name, {}, inputResponses=full, requestState=again["requestState"]))["result"]
+    assert done["content"][0]["text"] == "Hi Bo; roots: file:///r"
+    prompt = "test_input_required_result_prompt"
+    asked = (await call(fixtures, session(), "prompts/get", {"name": prompt}))["result"]
+    assert asked["resultType"] == "input_required" and "user_context" in asked["inputRequests"]
+    got = await call(fixtures, session(), "prompts/get", {"name": prompt, "inputResponses": {"user_context": accept(context="c")}})
+    assert got["result"]["messages"][0]["content"]["text"] == "Use this context: c"
+    for method in ("tools/list", "prompts/list"):
+        assert (await call(fixtures, session(), method, {}))["result"].get("resultType") != "input_required"
