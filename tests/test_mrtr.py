@@ -262,7 +262,8 @@ async def test_state_and_tampering_fixtures(fixtures: McpServer) -> None:
 async def test_input_requests_follow_the_declared_capabilities(fixtures: McpServer) -> None:
     only_sampling = (await tool(fixtures, session({"sampling": {}}), "test_input_required_result_capabilities", {}))["result"]
     assert [r["method"] for r in only_sampling["inputRequests"].values()] == ["sampling/createMessage"]
-    for caps in ({}, {"elicitation": {}}):
+    no_sampling: list[dict[str, Any]] = [{}, {"elicitation": {}}]
+    for caps in no_sampling:
         missing = await tool(fixtures, session(caps), "test_missing_capability", {})
         assert missing["error"]["code"] == mrtr.MISSING_REQUIRED_CLIENT_CAPABILITY
         assert missing["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
