@@ -6,7 +6,13 @@ level with a 2026-07-28 session (what the stateless dispatch builds from `_meta`
 from __future__ import annotations
 
 import json
+import os
+import queue
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +32,7 @@ from memento.storage.protocol import SearchFilter
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 SCOPE = AgentScope(DEFAULT_AGENT)
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 @pytest.fixture
@@ -289,3 +296,63 @@ async def test_several_inputs_in_one_round_and_a_prompt_round(fixtures: McpServe
     assert got["result"]["messages"][0]["content"]["text"] == "Use this context: c"
     for method in ("tools/list", "prompts/list"):
         assert (await call(fixtures, session(), method, {}))["result"].get("resultType") != "input_required"
+
+
+# ------------------------------------------------------------------ over stdio, a real server process
+
+
+def _meta(caps: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": versions.STATELESS,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "test_mrtr", "version": "1"},
+    }
+
+
+@pytest.mark.backends("sqlite")
+def test_forget_confirmation_rounds_over_stdio(tmp_path: Path) -> None:
+    pytest.importorskip("memento.mcp.stateless", reason="the stateless dispatch (helper core) has not landed")
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}", "EMBEDDING_PROVIDER": "hash", "PYTHONPATH": str(SRC)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memento", "serve", "--transport", "stdio"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    lines: queue.Queue[bytes] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in iter(process.stdout.readline, b""):
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+
+    def ask(request_id: int, name: str, arguments: dict[str, Any], caps: dict[str, Any], **retry: Any) -> dict[str, Any]:
+        params = {"name": name, "arguments": arguments, "_meta": _meta(caps), **retry}
+        assert process.stdin is not None
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode() + b"\n")
+        process.stdin.flush()
+        while True:
+            message = json.loads(lines.get(timeout=60))
+            if message.get("id") == request_id:
+                result: dict[str, Any] = message["result"]
+                return result
+
+    try:
+        kept = json.loads(ask(1, "remember", {"content": "keep me", "topic": "t1"}, {})["content"][0]["text"])["id"]
+        gone = json.loads(ask(2, "remember", {"content": "drop me", "topic": "t2"}, {})["content"][0]["text"])["id"]
+        first = ask(3, "forget", {"id": gone}, ALL_CAPS)
+        assert first["resultType"] == "input_required" and CONFIRM_KEY in first["inputRequests"]
+        no = {"inputResponses": {CONFIRM_KEY: {"action": "decline"}}, "requestState": first["requestState"]}
+        assert ask(4, "forget", {"id": gone}, ALL_CAPS, **no)["isError"] is True
+        yes = {"inputResponses": {CONFIRM_KEY: accept(confirm=True)}, "requestState": first["requestState"]}
+        done = ask(5, "forget", {"id": gone}, ALL_CAPS, **yes)
+        assert done["resultType"] == "complete" and done["isError"] is False
+        recalled = ask(6, "recall", {"query": "me", "includeSuperseded": False}, {})
+        text = recalled["content"][0]["text"]
+        assert kept in text and gone not in text
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
