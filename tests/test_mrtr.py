@@ -350,7 +350,7 @@ def test_forget_confirmation_rounds_over_stdio(tmp_path: Path) -> None:
         yes = {"inputResponses": {CONFIRM_KEY: accept(confirm=True)}, "requestState": first["requestState"]}
         done = ask(5, "forget", {"id": gone}, ALL_CAPS, **yes)
         assert done["resultType"] == "complete" and done["isError"] is False
-        recalled = ask(6, "recall", {"query": "me", "includeSuperseded": False}, {})
+        recalled = ask(6, "recall", {"query": "me"}, {})
         text = recalled["content"][0]["text"]
         assert kept in text and gone not in text
     finally:
