@@ -341,8 +341,8 @@ def test_forget_confirmation_rounds_over_stdio(tmp_path: Path) -> None:
                 return result
 
     try:
-        kept = json.loads(ask(1, "remember", {"content": "keep me", "topic": "t1"}, {})["content"][0]["text"])["id"]
-        gone = json.loads(ask(2, "remember", {"content": "drop me", "topic": "t2"}, {})["content"][0]["text"])["id"]
+        kept = json.loads(ask(1, "remember", {"content": "keep me", "topic": "t1", "type": "episode"}, {})["content"][0]["text"])["id"]
+        gone = json.loads(ask(2, "remember", {"content": "drop me", "topic": "t2", "type": "episode"}, {})["content"][0]["text"])["id"]
         first = ask(3, "forget", {"id": gone}, ALL_CAPS)
         assert first["resultType"] == "input_required" and CONFIRM_KEY in first["inputRequests"]
         no = {"inputResponses": {CONFIRM_KEY: {"action": "decline"}}, "requestState": first["requestState"]}

@@ -38,6 +38,7 @@ import anyio
 import anyio.to_thread
 
 from memento.auth.principal import Principal
+from memento.mcp import stateless
 from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ SUPPORTED_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The only requests that may answer `input_required` (the spec forbids it on any other)."""
 CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 """The client capability each kind of input request needs."""
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+MISSING_REQUIRED_CLIENT_CAPABILITY = stateless.MISSING_REQUIRED_CLIENT_CAPABILITY
 SECRET_NAME = "mcp_request_state"
 MAX_STATE_CHARS = 65536
 _VERSION = "s1"
@@ -56,11 +57,7 @@ _VERSION = "s1"
 
 def missing_capability(*names: str) -> JsonRpcError:
     """-32021: the request needs client capabilities its `_meta` did not declare."""
-    return JsonRpcError(
-        MISSING_REQUIRED_CLIENT_CAPABILITY,
-        f"Missing required client capability: {', '.join(names)}",
-        data={"requiredCapabilities": {name: {} for name in names}},
-    )
+    return stateless.missing_capability({name: {} for name in names})
 
 
 def supports(capabilities: Mapping[str, Any], method: str) -> bool:
