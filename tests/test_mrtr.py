@@ -225,7 +225,12 @@ async def test_the_fixture_tools_are_listed_at_2026_only(fixtures: McpServer) ->
     at_2026 = {t["name"] for t in (await call(fixtures, session(), "tools/list", {}))["result"]["tools"]}
     older = Session(id="old", protocol_version="2025-11-25")
     at_2025 = {t["name"] for t in (await call(fixtures, older, "tools/list", {}))["result"]["tools"]}
-    assert {"test_input_required_result_elicitation", "test_missing_capability"} <= at_2026
+    assert {
+        "test_input_required_result_elicitation",
+        "test_missing_capability",
+        "test_streaming_elicitation",
+        "test_logging_tool",
+    } <= at_2026
     assert "test_simple_text" in at_2025 and not any(name.startswith("test_input_required") for name in at_2025)
     refused = await tool(fixtures, older, "test_input_required_result_elicitation", {})
     assert refused["error"]["code"] == INVALID_PARAMS

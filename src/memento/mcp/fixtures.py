@@ -369,6 +369,24 @@ async def _missing_capability(ctx: RequestContext, args: dict[str, Any]) -> dict
     return text_result(f"LLM response: {text}")
 
 
+async def _streaming_elicitation(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Progress on the request's stream, then the question as input_required: never a request of ours."""
+    exchange = _exchange()
+    await ctx.progress(0, 1, "about to ask")
+    name = _text_of(exchange.response("user_name"), "name")
+    if name is None:
+        return exchange.ask({"user_name": mrtr.elicitation("What is your name?", NAME_SCHEMA)})
+    await ctx.progress(1, 1, "answered")
+    return text_result(f"Hello, {name}!")
+
+
+async def _logging_tool(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Logs at three levels; at 2026-07-28 only what the request's `_meta` logLevel lets through is sent."""
+    for level in ("debug", "info", "warning"):
+        await ctx.log(level, f"{level} message from test_logging_tool", logger="conformance-test-server")
+    return text_result("Logging tool executed")
+
+
 def fixture_tools_at(tools: tuple[FixtureTool, ...], version: str) -> tuple[FixtureTool, ...]:
     """The fixture tools a client of `version` sees listed."""
     return tuple(t for t in tools if versions.is_stateless(version) or not t.stateless_only)
@@ -438,6 +456,13 @@ FIXTURE_TOOLS: tuple[FixtureTool, ...] = (
         _ir_capabilities,
         stateless_only=True,
     ),
+    FixtureTool(
+        "test_streaming_elicitation",
+        "Streams progress, then asks through input_required (never a server-to-client request)",
+        _streaming_elicitation,
+        stateless_only=True,
+    ),
+    FixtureTool("test_logging_tool", "Emits log messages at debug, info and warning", _logging_tool, stateless_only=True),
     FixtureTool(
         "test_missing_capability", "Needs the client's sampling capability (-32021 without it)", _missing_capability, stateless_only=True
     ),
