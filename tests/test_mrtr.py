@@ -361,3 +361,11 @@ def test_forget_confirmation_rounds_over_stdio(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+async def test_the_evaluator_borrows_no_model_from_a_2026_request(app: App) -> None:
+    from memento.mcp.client_features import lend_to_evaluator
+
+    sess = session({"sampling": {}})
+    assert lend_to_evaluator(app, sess, lambda s: True) is False
+    assert sess.id not in app.sampling
