@@ -21,11 +21,11 @@ import anyio.to_thread
 
 import memento
 from memento.auth.principal import ANONYMOUS, Principal
-from memento.mcp import jsonrpc, versions
+from memento.mcp import jsonrpc, mrtr, versions
 from memento.mcp.client_features import confirm_forget, lend_to_evaluator, lent_model
 from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.extensions import tasks_of
-from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
+from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME, fixture_tools_at
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
 from memento.mcp.namespace import MEMORY_SESSION, service_context
 from memento.mcp.stateless import DISCOVER_TTL_MS
@@ -114,6 +114,8 @@ class McpServer:
         # Whether a session's standalone channel reaches its client now (the evaluator samples
         # through it): stdio always; the HTTP transport narrows it to an open GET stream.
         self.reachable: Callable[[Session], bool] = lambda session: True
+        # 2026-07-28 multi round-trip requests: the sealer of requestState (mrtr.py).
+        self.request_states = mrtr.RequestStates(app.store, app.settings.state_key, app.settings.state_ttl_s)
 
     def started(self) -> None:
         """Called by a transport from its running event loop, before the first message: features
@@ -287,7 +289,12 @@ class McpServer:
             raise JsonRpcError(INVALID_REQUEST, "Session not initialized: send initialize first")
         if request.method != "initialize" and not versions.is_stateless(ctx.version):
             lend_to_evaluator(self.app, ctx.session, self.reachable)  # once per session that declared sampling
-        result: dict[str, Any] = await handler(ctx, request.params)
+        exchange = None
+        if versions.is_stateless(ctx.version) and request.method in mrtr.SUPPORTED_METHODS:  # the round it is in (mrtr.py)
+            session = ctx.session
+            exchange = await self.request_states.exchange(request.method, request.params, session.principal, session.client_capabilities)
+        with mrtr.bound(exchange):
+            result: dict[str, Any] = await handler(ctx, request.params)
         return result
 
     async def _notification(self, session: Session, note: Notification) -> None:
@@ -373,7 +380,7 @@ class McpServer:
     async def _tools_list(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         version = ctx.version
         definitions = tool_definitions(self.tools, version, structured=self.app.settings.structured_output)
-        definitions += [tool.definition(version) for tool in self.fixture_tools]
+        definitions += [tool.definition(version) for tool in fixture_tools_at(self.fixture_tools, version)]
         definitions += [tool.definition(version) for tool in self._task_fixtures(version)]
         start = 0
         if params.get("cursor") is not None:
@@ -445,7 +452,10 @@ class McpServer:
                 service_ctx = replace(service_ctx, payload_copies=2)
             if name in SAMPLING_TOOLS:  # 003's drafts may use the client's model (MCP sampling)
                 service_ctx = replace(service_ctx, complete=lent_model(call_ctx))
-            return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, call_ctx, structured=structured)
+            try:
+                return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, call_ctx, structured=structured)
+            except mrtr.InputNeeded as needed:  # 2026-07-28: the draft waits for the client's model (a retry)
+                return needed.result
 
         if self.tasks is not None:
             created = await self.tasks.maybe_run_as_task(rctx, name, params, run)
