@@ -26,7 +26,7 @@ from redis_harness import RedisServer, redis_server  # noqa: F401  (fixture)
 from memento.app import App, build_app
 from memento.auth.principal import ANONYMOUS, Principal
 from memento.embeddings.hashing import HashEmbedder
-from memento.mcp import versions
+from memento.mcp import mrtr, versions
 from memento.mcp.context import CallContext, Session
 from memento.mcp.features import RequestContext
 from memento.mcp.jsonrpc import JsonRpcError
@@ -330,6 +330,24 @@ async def test_2025_11_25_tasks_are_unchanged(app: App) -> None:
         "code": -32601,
         "message": "Method not found: tasks/update",
     }
+
+
+async def test_a_running_task_asks_through_its_input_requests_not_the_creating_requests_rounds(app: App) -> None:
+    feature = TasksFeature()
+    feature.attach(FakeHub(app))
+    seen: list[object] = []
+
+    async def run(task_ctx: RequestContext) -> dict[str, Any]:
+        seen.append(mrtr.current())  # None: a question goes through task_ctx.request (inputRequests)
+        return {"content": [{"type": "text", "text": "ok"}], "isError": False}
+
+    exchange = mrtr.Exchange(mrtr.Sealer(b"k" * 32, 60), "bound", {}, None, {})
+    with mrtr.bound(exchange):  # the tools/call that creates the task is a round of its own
+        created = await feature.maybe_run_as_task(request_of(ALICE), "memory_consolidate", {"name": "memory_consolidate"}, run)
+    assert created is not None
+    with anyio.fail_after(10):
+        await feature.tasks[created["taskId"]].done.wait()
+    assert seen == [None]
 
 
 # ---------------------------------------------------------------- across replicas (Redis)

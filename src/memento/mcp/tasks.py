@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from memento.mcp import mrtr, versions
 from memento.mcp import task_extension as ext
-from memento.mcp import versions
 from memento.mcp.features import Handler, NotificationHandler, RequestContext, ServerHub
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from memento.mcp.paging import decode_cursor, encode_cursor
@@ -330,7 +330,11 @@ class TasksFeature:
 
     async def _execute(self, ctx: RequestContext, record: TaskRecord, run: ToolRun) -> None:
         try:
-            result = await (run(record.context) if record.context is not None else run())
+            if record.context is None:
+                result = await run()
+            else:  # 2026: input the task needs goes to its inputRequests, not to the creating request's rounds
+                with mrtr.bound(None):
+                    result = await run(record.context)
         except asyncio.CancelledError:
             record.finish("cancelled", "The task was cancelled.")
             raise
