@@ -37,9 +37,6 @@ MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 TASK_SUPPORT: Mapping[str, str] = {"memory_consolidate": "optional", "consolidate_memories": "optional", "export": "optional"}
 """The tools that run as tasks at 2026 whenever the client opted into the extension (the long
 operations); "required" would refuse the call to a client that did not."""
-NAME_FIELDS: Mapping[str, str] = {"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
-"""The params field each task method's `Mcp-Name` header mirrors on Streamable HTTP (for routing
-to the replica holding the task): the transport checks the header against it (-32020)."""
 WAITING_FOR_INPUT = "Waiting for the client's input (see inputRequests)."
 
 Gatherer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
