@@ -32,6 +32,7 @@ from memento.mcp.features import RequestContext
 from memento.mcp.jsonrpc import JsonRpcError
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer
+from memento.mcp.stateless import handle_stateless
 from memento.mcp.task_extension import CLIENT_CAPABILITIES, EXTENSION
 from memento.mcp.tasks import TasksFeature
 from memento.settings import Settings
@@ -287,7 +288,7 @@ async def test_progress_of_a_task_shows_in_its_status_message(fixture_app: App) 
 
 
 async def test_task_fixtures_exist_only_at_2026(fixture_app: App) -> None:
-    server = serve(fixture_app)
+    server = McpServer(fixture_app, features=default_features(fixture_app.settings), page_size=1000)  # one page
     listed = {tool["name"]: tool for tool in (await Client(server).result("tools/list"))["tools"]}
     assert {"greet", "slow_compute", "failing_job", "confirm_delete", "multi_input", "test_tool_with_task"} <= set(listed)
     assert all("execution" not in tool for tool in listed.values())  # 2026's Tool has no execution member
@@ -348,6 +349,55 @@ async def test_a_running_task_asks_through_its_input_requests_not_the_creating_r
     with anyio.fail_after(10):
         await feature.tasks[created["taskId"]].done.wait()
     assert seen == [None]
+
+
+async def test_a_listen_stream_that_names_a_task_gets_its_status_notifications(fixture_app: App) -> None:
+    server = serve(fixture_app)
+    alice = Client(server, ALICE)
+    task_id = (await alice.call("confirm_delete", {"filename": "n.txt"}))["taskId"]
+    (key,) = (await until_input(alice, task_id))["inputRequests"]
+    heard: dict[str, list[dict[str, Any]]] = {"alice": [], "bob": []}
+    acked = {"alice": anyio.Event(), "bob": anyio.Event()}
+    meta = {"io.modelcontextprotocol/protocolVersion": versions.STATELESS, CLIENT_CAPABILITIES: OPTED_IN}
+
+    async def listen(who: str, principal: Principal) -> None:
+        async def sink(message: dict[str, Any]) -> None:
+            heard[who].append(message)
+            if message["method"] == "notifications/subscriptions/acknowledged":
+                acked[who].set()
+
+        params = {"notifications": {"taskIds": [task_id]}, "_meta": meta}
+        request: dict[str, Any] = {"jsonrpc": "2.0", "id": f"listen-{who}", "method": "subscriptions/listen", "params": params}
+        await handle_stateless(server, request, principal=principal, sink=sink)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(listen, "alice", ALICE)
+        group.start_soon(listen, "bob", BOB)  # names alice's task id: hears nothing of it
+        with anyio.fail_after(10):
+            await acked["alice"].wait()
+            await acked["bob"].wait()
+        await alice.result("tasks/update", {"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}})
+        with anyio.fail_after(10):
+            while not any(m["method"] == "notifications/tasks" and m["params"]["status"] == "completed" for m in heard["alice"]):
+                await anyio.lowlevel.checkpoint()
+        group.cancel_scope.cancel()
+    statuses = [m["params"] for m in heard["alice"] if m["method"] == "notifications/tasks"]
+    assert all(p["taskId"] == task_id for p in statuses) and statuses[0]["status"] == "working"
+    assert statuses[-1]["result"]["content"][0]["text"] == "Deleted n.txt"
+    assert statuses[-1]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen-alice"
+    assert [m["method"] for m in heard["bob"]] == ["notifications/subscriptions/acknowledged"]
+    refused = await handle_stateless(
+        server,
+        {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "subscriptions/listen",
+            "params": {"notifications": {"taskIds": [task_id]}, "_meta": {**meta, CLIENT_CAPABILITIES: {}}},
+        },
+        principal=ALICE,
+        sink=None,
+    )
+    assert refused is not None and refused["error"]["code"] == -32021
 
 
 # ---------------------------------------------------------------- across replicas (Redis)

@@ -37,6 +37,8 @@ MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 TASK_SUPPORT: Mapping[str, str] = {"memory_consolidate": "optional", "consolidate_memories": "optional", "export": "optional"}
 """The tools that run as tasks at 2026 whenever the client opted into the extension (the long
 operations); "required" would refuse the call to a client that did not."""
+STATUS_NOTIFICATION = "notifications/tasks"
+"""A task's DetailedTask, sent on the caller's subscriptions/listen streams that named it."""
 WAITING_FOR_INPUT = "Waiting for the client's input (see inputRequests)."
 
 Gatherer = Callable[[dict[str, Any]], "dict[str, Any] | None"]

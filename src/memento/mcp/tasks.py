@@ -198,6 +198,7 @@ class TasksFeature:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.support: dict[str, str] = dict(ext.TASK_SUPPORT)  # 2026: tools run as tasks (+ fixtures)
         self.gatherers: dict[str, ext.Gatherer] = {}  # 2026: MRTR rounds before a tool's task
+        self._notes: set[asyncio.Task[None]] = set()  # 2026 status notifications being delivered
 
     def add_task_tool(self, name: str, support: str, gather: ext.Gatherer | None = None) -> None:
         """Run `name` as a task at 2026 ("optional": when the client opted in; "required": refuse
@@ -324,9 +325,28 @@ class TasksFeature:
         return ext.created(record)
 
     def _share(self, record: TaskRecord) -> None:
-        """A running 2026 task changed (input requested or answered, progress): other replicas see it."""
+        """A running 2026 task changed (input requested or answered, progress): other replicas see
+        it, and so do the owner's listen streams here that named it."""
         if self.board is not None and record.status not in TERMINAL:
             self.board.finish(record.wire(), record.ttl_ms)  # stores it unless it already ended
+        self._tell_listeners(record)
+
+    def _tell_listeners(self, record: TaskRecord) -> None:
+        """notifications/tasks (the DetailedTask) to the subscriptions/listen streams open here of
+        the task's owner; each stream sends it only when its filter named the task."""
+        if record.owner is None or self._hub is None:
+            return
+        for session in self._hub.sessions():
+            if versions.is_stateless(session.protocol_version) and ext.owner_of(session) == record.owner:
+                note = asyncio.get_running_loop().create_task(self._deliver(session, ext.detailed(record)))
+                self._notes.add(note)
+                note.add_done_callback(self._notes.discard)
+
+    async def _deliver(self, session: Any, task: dict[str, Any]) -> None:
+        try:
+            await session.notify(ext.STATUS_NOTIFICATION, task)
+        except Exception:  # boundary: a listen stream that went away loses an optional notification
+            log.debug("task status notification for %s not delivered", task.get("taskId"), exc_info=True)
 
     async def _execute(self, ctx: RequestContext, record: TaskRecord, run: ToolRun) -> None:
         try:
@@ -362,7 +382,8 @@ class TasksFeature:
 
     async def _announce(self, ctx: RequestContext, record: TaskRecord) -> None:
         if record.owner is not None:
-            return  # 2026: no session channel; the client polls tasks/get
+            self._tell_listeners(record)  # 2026: no session channel; listen streams that asked
+            return
         try:
             await ctx.session.notify("notifications/tasks/status", record.view())
         except Exception:  # boundary: the optional notification may find no channel
@@ -473,6 +494,8 @@ class TasksFeature:
             ended = self.board.load(record.id)  # it ended elsewhere a moment ago
             status = ended.get("status") if ended is not None else "over"
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: task is already {status}", data={"taskId": record.id})
+        if ext.applies(ctx.version):
+            self._tell_listeners(record)
         if record.runner is not None:
             record.runner.cancel()  # best effort: a service call in a worker thread still finishes
         elif self.board is not None:
