@@ -369,3 +369,42 @@ async def test_the_evaluator_borrows_no_model_from_a_2026_request(app: App) -> N
     sess = session({"sampling": {}})
     assert lend_to_evaluator(app, sess, lambda s: True) is False
     assert sess.id not in app.sampling
+
+
+@pytest.mark.backends("sqlite")
+@pytest.mark.slow
+async def test_the_official_client_drives_the_rounds_over_stdio(tmp_path: Path) -> None:
+    """mcp 2.3 negotiates 2026-07-28 and answers input_required rounds with its callbacks:
+    the draft gets the client's model, and forget waits for the user's yes."""
+    from mcp import Client
+    from mcp.client.context import ClientRequestContext
+    from mcp.client.stdio import StdioServerParameters
+    from mcp_helpers import SERVE, TIMEOUT_S, data, server_env
+    from mcp_types import CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, TextContent
+
+    asked: list[str] = []
+    said_yes = {"answer": False}
+
+    async def sampler(context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
+        asked.append(str(params.messages[0].content))
+        reply = json.dumps([{"content": "Invoices go out monthly", "type": "decision", "tags": []}])
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text=reply), model="client-model")
+
+    async def elicit(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": said_yes["answer"]})
+
+    env = {**server_env(tmp_path / "m.db"), "MEMENTO_TOOLSETS": "all"}
+    params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=env)
+    async with Client(params, read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler, elicitation_callback=elicit) as client:
+        drafted = data(await client.call_tool("memento_extract", {"transcript": TRANSCRIPT}))
+        assert drafted["method"] == "sampling" and [m["content"] for m in drafted["memories"]] == ["Invoices go out monthly"]
+        assert len(asked) == 1 and "monthly" in asked[0]
+        fid = data(await client.call_tool("remember", {"content": "scratch note", "topic": "scratch", "type": "episode"}))["id"]
+        refused = await client.call_tool("forget", {"id": fid})
+        assert refused.is_error and "did not confirm" in str(refused.content[0])
+        said_yes["answer"] = True
+        assert data(await client.call_tool("forget", {"id": fid}))
+        assert len(asked) == 3 and all("Delete?" in q for q in asked[1:])
+        gone = await client.call_tool("forget", {"id": fid})  # nothing left to confirm: no question
+        assert gone.is_error and len(asked) == 3
