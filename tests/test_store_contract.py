@@ -854,3 +854,13 @@ def test_the_working_memory_summary_counts_the_namespace(app: Any) -> None:
     summary = store.working_memory_summary(A)
     assert summary.items == {("active", "active_work"): 1, ("active", "skip_list"): 1, ("archived", "active_work"): 1}
     assert (summary.sections, summary.items_updated, summary.sections_updated) == (1, NOW + timedelta(hours=2), NOW + timedelta(hours=1))
+
+
+def test_a_server_secret_is_stored_once_and_every_later_caller_reads_the_first_value(app: Any) -> None:
+    from memento.storage.protocol import AppStore
+
+    store: AppStore = app.store
+    first = store.server_secret("mcp_request_state", b"\x01" * 32, NOW)
+    assert first == b"\x01" * 32
+    assert store.server_secret("mcp_request_state", b"\x02" * 32, NOW + timedelta(hours=1)) == first  # a second replica's candidate loses
+    assert store.server_secret("other", b"\x03" * 32, NOW) == b"\x03" * 32  # names are independent

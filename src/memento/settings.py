@@ -637,6 +637,19 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_CONFORMANCE_FIXTURES"),
         description="Expose the MCP conformance suite's test_* tools, test:// resources and prompts (testing only; never in production).",
     )
+    # ---- MCP 2026-07-28 multi round-trip requests (mcp/mrtr.py)
+    state_key: str = Field(
+        "",
+        validation_alias=AliasChoices("MEMENTO_STATE_KEY"),
+        description="Secret keying the HMAC that seals MCP 2026-07-28 requestState (at least 16 characters); empty: a random key kept in the database, shared by the replicas using it.",
+    )
+    state_ttl_s: float = Field(
+        600.0,
+        gt=0,
+        le=86400,
+        validation_alias=AliasChoices("MEMENTO_STATE_TTL_S"),
+        description="Seconds a requestState (an input_required round's sealed state) stays valid for the client's retry.",
+    )
     # ---- language model (docs/llm.md): drafts for seed 003's distill and crystallize
     llm_url: str = Field(
         "",
@@ -736,6 +749,13 @@ class Settings(BaseSettings):
         if self.evaluator_provider == "gemini" and not self.gemini_api_key:
             raise ValueError("MEMENTO_EVALUATOR_PROVIDER=gemini needs GEMINI_API_KEY")
         return self
+
+    @field_validator("state_key")
+    @classmethod
+    def _state_key(cls, value: str) -> str:
+        if value and len(value) < 16:
+            raise ValueError("MEMENTO_STATE_KEY must be at least 16 characters (or unset for a key kept in the database)")
+        return value
 
     @field_validator("public_url")
     @classmethod

@@ -1,13 +1,24 @@
 """Requests the server makes of the client: elicitation (confirm a forget) and sampling.
 
-Both are used only when the client declared the capability in `initialize`; without it the
-server behaves exactly as before (no confirmation, no sampling). Sampling is lent to the tools
-of the `protocol` toolset as `CallContext.complete` (`lent_model`), the model their drafts use
-when the operator configured none (docs/llm.md).
+Both are used only when the client declared the capability (in `initialize`, or at 2026-07-28
+in the request's `_meta`); without it the server behaves exactly as before (no confirmation, no
+sampling). Sampling is lent to the tools of the `protocol` toolset as `CallContext.complete`
+(`lent_model`), the model their drafts use when the operator configured none (docs/llm.md).
+
+At 2026-07-28 the server sends no request of its own: both become rounds of the client's
+request (mrtr.py). The confirmation is an `input_required` answer carrying the form; the retry
+carrying the user's answer proceeds or declines as the answer of a server-initiated request
+would. A model's completion cannot arrive in the middle of a call, so a draft that asks for one
+abandons the call (`mrtr.InputNeeded`, nothing kept) with the sampling request; the retry runs
+the call again and the draft gets that completion (answers so far travel in the sealed state).
+The background evaluator has no session to borrow a model through at 2026-07-28, so
+`lend_to_evaluator` lends nothing there.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -19,7 +30,7 @@ from pydantic import ValidationError
 
 from memento.errors import MementoError, Unavailable
 from memento.lifecycle.sampling import LentModel
-from memento.mcp import versions
+from memento.mcp import mrtr, versions
 from memento.mcp.context import CallContext, Session
 from memento.mcp.features import RequestContext, SessionView
 from memento.mcp.jsonrpc import JsonRpcError
@@ -36,6 +47,8 @@ CONFIRM_SCHEMA = {
     "properties": {"confirm": {"type": "boolean", "title": "Delete", "description": "Yes, delete these memories.", "default": False}},
     "required": ["confirm"],
 }
+CONFIRM_KEY = "confirm_forget"  # the id of the confirmation among a round's inputRequests
+MODEL_KEY = "draft_model"  # the id of a draft's sampling request
 
 
 def can_elicit_form(session: SessionView) -> bool:
@@ -69,7 +82,11 @@ async def confirm_forget(ctx: RequestContext, app: App, arguments: dict[str, Any
     if not ids or preview.protected:
         return None
     what = f"fragment {ids[0]}" if len(ids) == 1 else f"{len(ids)} fragments of topic {inp.topic!r}"
-    params: dict[str, Any] = {"message": f"Memento is about to delete {what} permanently. Delete?", "requestedSchema": CONFIRM_SCHEMA}
+    message = f"Memento is about to delete {what} permanently. Delete?"
+    exchange = mrtr.current()
+    if exchange is not None:  # 2026-07-28: a round of this request, not a request of ours
+        return _confirm_in_rounds(ctx, exchange, ids, message)
+    params: dict[str, Any] = {"message": message, "requestedSchema": CONFIRM_SCHEMA}
     if versions.at_least(ctx.version, "2025-11-25"):
         params["mode"] = "form"
     try:
@@ -80,6 +97,20 @@ async def confirm_forget(ctx: RequestContext, app: App, arguments: dict[str, Any
     if answer.get("action") == "accept" and isinstance(content, dict) and content.get("confirm") is True:
         return None
     return versions.tool_error(ctx.version, "cancelled", "the user did not confirm the deletion; nothing deleted")
+
+
+def _confirm_in_rounds(ctx: RequestContext, exchange: mrtr.Exchange, ids: list[str], message: str) -> dict[str, Any] | None:
+    """The confirmation as rounds: ask (input_required, the fragments' digest sealed in the
+    state) unless this retry answers the question asked about these very fragments."""
+    about = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+    answer = exchange.response(CONFIRM_KEY)
+    if answer is not None and exchange.state is not None and exchange.state.get("forget") == about:
+        content = mrtr.accepted(answer)
+        if content is not None and content.get("confirm") is True:
+            return None
+        return versions.tool_error(ctx.version, "cancelled", "the user did not confirm the deletion; nothing deleted")
+    # First round, an answer without our state, or what the call would delete has changed: ask.
+    return exchange.ask({CONFIRM_KEY: mrtr.elicitation(message, CONFIRM_SCHEMA)}, {"forget": about})
 
 
 async def sample(
@@ -109,6 +140,9 @@ def lent_model(ctx: RequestContext) -> Complete | None:
     sampling/createMessage through the event loop (`sample`). None without the capability."""
     if not can_sample(ctx.session):
         return None
+    exchange = mrtr.current()
+    if exchange is not None:
+        return _model_in_rounds(exchange)
 
     def complete(prompt: str, system: str | None, max_tokens: int) -> str:
         try:
@@ -119,13 +153,43 @@ def lent_model(ctx: RequestContext) -> Complete | None:
     return complete
 
 
+def _asked(prompt: str, system: str | None, max_tokens: int) -> str:
+    return hashlib.sha256(json.dumps([prompt, system, max_tokens]).encode()).hexdigest()
+
+
+def _model_in_rounds(exchange: mrtr.Exchange) -> Complete:
+    """The client's model at 2026-07-28: completions it gave in earlier rounds of this request
+    (sealed in the state, the last one in `inputResponses`), by the digest of what was asked;
+    anything else abandons the call with a sampling request (`mrtr.InputNeeded`)."""
+    state = exchange.state or {}
+    earlier = state.get("answers")
+    answers: dict[str, str] = {k: v for k, v in earlier.items() if isinstance(v, str)} if isinstance(earlier, dict) else {}
+    asked = state.get("asked")
+    response = exchange.response(MODEL_KEY)
+    if isinstance(asked, str) and response is not None:
+        text = mrtr.sampled_text(response)
+        if text is not None:
+            answers[asked] = text
+
+    def complete(prompt: str, system: str | None, max_tokens: int) -> str:
+        digest = _asked(prompt, system, max_tokens)
+        if digest in answers:
+            return answers[digest]
+        if digest == asked and response is not None:  # answered, but with no text to use
+            raise Unavailable("the client's model answered without text")
+        request = mrtr.sampling(prompt, max_tokens=max_tokens, system=system)
+        raise mrtr.InputNeeded(exchange.ask({MODEL_KEY: request}, {"asked": digest, "answers": answers}))
+
+    return complete
+
+
 def lend_to_evaluator(app: App, session: Session, reachable: Callable[[Session], bool]) -> bool:
     """Register `session`'s model with the evaluator (`app.sampling`) when its client declared
     sampling; called on the session's event loop, at its first call. The evaluator's worker
     thread sends sampling/createMessage on the session's standalone channel (stdout; on
     Streamable HTTP the GET stream, hence `reachable`) through this loop. False when not lent."""
-    if not can_sample(session) or session.id in app.sampling:
-        return False
+    if not can_sample(session) or session.id in app.sampling or versions.is_stateless(session.protocol_version):
+        return False  # at 2026-07-28 there is no session whose client the evaluator could ask
     token = anyio.lowlevel.current_token()
     timeout_s = app.settings.evaluator_timeout_s
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 
-from memento.mcp import versions
+from memento.mcp import mrtr, versions
 from memento.mcp.client_features import can_elicit_form, can_sample
 from memento.mcp.features import RequestContext
-from memento.mcp.jsonrpc import JsonRpcError
+from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from memento.mcp.prompts import PromptArgument, PromptsFeature, PromptSpec, user_text
 from memento.mcp.resources import ResourcesFeature, StaticResource, TemplateResource
 
@@ -40,6 +40,7 @@ class FixtureTool:
     description: str
     call: ToolCall
     input_schema: dict[str, Any] = field(default_factory=lambda: dict(NO_ARGS))
+    stateless_only: bool = False  # a 2026-07-28 tool (multi round-trip requests): not listed before it
 
     def definition(self, version: str) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
@@ -257,6 +258,151 @@ async def _json_schema_tool(ctx: RequestContext, args: dict[str, Any]) -> dict[s
     return text_result(f"JSON Schema 2020-12 tool called with: {json.dumps(args, separators=(',', ':'))}")
 
 
+# ------------------------------------------------------------------ 2026-07-28 rounds (mrtr.py)
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _exchange() -> mrtr.Exchange:
+    exchange = mrtr.current()
+    if exchange is None:
+        raise JsonRpcError(INVALID_PARAMS, "Invalid params: this fixture answers input_required, defined from MCP 2026-07-28")
+    return exchange
+
+
+def _text_of(response: dict[str, Any] | None, field_name: str) -> str | None:
+    content = mrtr.accepted(response)
+    value = None if content is None else content.get(field_name)
+    return value if isinstance(value, str) else None
+
+
+async def _ir_elicitation(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    exchange = _exchange()
+    name = _text_of(exchange.response("user_name"), "name")
+    if name is None:  # first round, or a retry without the answer asked for: ask (again)
+        return exchange.ask({"user_name": mrtr.elicitation("What is your name?", NAME_SCHEMA)})
+    return text_result(f"Hello, {name}!")
+
+
+async def _ir_sampling(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    exchange = _exchange()
+    text = mrtr.sampled_text(exchange.response("capital_question"))
+    if text is None:
+        return exchange.ask({"capital_question": mrtr.sampling("What is the capital of France?", max_tokens=100)})
+    return text_result(f"LLM response: {text}")
+
+
+def _root_uris(response: dict[str, Any] | None) -> list[str] | None:
+    found = None if response is None else response.get("roots")
+    if not isinstance(found, list):
+        return None
+    return [str(r.get("uri")) for r in found if isinstance(r, dict)]
+
+
+async def _ir_list_roots(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    exchange = _exchange()
+    uris = _root_uris(exchange.response("client_roots"))
+    if uris is None:
+        return exchange.ask({"client_roots": mrtr.roots()})
+    return text_result(f"Client roots: {', '.join(uris) or '(none)'}")
+
+
+async def _ir_request_state(ctx: RequestContext, args: dict[str, Any], tool: str) -> dict[str, Any]:
+    exchange = _exchange()
+    confirm = exchange.response("confirm")
+    if confirm is None or exchange.state is None or exchange.state.get("tool") != tool:
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+        return exchange.ask({"confirm": mrtr.elicitation("Please confirm", schema)}, {"tool": tool, "round": 1})
+    return text_result(f"state-ok: the requestState was verified (action={confirm.get('action')})")
+
+
+async def _ir_state(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return await _ir_request_state(ctx, args, "test_input_required_result_request_state")
+
+
+async def _ir_tampered(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return await _ir_request_state(ctx, args, "test_input_required_result_tampered_state")
+
+
+async def _ir_multiple(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    exchange = _exchange()
+    asked = {
+        "user_name": mrtr.elicitation("What is your name?", NAME_SCHEMA),
+        "greeting": mrtr.sampling("Generate a greeting", max_tokens=50),
+        "client_roots": mrtr.roots(),
+    }
+    name = _text_of(exchange.response("user_name"), "name")
+    greeting = mrtr.sampled_text(exchange.response("greeting"))
+    uris = _root_uris(exchange.response("client_roots"))
+    answered = {"user_name": name is not None, "greeting": greeting is not None, "client_roots": uris is not None}
+    if exchange.state is None or not all(answered.values()):  # ask for what is still missing
+        return exchange.ask({k: v for k, v in asked.items() if exchange.state is None or not answered[k]}, {"round": 1})
+    return text_result(f"{greeting} {name}; roots: {', '.join(uris or [])}")
+
+
+async def _ir_multi_round(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    exchange = _exchange()
+    state = exchange.state or {}
+    step1 = mrtr.elicitation("Step 1: What is your name?", NAME_SCHEMA)
+    if state.get("step") == 2:
+        color = _text_of(exchange.response("step2"), "color")
+        if color is not None:
+            return text_result(f"Hello, {state.get('name')}! Your favorite color is {color}.")
+    name = _text_of(exchange.response("step1"), "name") if state.get("step") == 1 else state.get("name")
+    if not isinstance(name, str):
+        return exchange.ask({"step1": step1}, {"step": 1})
+    schema = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+    return exchange.ask({"step2": mrtr.elicitation("Step 2: What is your favorite color?", schema)}, {"step": 2, "name": name})
+
+
+async def _ir_capabilities(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    exchange = _exchange()
+    wanted = {
+        "user_name": mrtr.elicitation("What is your name?", NAME_SCHEMA),
+        "capital_question": mrtr.sampling("What is the capital of France?", max_tokens=100),
+    }
+    if any(key in exchange.responses for key in wanted):
+        return text_result(f"Received input for: {', '.join(sorted(k for k in wanted if k in exchange.responses))}")
+    offered = {key: request for key, request in wanted.items() if exchange.supports(request["method"])}
+    if not offered:
+        raise mrtr.missing_capability("elicitation", "sampling")
+    return exchange.ask(offered)
+
+
+async def _missing_capability(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Needs the client's model: -32021 when its `_meta` does not declare sampling."""
+    exchange = _exchange()
+    if not exchange.supports("sampling/createMessage"):
+        raise mrtr.missing_capability("sampling")
+    text = mrtr.sampled_text(exchange.response("completion"))
+    if text is None:
+        return exchange.ask({"completion": mrtr.sampling("Say hello.", max_tokens=20)})
+    return text_result(f"LLM response: {text}")
+
+
+async def _streaming_elicitation(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Progress on the request's stream, then the question as input_required: never a request of ours."""
+    exchange = _exchange()
+    await ctx.progress(0, 1, "about to ask")
+    name = _text_of(exchange.response("user_name"), "name")
+    if name is None:
+        return exchange.ask({"user_name": mrtr.elicitation("What is your name?", NAME_SCHEMA)})
+    await ctx.progress(1, 1, "answered")
+    return text_result(f"Hello, {name}!")
+
+
+async def _logging_tool(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Logs at three levels; at 2026-07-28 only what the request's `_meta` logLevel lets through is sent."""
+    for level in ("debug", "info", "warning"):
+        await ctx.log(level, f"{level} message from test_logging_tool", logger="conformance-test-server")
+    return text_result("Logging tool executed")
+
+
+def fixture_tools_at(tools: tuple[FixtureTool, ...], version: str) -> tuple[FixtureTool, ...]:
+    """The fixture tools a client of `version` sees listed."""
+    return tuple(t for t in tools if versions.is_stateless(version) or not t.stateless_only)
+
+
 FIXTURE_TOOLS: tuple[FixtureTool, ...] = (
     FixtureTool("test_simple_text", "Tests simple text content response", _simple_text),
     FixtureTool(
@@ -285,6 +431,55 @@ FIXTURE_TOOLS: tuple[FixtureTool, ...] = (
     FixtureTool("test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034", _elicitation_defaults),
     FixtureTool("test_elicitation_sep1330_enums", "Tests elicitation with enum schema improvements per SEP-1330", _elicitation_enums),
     FixtureTool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", _json_schema_tool, JSON_SCHEMA_2020_12),
+    FixtureTool(
+        "test_input_required_result_elicitation",
+        "Asks the user's name through an input_required round (SEP-2322)",
+        _ir_elicitation,
+        stateless_only=True,
+    ),
+    FixtureTool(
+        "test_input_required_result_sampling", "Asks the client's model through an input_required round", _ir_sampling, stateless_only=True
+    ),
+    FixtureTool(
+        "test_input_required_result_list_roots",
+        "Asks the client's roots through an input_required round",
+        _ir_list_roots,
+        stateless_only=True,
+    ),
+    FixtureTool(
+        "test_input_required_result_request_state", "An input_required round with a sealed requestState", _ir_state, stateless_only=True
+    ),
+    FixtureTool(
+        "test_input_required_result_multiple_inputs",
+        "One input_required round asking elicitation, sampling and roots at once",
+        _ir_multiple,
+        stateless_only=True,
+    ),
+    FixtureTool(
+        "test_input_required_result_multi_round", "Two input_required rounds before the result", _ir_multi_round, stateless_only=True
+    ),
+    FixtureTool(
+        "test_input_required_result_tampered_state",
+        "An input_required round whose requestState is integrity-protected (HMAC)",
+        _ir_tampered,
+        stateless_only=True,
+    ),
+    FixtureTool(
+        "test_input_required_result_capabilities",
+        "Asks only what the client's declared capabilities allow",
+        _ir_capabilities,
+        stateless_only=True,
+    ),
+    FixtureTool(
+        "test_streaming_elicitation",
+        "Streams progress, then asks through input_required (never a server-to-client request)",
+        _streaming_elicitation,
+        stateless_only=True,
+    ),
+    FixtureTool("test_logging_tool", "Emits log messages at debug, info and warning", _logging_tool, stateless_only=True),
+    FixtureTool(
+        "test_missing_capability", "Needs the client's sampling capability (-32021 without it)", _missing_capability, stateless_only=True
+    ),
 )
 FIXTURE_TOOLS_BY_NAME = {tool.name: tool for tool in FIXTURE_TOOLS}
 
@@ -377,6 +572,15 @@ async def _complete_arg(ctx: RequestContext, prefix: str, known: dict[str, str])
     return [v for v in ("paris", "park", "party") if v.startswith(prefix)]
 
 
+async def _ir_prompt(ctx: RequestContext, args: dict[str, str]) -> dict[str, Any]:
+    exchange = _exchange()
+    context = _text_of(exchange.response("user_context"), "context")
+    if context is None:
+        schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+        return exchange.ask({"user_context": mrtr.elicitation("What context should the prompt use?", schema)})
+    return {"messages": [user_text(f"Use this context: {context}")]}
+
+
 FIXTURE_PROMPTS: tuple[PromptSpec, ...] = (
     PromptSpec("test_simple_prompt", "Simple Test Prompt", "A simple prompt without arguments", _simple_prompt),
     PromptSpec(
@@ -397,6 +601,12 @@ FIXTURE_PROMPTS: tuple[PromptSpec, ...] = (
         (PromptArgument("resourceUri", "URI of the resource to embed", required=True),),
     ),
     PromptSpec("test_prompt_with_image", "Prompt With Image", "A prompt that includes image content", _image_prompt),
+    PromptSpec(
+        "test_input_required_result_prompt",
+        "Prompt Asking For Input",
+        "A prompt that asks the user for context first (input_required, MCP 2026-07-28)",
+        _ir_prompt,
+    ),
 )
 
 

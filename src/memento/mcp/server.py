@@ -21,14 +21,15 @@ import anyio.to_thread
 
 import memento
 from memento.auth.principal import ANONYMOUS, Principal
-from memento.mcp import jsonrpc, versions
+from memento.mcp import jsonrpc, mrtr, versions
 from memento.mcp.client_features import confirm_forget, lend_to_evaluator, lent_model
 from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.extensions import tasks_of
-from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
+from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME, fixture_tools_at
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
 from memento.mcp.namespace import MEMORY_SESSION, service_context
 from memento.mcp.stateless import DISCOVER_TTL_MS
+from memento.mcp.task_fixtures import task_fixture_tools
 from memento.mcp.tools import ToolSpec, call_tool
 from memento.mcp.toolsets import REGISTRY, selected_tools, tool_definitions
 
@@ -113,6 +114,8 @@ class McpServer:
         # Whether a session's standalone channel reaches its client now (the evaluator samples
         # through it): stdio always; the HTTP transport narrows it to an open GET stream.
         self.reachable: Callable[[Session], bool] = lambda session: True
+        # 2026-07-28 multi round-trip requests: the sealer of requestState (mrtr.py).
+        self.request_states = mrtr.RequestStates(app.store, app.settings.state_key, app.settings.state_ttl_s)
 
     def started(self) -> None:
         """Called by a transport from its running event loop, before the first message: features
@@ -288,7 +291,12 @@ class McpServer:
             raise JsonRpcError(INVALID_REQUEST, "Session not initialized: send initialize first")
         if request.method != "initialize" and not versions.is_stateless(ctx.version):
             lend_to_evaluator(self.app, ctx.session, self.reachable)  # once per session that declared sampling
-        result: dict[str, Any] = await handler(ctx, request.params)
+        exchange = None
+        if versions.is_stateless(ctx.version) and request.method in mrtr.SUPPORTED_METHODS:  # the round it is in (mrtr.py)
+            session = ctx.session
+            exchange = await self.request_states.exchange(request.method, request.params, session.principal, session.client_capabilities)
+        with mrtr.bound(exchange):
+            result: dict[str, Any] = await handler(ctx, request.params)
         return result
 
     async def _notification(self, session: Session, note: Notification) -> None:
@@ -374,7 +382,8 @@ class McpServer:
     async def _tools_list(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         version = ctx.version
         definitions = tool_definitions(self.tools, version, structured=self.app.settings.structured_output)
-        definitions += [tool.definition(version) for tool in self.fixture_tools]
+        definitions += [tool.definition(version) for tool in fixture_tools_at(self.fixture_tools, version)]
+        definitions += [tool.definition(version) for tool in self._task_fixtures(version)]
         start = 0
         if params.get("cursor") is not None:
             start = decode_cursor(params["cursor"], len(definitions))
@@ -383,16 +392,24 @@ class McpServer:
             result["nextCursor"] = encode_cursor(start + self.page_size)
         return result
 
+    def _task_fixtures(self, version: str) -> tuple[Any, ...]:
+        """The tasks-* conformance fixtures (2026-07-28, with the other fixtures only)."""
+        return task_fixture_tools(version) if self.fixture_tools else ()
+
     async def _tools_call(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         """tools/call, reported to the app's observers (tool name and outcome, never content)."""
         name = params.get("name")
-        known = isinstance(name, str) and (name in self.tools_by_name or (bool(self.fixture_tools) and name in FIXTURE_TOOLS_BY_NAME))
+        known = isinstance(name, str) and (
+            name in self.tools_by_name
+            or (bool(self.fixture_tools) and name in FIXTURE_TOOLS_BY_NAME)
+            or any(tool.name == name for tool in self._task_fixtures(ctx.version))
+        )
         tool = str(name) if known else "unknown"
         outcome = "exception"
         started = time.perf_counter()
         try:
             result = await self._call_tool(ctx, params)
-            outcome = "error" if result.get("isError") else ("task" if "task" in result else "ok")
+            outcome = "error" if result.get("isError") else ("task" if "task" in result or result.get("resultType") == "task" else "ok")
             return result
         except BaseException as exc:
             outcome = (
@@ -411,6 +428,7 @@ class McpServer:
         if not isinstance(name, str):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: name must be a string")
         fixture = FIXTURE_TOOLS_BY_NAME.get(name) if self.fixture_tools else None
+        fixture = fixture or next((tool for tool in self._task_fixtures(ctx.version) if tool.name == name), None)
         spec = self.tools_by_name.get(name)
         if spec is None and fixture is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
@@ -421,12 +439,13 @@ class McpServer:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         rctx = cast("RequestContext", ctx)
 
-        async def run() -> dict[str, Any]:
+        async def run(over: RequestContext | None = None) -> dict[str, Any]:
+            call_ctx = rctx if over is None else over  # a 2026 task's own context (mcp/task_extension.py)
             if fixture is not None:
-                return await fixture.call(rctx, arguments)
+                return await fixture.call(call_ctx, arguments)
             assert spec is not None
             if name == "forget":
-                refused = await confirm_forget(rctx, self.app, arguments)
+                refused = await confirm_forget(call_ctx, self.app, arguments)
                 if refused is not None:
                     return refused
             service_ctx = service_context(ctx.session)  # the session's principal (namespace.py)
@@ -434,8 +453,11 @@ class McpServer:
             if structured:  # the result's JSON goes twice (text and structuredContent): budgets count both
                 service_ctx = replace(service_ctx, payload_copies=2)
             if name in SAMPLING_TOOLS:  # 003's drafts may use the client's model (MCP sampling)
-                service_ctx = replace(service_ctx, complete=lent_model(rctx))
-            return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx, structured=structured)
+                service_ctx = replace(service_ctx, complete=lent_model(call_ctx))
+            try:
+                return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, call_ctx, structured=structured)
+            except mrtr.InputNeeded as needed:  # 2026-07-28: the draft waits for the client's model (a retry)
+                return needed.result
 
         if self.tasks is not None:
             created = await self.tasks.maybe_run_as_task(rctx, name, params, run)

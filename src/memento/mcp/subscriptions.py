@@ -33,6 +33,7 @@ from memento.mcp.features import Handler, NotificationHandler, RequestContext, S
 from memento.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from memento.mcp.namespace import principal
 from memento.mcp.resources import SUBSCRIPTIONS
+from memento.mcp.task_extension import STATUS_NOTIFICATION, require_extension
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,11 @@ def requested_filter(params: dict[str, Any]) -> dict[str, Any]:
             raise _invalid("notifications.resourceSubscriptions must be an array of resource URIs")
         if len(uris) > MAX_URIS:
             raise _invalid(f"notifications.resourceSubscriptions names more than {MAX_URIS} URIs")
+    task_ids = wanted.get("taskIds")  # the tasks extension (task_extension.py)
+    if task_ids is not None and (
+        not isinstance(task_ids, list) or not all(isinstance(t, str) and t for t in task_ids) or len(task_ids) > MAX_URIS
+    ):
+        raise _invalid(f"notifications.taskIds must be an array of at most {MAX_URIS} task ids")
     return wanted
 
 
@@ -82,6 +88,7 @@ class Listener:
         self.ended = anyio.Event()
         uris = honoured.get("resourceSubscriptions", [])
         self.uris = frozenset(uris)
+        self.task_ids = frozenset(honoured.get("taskIds", []))
         self.methods = frozenset(method for key, (_, method) in FLAGS.items() if honoured.get(key))
         # What the fan-out sees: a session of the caller's principal watching the listed URIs.
         self.session = Session(
@@ -100,6 +107,9 @@ class Listener:
         if method == RESOURCE_UPDATED:
             params = message.get("params")
             return isinstance(params, dict) and params.get("uri") in self.uris
+        if method == STATUS_NOTIFICATION:
+            params = message.get("params")
+            return isinstance(params, dict) and params.get("taskId") in self.task_ids
         return method in self.methods
 
     async def _send(self, message: dict[str, Any]) -> None:
@@ -170,7 +180,12 @@ class SubscriptionsFeature:
     async def _listen(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         if not versions.is_stateless(ctx.version):  # the handshake revisions have GET + resources/subscribe
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {LISTEN}")
-        listener = Listener(ctx, self._honoured(requested_filter(params)))
+        wanted = requested_filter(params)
+        honoured = self._honoured(wanted)
+        if wanted.get("taskIds"):  # task status needs the tasks extension in this request's capabilities (-32021)
+            require_extension(ctx)
+            honoured["taskIds"] = list(dict.fromkeys(wanted["taskIds"]))
+        listener = Listener(ctx, honoured)
         # The acknowledgement comes first: registered only after it, nothing can overtake it.
         await ctx.notify(ACKNOWLEDGED, {"notifications": listener.honoured, "_meta": dict(listener.tag)})
         self._listeners[listener.session.id] = listener

@@ -22,6 +22,7 @@ from memento.errors import InvalidParams, MementoError
 from memento.exchange.page import ExportInput, ExportPage, export_page
 from memento.mcp import versions
 from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
+from memento.mcp.mrtr import InputNeeded
 from memento.mcp.versions import ToolHints
 from memento.models import (
     AmendInput,
@@ -469,6 +470,8 @@ async def call_tool(
     except MementoError as exc:
         log.info("tool %s failed: %s", spec.name, exc.code)  # the message may quote input: not logged
         return versions.tool_error(version, exc.code, exc.message, structured=structured)
+    except InputNeeded:  # 2026-07-28: answered input_required by the core (mrtr.py)
+        raise
     except Exception:  # boundary: one broken call must not take the server down
         log.exception("tool %s raised unexpectedly", spec.name)
         return versions.tool_error(version, "internal", "internal error", structured=structured)

@@ -610,3 +610,17 @@ class PostgresStore:
 
     def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
         return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)
+
+    # ------------------------------------------------------------ server-wide secrets (migration 0024)
+
+    @retried
+    def server_secret(self, name: str, candidate: bytes, now: datetime) -> bytes:
+        with self.db.tx(SYSTEM) as cur:  # one transaction: the first writer wins, everyone reads its value
+            cur.execute(
+                "INSERT INTO agent_memory.server_secrets (name, value, created_at) VALUES (%s, %s, %s) ON CONFLICT (name) DO NOTHING",
+                (name, candidate, now),
+            )
+            cur.execute("SELECT value FROM agent_memory.server_secrets WHERE name = %s", (name,))
+            row = cur.fetchone()
+            assert row is not None
+            return bytes(row["value"])

@@ -1283,6 +1283,16 @@ class EvaluationStore(Protocol):
         ...
 
 
+class SecretStore(Protocol):
+    """Server-wide secrets, shared by every replica of one database (migration 0024); no
+    agent's data, read and written only by the server itself."""
+
+    def server_secret(self, name: str, candidate: bytes, now: datetime) -> bytes:
+        """The secret stored under `name`; when there is none yet, `candidate` is stored and
+        returned (in one transaction: concurrent first callers all get the winner's value)."""
+        ...
+
+
 class AppStore(
     Store,
     EntityStore,
@@ -1302,6 +1312,7 @@ class AppStore(
     ConsolidationRunStore,
     ReviewStore,
     EvaluationStore,
+    SecretStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

@@ -598,3 +598,13 @@ class SQLiteStore:
 
     def forget_candidates(self, scope: AgentScope, unused_before: datetime, below_utility: float, limit: int) -> list[Fragment]:
         return self.reviews.forget_candidates(scope, unused_before, below_utility, limit)
+
+    # ------------------------------------------------------------ server-wide secrets (migration 0024)
+
+    def server_secret(self, name: str, candidate: bytes, now: datetime) -> bytes:
+        with self.db.tx() as conn:  # one transaction: the first writer wins, everyone reads its value
+            conn.execute(
+                "INSERT INTO server_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", (name, candidate, ts(now))
+            )
+            row = conn.execute("SELECT value FROM server_secrets WHERE name = ?", (name,)).fetchone()
+            return bytes(row["value"])
