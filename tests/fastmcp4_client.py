@@ -18,8 +18,9 @@ import os
 import sys
 from typing import Any
 
-from fastmcp import Client
-from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+# fastmcp is installed only in .tools/fastmcp4, where this script runs, never in the project's environment.
+from fastmcp import Client  # type: ignore[import-not-found]
+from fastmcp.client.transports import StdioTransport, StreamableHttpTransport  # type: ignore[import-not-found]
 
 TIMEOUT_S = 60
 

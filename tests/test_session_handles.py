@@ -223,11 +223,11 @@ async def test_older_revisions_are_unchanged(server: McpServer, version: str) ->
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "session", "arguments": {"action": "open"}}},
         session_for(ALICE, version),
     )
-    assert reply is not None and reply["error"]["message"] == "Unknown tool: session"
+    assert isinstance(reply, dict) and reply["error"]["message"] == "Unknown tool: session"
     with pytest.raises(ToolError, match="invalid_argument"):
         await call(server, ALICE, "remember", version, content="x", topic="t", type="fact", session="h")
     # the protocol session is the session, as ever
     session = session_for(ALICE, version)
     params = {"name": "remember", "arguments": {"content": "old style scratch", "topic": "scratch", "type": "fact", "scope": "session"}}
     stored = await server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}, session)
-    assert stored is not None and stored["result"]["isError"] is False
+    assert isinstance(stored, dict) and stored["result"]["isError"] is False
