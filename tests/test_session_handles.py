@@ -231,3 +231,21 @@ async def test_older_revisions_are_unchanged(server: McpServer, version: str) ->
     params = {"name": "remember", "arguments": {"content": "old style scratch", "topic": "scratch", "type": "fact", "scope": "session"}}
     stored = await server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}, session)
     assert isinstance(stored, dict) and stored["result"]["isError"] is False
+
+
+async def test_resources_at_2026_name_no_protocol_session(app: App) -> None:
+    from memento.mcp.registry import default_features
+
+    server = McpServer(app, features=default_features(app.settings))
+    first = await rpc(server, ALICE, "resources/list", {})
+    assert await rpc(server, ALICE, "resources/list", {}) == first  # no throwaway session in it
+    assert not any(r["uri"].startswith("memory://sessions/") for r in first["resources"])
+    throwaway = session_for(ALICE)  # even the request's own throwaway session is no session to read
+    reply = await server.handle(
+        {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": f"memory://sessions/{throwaway.id}/working-memory"}},
+        throwaway,
+    )
+    assert isinstance(reply, dict) and reply["error"]["message"].startswith("Resource not found")
+    older = session_for(ALICE, versions.LATEST)
+    listed = await server.handle({"jsonrpc": "2.0", "id": 2, "method": "resources/list", "params": {}}, older)
+    assert isinstance(listed, dict) and f"memory://sessions/{older.id}/working-memory" in {r["uri"] for r in listed["result"]["resources"]}
