@@ -63,7 +63,7 @@ class Session:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     initialized: bool = False  # notifications/initialized received
     principal: Principal = ANONYMOUS  # who opened it; only they may use it (see namespace.py)
-    log_level: str = DEFAULT_LOG_LEVEL
+    log_level: str = DEFAULT_LOG_LEVEL  # "" : emit no log messages (a 2026 request without _meta logLevel)
     state: dict[str, Any] = field(default_factory=dict)  # feature state shared across replicas
     delivers: bool = True  # False: another replica holds this session's notification stream
     last_seen: float = field(default_factory=time.monotonic)
@@ -149,11 +149,14 @@ class CallContext:
     async def log(self, level: str, data: Any, logger: str = "memento") -> None:
         if level not in LOG_LEVELS:
             raise ValueError(f"unknown log level {level!r}")
-        if log_rank(level) < log_rank(self.session.log_level):
-            return
+        floor = self.session.log_level
+        if not floor or log_rank(level) < log_rank(floor):
+            return  # 2026: no logLevel in the request's _meta means no notifications/message at all
         await self.notify("notifications/message", {"level": level, "logger": logger, "data": data})
 
     async def request(self, method: str, params: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
+        if versions.is_stateless(self.version):  # 2026 asks the client through input_required results (mrtr) instead
+            raise JsonRpcError(INTERNAL_ERROR, f"{method}: a 2026-07-28 server sends no requests to the client")
         rid = self.session.next_request_id()
         pending = _Pending()
         self.session.pending[rid] = pending

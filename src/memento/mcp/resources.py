@@ -67,8 +67,10 @@ def json_contents(uri: str, payload: Result | dict[str, Any]) -> list[dict[str, 
     return [{"uri": uri, "mimeType": JSON_MIME, "text": text}]
 
 
-def not_found(uri: str) -> JsonRpcError:
-    return JsonRpcError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", data={"uri": uri})
+def not_found(uri: str, version: str | None = None) -> JsonRpcError:
+    """Resource not found: -32002 up to 2025-11-25, -32602 (Invalid params) from 2026-07-28 (SEP-2164)."""
+    code = INVALID_PARAMS if version is not None and versions.is_stateless(version) else RESOURCE_NOT_FOUND
+    return JsonRpcError(code, f"Resource not found: {uri}", data={"uri": uri})
 
 
 def _describe(version: str, entry: dict[str, Any], title: str | None) -> dict[str, Any]:
@@ -289,11 +291,11 @@ class ResourcesFeature:
     async def _read(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         self._remember_loop()
         uri = _uri_param(params)
-        reader, variables = self._resolve(uri)
+        reader, variables = self._resolve(uri, ctx.version)
         try:
             contents = await reader(ctx, variables)
         except NotFound:
-            raise not_found(uri) from None
+            raise not_found(uri, ctx.version) from None
         return {"contents": contents}
 
     async def _subscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -371,7 +373,7 @@ class ResourcesFeature:
 
     # ------------------------------------------------------------ helpers
 
-    def _resolve(self, uri: str) -> tuple[Reader, dict[str, str]]:
+    def _resolve(self, uri: str, version: str | None = None) -> tuple[Reader, dict[str, str]]:
         base, _, query = uri.partition("?")
         for resource in self.statics:
             if resource.uri == uri:
@@ -382,7 +384,7 @@ class ResourcesFeature:
             variables = template.match(uri)
             if variables is not None:
                 return template.read, variables
-        raise not_found(uri)
+        raise not_found(uri, version)
 
     @staticmethod
     def _fragment_entry(version: str, fragment: FragmentView) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
 from memento.mcp.namespace import MEMORY_SESSION, service_context
 from memento.mcp.namespace import principal as session_principal
+from memento.mcp.stateless import DISCOVER_TTL_MS
 from memento.mcp.tools import ToolSpec, call_tool
 from memento.mcp.toolsets import REGISTRY, selected_tools, tool_definitions
 
@@ -96,6 +97,7 @@ class McpServer:
             "logging/setLevel": self._set_level,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "server/discover": self._discover,  # 2026-07-28 only (versions.method_available)
         }
         self._note_handlers: dict[str, list[NotificationHandler]] = {}
         for feature in self.features:
@@ -280,11 +282,11 @@ class McpServer:
 
     async def _dispatch(self, ctx: CallContext, request: Request) -> dict[str, Any]:
         handler = self._handlers.get(request.method)
-        if handler is None:
+        if handler is None or not versions.method_available(ctx.version, request.method):
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method}")
         if not ctx.session.ready and request.method not in ("initialize", "ping"):
             raise JsonRpcError(INVALID_REQUEST, "Session not initialized: send initialize first")
-        if request.method != "initialize":
+        if request.method != "initialize" and not versions.is_stateless(ctx.version):
             lend_to_evaluator(self.app, ctx.session, self.reachable)  # once per session that declared sampling
         result: dict[str, Any] = await handler(ctx, request.params)
         return result
@@ -346,6 +348,17 @@ class McpServer:
             "capabilities": self.capabilities(version),
             "serverInfo": versions.server_info(version, name=SERVER_NAME, server_version=memento.__version__, title=SERVER_TITLE),
             "instructions": INSTRUCTIONS,
+        }
+
+    async def _discover(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+        """server/discover (2026-07-28): what a stateless client may use, no session made.
+        The same for every caller, so shared caches may keep it (`DISCOVER_TTL_MS`)."""
+        return {
+            "supportedVersions": list(versions.REVISIONS),
+            "capabilities": self.capabilities(versions.STATELESS),
+            "instructions": INSTRUCTIONS,
+            "ttlMs": DISCOVER_TTL_MS,
+            "cacheScope": "public",
         }
 
     async def _ping(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:

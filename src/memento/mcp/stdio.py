@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from memento.auth.keys import stdio_principal
 from memento.mcp import jsonrpc
-from memento.mcp.jsonrpc import JsonRpcError
+from memento.mcp.context import CallContext
+from memento.mcp.jsonrpc import JsonRpcError, RequestId
 from memento.mcp.namespace import MEMORY_SESSION
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
+from memento.mcp.stateless import handle_stateless, stateless_request
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -98,6 +100,17 @@ class _StdioConnection:
         self.session: Session = server.create_session(self.send, stdio_principal(server.app.settings))
         if server.app.settings.memory_session_id:  # 002 §4 option A: MEMORY_MCP_SESSION_ID names the session
             self.session.state[MEMORY_SESSION] = server.app.settings.memory_session_id
+        # 2026-07-28 requests share the connection but no session: each is answered on its own
+        # (stateless.py); this table only lets notifications/cancelled reach one still running.
+        self.stateless_in_flight: dict[RequestId, CallContext] = {}
+
+    def _cancels_stateless(self, value: object) -> bool:
+        """notifications/cancelled naming a 2026 request still running here."""
+        if not isinstance(value, dict) or value.get("method") != "notifications/cancelled" or "id" in value:
+            return False
+        params = value.get("params")
+        rid = params.get("requestId") if isinstance(params, dict) else None
+        return isinstance(rid, (str, int)) and rid in self.stateless_in_flight
 
     async def send(self, message: dict[str, object]) -> None:
         """Notifications and server→client requests share stdout with the responses."""
@@ -123,7 +136,13 @@ class _StdioConnection:
         except JsonRpcError as exc:  # decode is total: every bad line is answered, id null
             self.write(exc.to_response())
             return
-        reply = await self.server.handle(value, self.session, self.send)  # never raises
+        reply: dict[str, object] | list[dict[str, object]] | None
+        if stateless_request(value) or self._cancels_stateless(value):  # a 2026 client: no initialize, _meta on every request
+            reply = await handle_stateless(
+                self.server, value, principal=self.session.principal, sink=self.send, in_flight=self.stateless_in_flight
+            )
+        else:
+            reply = await self.server.handle(value, self.session, self.send)  # never raises
         if reply is not None:
             self.write(reply)
 

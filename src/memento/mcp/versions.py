@@ -83,13 +83,35 @@ class ToolHints:
     open_world: bool = False
 
 
-CAPABILITY_SINCE: dict[str, str] = {"completions": "2025-03-26", "tasks": "2025-11-25"}
+CAPABILITY_SINCE: dict[str, str] = {"completions": "2025-03-26", "tasks": "2025-11-25", "extensions": STATELESS}
 """Server capabilities a revision does not define are never sent to it."""
+CAPABILITY_UNTIL: dict[str, str] = {"tasks": "2025-11-25"}
+"""...nor those it no longer defines: the last revision that has each (tasks became the
+`io.modelcontextprotocol/tasks` extension at 2026-07-28)."""
 
 
 def gate_capabilities(version: str, capabilities: dict[str, Any]) -> dict[str, Any]:
     """`capabilities` without the entries `version` does not define."""
-    return {key: value for key, value in capabilities.items() if key not in CAPABILITY_SINCE or at_least(version, CAPABILITY_SINCE[key])}
+    return {
+        key: value
+        for key, value in capabilities.items()
+        if (key not in CAPABILITY_SINCE or at_least(version, CAPABILITY_SINCE[key]))
+        and (key not in CAPABILITY_UNTIL or at_least(CAPABILITY_UNTIL[key], version))
+    }
+
+
+STATELESS_ONLY_METHODS = frozenset({"server/discover"})
+"""Methods only the stateless revision has."""
+REMOVED_AT_STATELESS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+"""Handshake-era methods 2026-07-28 removed: the handshake, `ping`, the session log level
+(now `_meta` logLevel per request) and resource subscriptions (now `subscriptions/listen`)."""
+
+
+def method_available(version: str, method: str) -> bool:
+    """Whether a request of `version` may call `method` (others are -32601 Method not found)."""
+    if is_stateless(version):
+        return method not in REMOVED_AT_STATELESS
+    return method not in STATELESS_ONLY_METHODS
 
 
 def sse_priming(version: str | None) -> bool:
