@@ -33,10 +33,11 @@ SCRIPT = ROOT / "scripts" / "fastmcp4"
 DRIVER = Path(__file__).with_name("fastmcp4_client.py")
 RUN_TIMEOUT_S = 240
 
-# The revision fastmcp's auto mode must settle on: 2026-07-28 where this server speaks it without
-# a handshake (memento.mcp.stateless), else the newest handshake revision.
-STATELESS_SERVED = importlib.util.find_spec("memento.mcp.stateless") is not None
-EXPECTED_VERSION = versions.STATELESS if STATELESS_SERVED else versions.LATEST
+# The revision fastmcp's auto mode must settle on: 2026-07-28 where the transport speaks it
+# without a handshake (stdio: memento.mcp.stateless; Streamable HTTP: its sessionless requests,
+# with memento.mcp.subscriptions), else the newest handshake revision.
+STDIO_STATELESS = importlib.util.find_spec("memento.mcp.stateless") is not None
+HTTP_STATELESS = STDIO_STATELESS and importlib.util.find_spec("memento.mcp.subscriptions") is not None
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +67,9 @@ def drive(python: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
     return report
 
 
-def assert_every_tool_worked(report: dict[str, Any]) -> None:
+def assert_every_tool_worked(report: dict[str, Any], expected_version: str) -> None:
     assert report["mode"] == "auto"
-    assert report["protocolVersion"] == EXPECTED_VERSION, report["protocolVersion"]
+    assert report["protocolVersion"] == expected_version
     listed = set(report["tools"])
     stateless = report["protocolVersion"] == versions.STATELESS
     assert listed == TOOL_NAMES | ({"session"} if stateless else set())
@@ -92,7 +93,7 @@ def assert_every_tool_worked(report: dict[str, Any]) -> None:
 
 def test_fastmcp4_over_stdio(fastmcp_python: str, server_env: dict[str, str]) -> None:
     report = drive(fastmcp_python, ["stdio", SERVE[0], *SERVE[1:], "--transport", "stdio"], server_env)
-    assert_every_tool_worked(report)
+    assert_every_tool_worked(report, versions.STATELESS if STDIO_STATELESS else versions.LATEST)
 
 
 def test_fastmcp4_over_streamable_http(fastmcp_python: str, server_env: dict[str, str], tmp_path: Path) -> None:
@@ -101,4 +102,4 @@ def test_fastmcp4_over_streamable_http(fastmcp_python: str, server_env: dict[str
         report = drive(fastmcp_python, ["http", server.mcp], server_env)
     finally:
         server.stop()
-    assert_every_tool_worked(report)
+    assert_every_tool_worked(report, versions.STATELESS if HTTP_STATELESS else versions.LATEST)
