@@ -20,7 +20,7 @@ from conftest import Clock
 
 from memento.app import App
 from memento.auth.principal import Principal
-from memento.mcp import versions
+from memento.mcp import stateless, versions
 from memento.mcp.context import Session
 from memento.mcp.handles import SESSION_TOOLS
 from memento.mcp.server import McpServer
@@ -47,7 +47,12 @@ def session_for(principal: Principal, version: str = versions.STATELESS) -> Sess
 
 
 async def rpc(server: McpServer, principal: Principal, method: str, params: dict[str, Any], version: str = versions.STATELESS) -> Any:
-    reply = await server.handle({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}, session_for(principal, version))
+    message = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+    if versions.is_stateless(version):  # the real 2026 path: `_meta` on the request, a throwaway session per request
+        meta = {stateless.META_PROTOCOL_VERSION: version, stateless.META_CLIENT_CAPABILITIES: {}}
+        reply = await stateless.handle_stateless(server, {**message, "params": {**params, "_meta": meta}}, principal=principal, sink=None)
+    else:
+        reply = await server.handle(message, session_for(principal, version))
     assert isinstance(reply, dict) and "result" in reply, reply
     return reply["result"]
 
