@@ -23,6 +23,7 @@ from memento.auth.principal import Principal
 from memento.mcp import stateless, versions
 from memento.mcp.context import Session
 from memento.mcp.handles import SESSION_TOOLS
+from memento.mcp.namespace import CONNECTION_SESSION
 from memento.mcp.server import McpServer
 from memento.mcp.toolsets import REGISTRY
 from memento.models import AgentScope
@@ -46,11 +47,20 @@ def session_for(principal: Principal, version: str = versions.STATELESS) -> Sess
     return Session(id=f"throwaway-{next(_ids)}", protocol_version=version, principal=principal)
 
 
-async def rpc(server: McpServer, principal: Principal, method: str, params: dict[str, Any], version: str = versions.STATELESS) -> Any:
+async def rpc(
+    server: McpServer,
+    principal: Principal,
+    method: str,
+    params: dict[str, Any],
+    version: str = versions.STATELESS,
+    state: dict[str, Any] | None = None,
+) -> Any:
     message = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
     if versions.is_stateless(version):  # the real 2026 path: `_meta` on the request, a throwaway session per request
         meta = {stateless.META_PROTOCOL_VERSION: version, stateless.META_CLIENT_CAPABILITIES: {}}
-        reply = await stateless.handle_stateless(server, {**message, "params": {**params, "_meta": meta}}, principal=principal, sink=None)
+        reply: Any = await stateless.handle_stateless(
+            server, {**message, "params": {**params, "_meta": meta}}, principal=principal, sink=None, state=state
+        )
     else:
         reply = await server.handle(message, session_for(principal, version))
     assert isinstance(reply, dict) and "result" in reply, reply
@@ -254,3 +264,24 @@ async def test_resources_at_2026_name_no_protocol_session(app: App) -> None:
     older = session_for(ALICE, versions.LATEST)
     listed = await server.handle({"jsonrpc": "2.0", "id": 2, "method": "resources/list", "params": {}}, older)
     assert isinstance(listed, dict) and f"memory://sessions/{older.id}/working-memory" in {r["uri"] for r in listed["result"]["resources"]}
+
+
+async def test_over_stdio_the_connection_is_the_session_without_a_handle(server: McpServer, app: App) -> None:
+    """stdio seeds each 2026 request with its connection's session: a call that names no handle
+    works in it, and it ends with the connection, as at the older revisions."""
+    connection = server.create_session(principal=ALICE)
+    state = {CONNECTION_SESSION: connection.id}
+
+    async def over_stdio(tool: str, **arguments: Any) -> dict[str, Any]:
+        result = await rpc(server, ALICE, "tools/call", {"name": tool, "arguments": arguments}, state=state)
+        assert result["isError"] is False, result
+        payload: dict[str, Any] = json.loads(result["content"][0]["text"])
+        return payload
+
+    await over_stdio("remember", content="stdio scratch", topic="scratch", type="fact", scope="session")
+    assert working(await over_stdio("context")) == ["stdio scratch"]
+    handle = (await over_stdio("session", action="open"))["session"]
+    assert working(await over_stdio("context", session=handle)) == []  # a handle names its own session
+    assert working(await call(server, ALICE, "context")) == []  # over HTTP there is no connection to fall back on
+    assert await server.close_session(connection.id)  # EOF
+    assert working(await over_stdio("context")) == []

@@ -8,9 +8,11 @@ ordinary tool argument (`memento.session_handles`). At 2026-07-28 only:
   and an optional `session` argument to the tools whose behaviour depends on working memory
   (`SESSION_TOOLS`), the same for every caller;
 - `tools/call` takes the `session` argument off before the tool's own arguments are validated and
-  runs the call in the handle's session; without one the call has no session at all (the
-  request's throwaway protocol session is never used as one), so `scope=session` is refused with
-  a message saying how to open one, and nothing is kept past the request.
+  runs the call in the handle's session. Without one, over stdio the connection is the session
+  (its working memory ends with the connection, as at the older revisions; MEMORY_MCP_SESSION_ID
+  still names 002's session scope); over HTTP the call has no session at all (the request's
+  throwaway protocol session is never used as one), so `scope=session` is refused with a message
+  saying how to open one, and nothing is kept past the request.
 
 Older revisions see neither: their tools and their sessions are as they always were.
 """
@@ -27,6 +29,7 @@ import anyio.to_thread
 from memento.auth.principal import Principal
 from memento.errors import InvalidArgument, MementoError
 from memento.mcp import versions
+from memento.mcp.namespace import CONNECTION_SESSION
 from memento.mcp.tools import ToolSpec
 from memento.mcp.versions import ToolHints
 from memento.models import CallContext
@@ -86,11 +89,13 @@ def add_definitions(version: str, tools: Sequence[ToolSpec], definitions: list[d
 
 
 async def stateless_context(
-    service: MemoryService, tool: str, arguments: Mapping[str, Any], ctx: CallContext, principal: Principal
+    service: MemoryService, tool: str, arguments: Mapping[str, Any], ctx: CallContext, principal: Principal, state: Mapping[str, Any]
 ) -> tuple[dict[str, Any], CallContext]:
     """A 2026-07-28 call's arguments (the `session` argument taken off) and service context: the
-    handle's session, or none. Raises a MementoError for a bad, unknown, expired or foreign handle."""
-    ctx = replace(ctx, session_id=None, memory_session_id=None, principal=principal_key(principal))
+    handle's session; without one the stdio connection's (`state`, as stdio seeds each request's
+    session), else none. Raises a MementoError for a bad, unknown, expired or foreign handle."""
+    home = state.get(CONNECTION_SESSION)  # stdio: the connection is the default session; HTTP: none
+    ctx = replace(ctx, session_id=home if isinstance(home, str) else None, principal=principal_key(principal))
     if tool not in SESSION_TOOLS or SESSION_ARGUMENT not in arguments:
         return dict(arguments), ctx
     rest = {key: value for key, value in arguments.items() if key != SESSION_ARGUMENT}

@@ -434,7 +434,7 @@ class McpServer:
             if versions.is_stateless(ctx.version):  # no protocol session: a handle's, or none (mcp/handles.py)
                 try:
                     call_arguments, service_ctx = await handles.stateless_context(
-                        self.app.service, name, arguments, service_ctx, session_principal(ctx.session)
+                        self.app.service, name, arguments, service_ctx, session_principal(ctx.session), ctx.session.state
                     )
                 except MementoError as exc:
                     return handles.refused(ctx.version, exc, structured=self.app.settings.structured_output or spec.structured)
