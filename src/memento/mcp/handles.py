@@ -39,10 +39,7 @@ from memento.session_handles import SessionInput, SessionResult
 SESSION_ARGUMENT = "session"
 SESSION_TOOLS = frozenset({"remember", "recall", "context", "summarize_thread", "commit_memory", "search_memories", "prune_memory"})
 """The tools whose behaviour depends on a session's working memory (any toolset)."""
-SESSION_PROPERTY: dict[str, Any] = {
-    "type": "string",
-    "description": "Session handle from the session tool: work in that session's working memory.",
-}
+SESSION_PROPERTY: dict[str, Any] = {"type": "string", "description": "Handle from the session tool (its working memory)."}
 
 
 def _session_tool(service: MemoryService, inp: SessionInput, ctx: CallContext) -> SessionResult:
@@ -52,7 +49,7 @@ def _session_tool(service: MemoryService, inp: SessionInput, ctx: CallContext) -
 SESSION_TOOL = ToolSpec(
     "session",
     "Session",
-    "Open a session (working memory, scope=session) and get its handle to pass as `session`; status; close (its working memory ends).",
+    "Open a session for working memory (scope=session): pass its handle as `session`. close ends it.",
     SessionInput,
     _session_tool,
     SessionResult,
