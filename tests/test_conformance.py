@@ -38,6 +38,22 @@ SUITE_RUNS = [
     "0.2.0-alpha.12/2025-11-25",
     "0.2.0-alpha.12/2025-06-18",
     "0.2.0-alpha.12/2025-03-26",
+    "0.2.0-alpha.12/2026-07-28",
+    *(
+        f"0.2.0-alpha.12/2026-07-28/{scenario}"  # the tasks extension's scenarios, one run each
+        for scenario in (
+            "tasks-lifecycle",
+            "tasks-capability-negotiation",
+            "tasks-wire-fields",
+            "tasks-request-state-removal",
+            "tasks-mrtr-input",
+            "tasks-request-headers",
+            "tasks-dispatch-and-envelope",
+            "tasks-status-notifications",
+            "tasks-required-task-error",
+            "tasks-mrtr-composition",
+        )
+    ),
     "0.2.0-alpha.12/authorization/2025-11-25",
     "0.2.0-alpha.12/authorization/2025-06-18",
     "0.2.0-alpha.12/authorization/2025-03-26",

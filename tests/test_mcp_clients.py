@@ -182,7 +182,8 @@ async def exercise_every_tool(client: Client) -> None:
 @pytest.mark.backends("sqlite", "postgres+redis")
 async def test_every_tool_over_stdio(server_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=server_env)
-    async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
+    # The classic session (initialize); the default mode speaks 2026-07-28: tests/test_mcp_2026.py.
+    async with Client(params, read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
         await exercise_every_tool(client)
     # Closing stdin ended the session cleanly: its working memory was summarized into one episodic
     # memory (docs/lifecycle.md "Working memory's end") and expunged on the way out.

@@ -292,21 +292,21 @@ def stdio(env: dict[str, str]) -> StdioServerParameters:
 
 async def test_memory_mcp_session_id_names_the_stdio_session(tmp_path: Path, store_env: StoreEnv) -> None:
     env = {**server_env(store_env(tmp_path)), "MEMENTO_TOOLSETS": "vault", "MEMORY_MCP_SESSION_ID": "stdio-sess"}
-    inbox = Inbox()
-    async with Client(stdio(env), read_timeout_seconds=TIMEOUT_S, message_handler=inbox) as client:
+    inbox = Inbox()  # MEMORY_MCP_SESSION_ID names the classic stdio session (initialize)
+    async with Client(stdio(env), read_timeout_seconds=TIMEOUT_S, message_handler=inbox, mode="legacy") as client:
         before = inbox.list_changes()
         out = structured(await client.call_tool("commit_memory", {"scope": "session", "key": "k", "content": "stdio scratch"}))
         assert out["scope"] == "session"
         await inbox.until(lambda: inbox.list_changes() > before)
         assert [m["key"] for m in await read_json(client, "memory://session/stdio-sess")] == ["k"]
         structured(await client.call_tool("commit_memory", {"scope": "vault", "key": "v", "content": "stdio vault"}))
-    async with Client(stdio(env), read_timeout_seconds=TIMEOUT_S) as client:  # EOF ended the first session
+    async with Client(stdio(env), read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:  # EOF ended the first session
         assert await read_json(client, "memory://session/stdio-sess") == []
         assert (await read_json(client, "memory://vault/v"))["content"] == "stdio vault"
     kept = {**env, "MEMORY_MCP_SESSION_PERSIST": "true"}
-    async with Client(stdio(kept), read_timeout_seconds=TIMEOUT_S) as client:
+    async with Client(stdio(kept), read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
         structured(await client.call_tool("commit_memory", {"scope": "session", "key": "k", "content": "kept scratch"}))
-    async with Client(stdio(kept), read_timeout_seconds=TIMEOUT_S) as client:
+    async with Client(stdio(kept), read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
         assert [m["content"] for m in await read_json(client, "memory://session/stdio-sess")] == ["kept scratch"]
 
 
