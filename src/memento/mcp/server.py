@@ -127,8 +127,10 @@ class McpServer:
     # ------------------------------------------------------------------ sessions
 
     def sessions(self) -> list[Session]:
-        """Live sessions (`ServerHub.sessions`)."""
-        return list(self.session_table.values())
+        """Live sessions (`ServerHub.sessions`), and the subscriptions/listen streams open here
+        (2026-07-28: a feature's `listening()` sessions), so change notifications reach both."""
+        listening = [s for f in self.features for s in getattr(f, "listening", list)()]
+        return list(self.session_table.values()) + listening
 
     def create_session(self, send: Sink | None = None, principal: Principal = ANONYMOUS) -> Session:
         """A fresh, uninitialised session with an unguessable id, owned by `principal`."""

@@ -28,6 +28,7 @@ from memento.mcp.namespace import CONNECTION_SESSION, MEMORY_SESSION
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
 from memento.mcp.stateless import handle_stateless, stateless_request
+from memento.mcp.subscriptions import subscriptions_of
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -182,6 +183,9 @@ async def serve_stdio(app: App, stdin: BinaryIO | None = None, stdout: BinaryIO 
     log.info("serving MCP on stdio")
     try:
         await _read_loop(conn, queue, stop, running)
+        listening = subscriptions_of(conn.server.features)
+        if listening is not None:
+            listening.end_all()  # open subscriptions/listen requests are answered, not drained
         if running:
             _, pending = await asyncio.wait(running, timeout=DRAIN_TIMEOUT_S)
             for task in pending:
