@@ -141,7 +141,7 @@ async def named(server: HttpServer, session_id: str | None, inbox: Inbox | None 
     transport = NamingTransport(session_id) if session_id else httpx.AsyncHTTPTransport()
     async with httpx.AsyncClient(transport=transport, headers=headers, timeout=httpx.Timeout(TIMEOUT_S, read=300)) as http:
         async with Client(
-            streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S, message_handler=inbox
+            streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S, message_handler=inbox, mode="legacy"
         ) as client:
             yield client
 
@@ -279,7 +279,7 @@ async def test_the_named_session_is_cleared_when_the_http_session_ends(server: H
         structured(await client.call_tool("commit_memory", {"scope": "session", "key": "tmp", "content": "scratch value"}))
         structured(await client.call_tool("commit_memory", {"scope": "vault", "key": "gone_vault", "content": "kept value"}))
         assert [m["key"] for m in await read_json(client, "memory://session/sess-gone")] == ["tmp"]
-    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:  # the first session ended (DELETE)
+    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:  # the first session ended (DELETE)
         assert await read_json(client, "memory://session/sess-gone") == []
         assert (await read_json(client, "memory://vault/gone_vault"))["content"] == "kept value"
 
