@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_OPEN = 100  # open handles one namespace may hold at once
+MAX_OPEN = 1000  # open handles one namespace may hold at once (as many as MCP sessions a process holds by default)
 MAX_IDLE_MINUTES = 7 * 24 * 60  # the longest idle time a caller may ask for
 SWEEP_BATCH = 200  # expired handles one sweep ends
 HANDLE_BYTES = 32
