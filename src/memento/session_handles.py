@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from pydantic import Field, StrictInt
 
 from .access import call_scope
-from .errors import Forbidden, InvalidArgument, NotFound
+from .errors import Forbidden, InvalidArgument, MementoError, NotFound
 from .fields import OperationInput, ShortText
 from .models import AgentScope, CallContext
 from .results import Omitted, Result
@@ -105,7 +105,10 @@ class SessionHandles:
         if ctx.read_only:
             raise Forbidden("a read-only credential cannot open a session (it could keep nothing in it)")
         who = principal_of(ctx)
-        self.sweep()  # the expired ones end first: their rows and working memory go
+        try:
+            self.sweep()  # the expired ones end first: their rows and working memory go
+        except MementoError:  # a sweep that cannot finish now must not refuse the open; the lifecycle retries
+            log.warning("ending expired session handles failed; they stay for the next sweep", exc_info=True)
         now = self.memory.clock()
         idle = 60 * (idle_minutes or self.memory.settings.session_ttl_minutes)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
