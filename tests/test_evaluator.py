@@ -343,7 +343,8 @@ async def test_the_clients_own_model_evaluates_a_remembered_memory_over_stdio(tm
         return CreateMessageResult(role="assistant", content=TextContent(type="text", text=JUDGED), model="client-model")
 
     params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=env)
-    async with Client(params, read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler) as client:
+    # The evaluator samples through a classic session's channel (a 2026 server sends no requests).
+    async with Client(params, read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler, mode="legacy") as client:
         stored = data(await client.call_tool("remember", {"content": PORT_A, "topic": "db", "type": "fact"}))
         with anyio.fail_after(TIMEOUT_S):
             while (evaluated := data(await client.call_tool("memory_stats", {}))["evaluator"])["done"] < 1:

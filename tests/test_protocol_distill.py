@@ -357,7 +357,8 @@ def stdio(env: dict[str, str]) -> StdioServerParameters:
 async def test_memento_extract_over_stdio_uses_the_clients_model_when_it_can_sample(tmp_path: Path, store_env: StoreEnv) -> None:
     env = {**server_env(store_env(tmp_path)), "MEMENTO_TOOLSETS": "protocol", "MEMENTO_STDIO_AGENT": "agent-s"}
     sampler = Sampler(LENT)
-    async with Client(stdio(env), read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler) as client:
+    # sampling/createMessage as a server request: a classic session (2026's rounds: tests/test_mrtr.py)
+    async with Client(stdio(env), read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler, mode="legacy") as client:
         assert "memento_extract" in {tool.name for tool in (await client.list_tools()).tools}
         lent = data(await client.call_tool("memento_extract", {"transcript": SESSION, "tags": ["project:billing"]}))
         assert (lent["method"], lent["count"]) == ("sampling", 1)
