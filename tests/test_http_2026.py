@@ -19,8 +19,11 @@ import anyio
 import httpx
 import pytest
 import uvicorn
+from mcp import Client
+from mcp.types import TextContent
 
 from memento.app import App, build_app
+from memento.mcp.subscriptions import subscriptions_of
 from memento.settings import Settings
 from memento.web import create_http_app
 
@@ -57,6 +60,13 @@ def _app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> App:
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
     built = _app(tmp_path, monkeypatch, MEMENTO_CONFORMANCE_FIXTURES="1")
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def plain_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
+    built = _app(tmp_path, monkeypatch)
     yield built
     built.close()
 
@@ -389,3 +399,60 @@ async def test_a_handshake_session_works_as_before_on_the_same_endpoint(app: App
         lost = await http.post(url, json={"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, headers={"Accept": headers["Accept"]})
         assert lost.status_code == 400
         assert (await http.delete(url, headers=headers)).status_code == 204
+
+
+# ------------------------------------------------------------------ the official client
+
+
+async def test_the_official_client_negotiates_2026_over_http_and_drives_the_tools(plain_app: App) -> None:
+    reported: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
+
+    async with serving_mcp(plain_app) as (url, mcp), Client(url, read_timeout_seconds=TIMEOUT_S) as client:  # mode="auto"
+        assert client.session.protocol_version == REVISION
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"remember", "recall", "forget", "link", "amend", "context", "reflect", "memory_stats"} <= names
+        error = await tool_json(
+            client, "remember", {"content": "Nightly backup fails when the disk is full", "topic": "ops", "type": "error"}
+        )
+        fix = await tool_json(client, "remember", {"content": "Rotate the old backups first", "topic": "ops", "type": "procedure"})
+        fact = await tool_json(client, "remember", {"content": "Backups live in bucket b-7", "topic": "ops", "type": "fact"})
+        assert (await tool_json(client, "link", {"fromId": error["id"], "toId": fix["id"], "relationType": "resolved_by"}))["relationType"]
+        recalled = await tool_json(client, "recall", {"keywords": ["backup"], "topic": "ops"})
+        assert {error["id"], fix["id"], fact["id"]} <= {f["id"] for f in recalled["fragments"]}
+        assert (await tool_json(client, "amend", {"id": fix["id"], "importance": 0.9}))["versionArchived"] is True
+        assert await tool_json(client, "context", {})
+        consolidated = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
+        assert consolidated.is_error is False and reported  # progress came on the request's own stream
+        total = (await tool_json(client, "memory_stats", {}))["total"]
+        assert (await tool_json(client, "forget", {"id": fact["id"]}))["deleted"] == [fact["id"]]
+        assert (await tool_json(client, "memory_stats", {}))["total"] == total - 1
+        read = await client.read_resource("memory://stats")
+        assert json.loads(getattr(read.contents[0], "text", "{}"))["total"] == total - 1
+        assert mcp.server.session_table == {}  # no session was made for any of it
+
+
+async def tool_json(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(name, arguments)
+    assert result.is_error is False, result.content
+    first = result.content[0]
+    assert isinstance(first, TextContent)
+    parsed: dict[str, Any] = json.loads(first.text)
+    return parsed
+
+
+async def test_closing_a_listen_stream_ends_the_subscription(app: App) -> None:
+    listen = body("subscriptions/listen", {"notifications": {"resourcesListChanged": True}}, rid="gone")
+    async with serving_mcp(app) as (url, mcp), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+        feature = subscriptions_of(mcp.server.features)
+        assert feature is not None
+        async with http.stream("POST", url, json=listen, headers=headers_for("subscriptions/listen", {})) as stream:
+            assert (await Events(stream).next())["method"] == "notifications/subscriptions/acknowledged"
+            assert feature.count() == 1 and len(mcp.server.sessions()) == 1  # the listener, in the fan-out
+        # The client went away: closing its stream cancelled the request, which let go of the listener.
+        with anyio.fail_after(TIMEOUT_S):
+            while feature.count():
+                await anyio.sleep(0.01)  # the server notices the closed connection on its own time
+        assert mcp.server.sessions() == []

@@ -13,6 +13,13 @@ and returns it in `Mcp-Session-Id`; every other message must name a live session
 `Last-Event-ID`, resumes the stream an event belonged to from the event store. `DELETE /mcp`
 ends the session. Origin and Host are checked on every request (DNS rebinding). The legacy
 HTTP+SSE transport (2024-11-05) lives in `sse_legacy` and shares this app.
+
+MCP 2026-07-28 has no sessions: a POST carrying a 2026 request (`stateless.stateless_request`)
+is checked against its headers (`http_headers`, 400 / -32020) and answered by
+`stateless.handle_stateless` with the caller's principal — JSON, or an SSE stream of that
+request's own notifications ending with its response; no session id, no event ids, nothing to
+resume, and closing the stream cancels the request. `subscriptions/listen` (`subscriptions`) is
+such a stream that stays open. GET and DELETE at 2026 are 405.
 """
 
 from __future__ import annotations
@@ -352,6 +359,10 @@ class McpHttp:
                 return self.gate.forbidden(request, "Forbidden: this token lacks the memory:write scope")
             if message.method == LISTEN and self._closing:
                 return rpc_error(503, INVALID_REQUEST, "Server is shutting down", request_id)
+            listening = subscriptions_of(self.server.features)
+            if message.method == LISTEN and listening is not None and listening.count() >= self.max_sessions:
+                # Each open listen stream holds a connection: capped like sessions (MEMENTO_MAX_SESSIONS).
+                return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many open subscriptions/listen streams", request_id)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         related = asyncio.Event()
         limit = self.streams.queue_limit
