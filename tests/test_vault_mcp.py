@@ -212,6 +212,17 @@ async def test_the_three_tools_are_listed_exactly_as_the_seed_writes_them(server
         assert tool.input_schema == seed["inputSchema"], name
         assert tool.output_schema == seed["outputSchema"], name
     assert tools["recall"].output_schema is None  # 000's tools keep MEMENTO_STRUCTURED_OUTPUT's default
+    # MCP 2026-07-28 has no protocol session: the seed's schemas plus the optional `session` handle
+    # that names the session scope (docs/mcp.md "Sessions at 2026-07-28")
+    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
+        assert client.protocol_version == "2026-07-28"
+        modern = {t.name: t for t in (await client.list_tools()).tools}
+    for name, seed in SEED_TOOLS.items():
+        schema = dict(modern[name].input_schema)
+        assert schema.pop("properties")["session"]["type"] == "string"
+        assert schema == {k: v for k, v in seed["inputSchema"].items() if k != "properties"}
+        assert {k: v for k, v in modern[name].input_schema["properties"].items() if k != "session"} == seed["inputSchema"]["properties"]
+        assert modern[name].output_schema == seed["outputSchema"], name
 
 
 async def test_commit_search_prune_with_structured_content_and_list_changed(server: HttpServer) -> None:

@@ -21,13 +21,15 @@ import anyio.to_thread
 
 import memento
 from memento.auth.principal import ANONYMOUS, Principal
-from memento.mcp import jsonrpc, mrtr, versions
+from memento.errors import MementoError
+from memento.mcp import handles, jsonrpc, mrtr, versions
 from memento.mcp.client_features import confirm_forget, lend_to_evaluator, lent_model
 from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME, fixture_tools_at
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
 from memento.mcp.namespace import MEMORY_SESSION, service_context
+from memento.mcp.namespace import principal as session_principal
 from memento.mcp.stateless import DISCOVER_TTL_MS
 from memento.mcp.task_fixtures import task_fixture_tools
 from memento.mcp.tools import ToolSpec, call_tool
@@ -429,7 +431,7 @@ class McpServer:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: name must be a string")
         fixture = FIXTURE_TOOLS_BY_NAME.get(name) if self.fixture_tools else None
         fixture = fixture or next((tool for tool in self._task_fixtures(ctx.version) if tool.name == name), None)
-        spec = self.tools_by_name.get(name)
+        spec = self.tools_by_name.get(name) or handles.stateless_tool(ctx.version, name, self.tools)
         if spec is None and fixture is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         arguments = params.get("arguments")
@@ -449,13 +451,21 @@ class McpServer:
                 if refused is not None:
                     return refused
             service_ctx = service_context(ctx.session)  # the session's principal (namespace.py)
+            call_arguments: dict[str, Any] = arguments
+            if versions.is_stateless(ctx.version):  # no protocol session: a handle's, or none (mcp/handles.py)
+                try:
+                    call_arguments, service_ctx = await handles.stateless_context(
+                        self.app.service, name, arguments, service_ctx, session_principal(ctx.session), ctx.session.state
+                    )
+                except MementoError as exc:
+                    return handles.refused(ctx.version, exc, structured=self.app.settings.structured_output or spec.structured)
             structured = self.app.settings.structured_output or spec.structured
             if structured:  # the result's JSON goes twice (text and structuredContent): budgets count both
                 service_ctx = replace(service_ctx, payload_copies=2)
             if name in SAMPLING_TOOLS:  # 003's drafts may use the client's model (MCP sampling)
                 service_ctx = replace(service_ctx, complete=lent_model(call_ctx))
             try:
-                return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, call_ctx, structured=structured)
+                return await call_tool(spec, call_arguments, self.app.service, service_ctx, ctx.version, call_ctx, structured=structured)
             except mrtr.InputNeeded as needed:  # 2026-07-28: the draft waits for the client's model (a retry)
                 return needed.result
 
