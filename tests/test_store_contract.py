@@ -5,6 +5,7 @@ happens to mask still fails here."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -860,10 +861,14 @@ def test_a_server_secret_is_stored_once_and_every_later_caller_reads_the_first_v
     from memento.storage.protocol import AppStore
 
     store: AppStore = app.store
-    first = store.server_secret("mcp_request_state", b"\x01" * 32, NOW)
+    name, other = (
+        f"secret-{uuid.uuid4().hex}",
+        f"other-{uuid.uuid4().hex}",
+    )  # the shared test database keeps secrets (a server's own among them)
+    first = store.server_secret(name, b"\x01" * 32, NOW)
     assert first == b"\x01" * 32
-    assert store.server_secret("mcp_request_state", b"\x02" * 32, NOW + timedelta(hours=1)) == first  # a second replica's candidate loses
-    assert store.server_secret("other", b"\x03" * 32, NOW) == b"\x03" * 32  # names are independent
+    assert store.server_secret(name, b"\x02" * 32, NOW + timedelta(hours=1)) == first  # a second replica's candidate loses
+    assert store.server_secret(other, b"\x03" * 32, NOW) == b"\x03" * 32  # names are independent
 
 
 def test_session_handles_belong_to_one_namespace_and_credential_and_expire(app: Any) -> None:
