@@ -5,6 +5,7 @@ happens to mask still fails here."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -860,7 +861,8 @@ def test_a_server_secret_is_stored_once_and_every_later_caller_reads_the_first_v
     from memento.storage.protocol import AppStore
 
     store: AppStore = app.store
-    first = store.server_secret("mcp_request_state", b"\x01" * 32, NOW)
+    name = f"contract-{uuid.uuid4().hex}"  # the database may be shared by earlier tests
+    first = store.server_secret(name, b"\x01" * 32, NOW)
     assert first == b"\x01" * 32
-    assert store.server_secret("mcp_request_state", b"\x02" * 32, NOW + timedelta(hours=1)) == first  # a second replica's candidate loses
-    assert store.server_secret("other", b"\x03" * 32, NOW) == b"\x03" * 32  # names are independent
+    assert store.server_secret(name, b"\x02" * 32, NOW + timedelta(hours=1)) == first  # a second replica's candidate loses
+    assert store.server_secret(name + "-other", b"\x03" * 32, NOW) == b"\x03" * 32  # names are independent
