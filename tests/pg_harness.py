@@ -67,6 +67,7 @@ TABLES = (
     "evaluation_jobs",
     "merge_proposals",
     "evaluation_tokens",
+    "session_handles",
 )
 
 

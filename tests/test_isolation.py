@@ -131,7 +131,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv,
 async def connect(server: HttpServer, key: str) -> AsyncIterator[Client]:
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
         transport = streamable_http_client(server.mcp, http_client=http)
-        async with Client(transport, read_timeout_seconds=TIMEOUT_S) as client:
+        # Classic sessions (Mcp-Session-Id, working memory ended by DELETE): what these tests are about.
+        async with Client(transport, read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
             yield client
 
 

@@ -39,6 +39,7 @@ LAYERS = {
     "memento.service": 3,
     "memento.erasure": 3,
     "memento.summarize": 3,
+    "memento.session_handles": 3,
     "memento.entity_service": 3,
     "memento.vault_service": 3,
     "memento.protocol_face": 3,

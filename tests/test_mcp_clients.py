@@ -208,7 +208,8 @@ def http_server(server_env: dict[str, str], tmp_path: Path, backend: str) -> Ite
 async def test_every_tool_over_streamable_http(
     http_server: HttpServer, server_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with Client(http_server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
+    # The classic session (initialize, Mcp-Session-Id); the default mode speaks 2026-07-28: tests/test_http_2026.py.
+    async with Client(http_server.mcp, read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
         await exercise_every_tool(client)
     # Leaving the client DELETEd the session, which summarized and expunged its working memory.
     status = http_server.stop()

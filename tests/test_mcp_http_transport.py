@@ -291,7 +291,8 @@ async def test_official_client_gets_progress_and_logs(app: App) -> None:
         reported.append((progress, total, message))
 
     async with serving(app) as base:
-        async with Client(base + "/mcp", read_timeout_seconds=TIMEOUT_S, logging_callback=on_log) as client:
+        # A classic session (logging/setLevel); at 2026-07-28 a request's _meta names its log level.
+        async with Client(base + "/mcp", read_timeout_seconds=TIMEOUT_S, logging_callback=on_log, mode="legacy") as client:
             result = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
             assert result.is_error is False
             assert len(reported) >= 2 and reported[-1][0] == reported[-1][1]
@@ -414,7 +415,7 @@ async def test_close_stream_turns_a_quiet_request_into_a_resumable_stream(app: A
 
 async def test_official_client_reconnects_after_the_server_closes_the_stream(fixtures_app: App) -> None:
     async with serving(fixtures_app) as base:
-        async with Client(base + "/mcp", read_timeout_seconds=TIMEOUT_S) as client:
+        async with Client(base + "/mcp", read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:  # resumable streams: before 2026
             result = await client.call_tool("test_reconnection", {})
             assert result.is_error is False
             assert "reconnected" in result.content[0].text  # type: ignore[union-attr]

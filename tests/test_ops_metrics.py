@@ -51,7 +51,7 @@ def value(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str
 
 async def test_metrics_after_tool_calls(app: App) -> None:
     async with serving(app) as (url, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
-        async with Client(url + "/mcp", read_timeout_seconds=TIMEOUT_S) as client:
+        async with Client(url + "/mcp", read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
             for i in range(3):
                 result = await client.call_tool(
                     "remember", {"content": f"Metric fact number {i} about gauges", "topic": "m", "type": "fact"}
@@ -115,7 +115,7 @@ async def test_each_app_has_its_own_registry(tmp_path: Path) -> None:
     first, second = _app(tmp_path / "a"), _app(tmp_path / "b")
     try:
         async with serving(first) as (url_a, _), serving(second) as (url_b, _), httpx.AsyncClient(timeout=TIMEOUT_S) as http:
-            async with Client(url_a + "/mcp", read_timeout_seconds=TIMEOUT_S) as client:
+            async with Client(url_a + "/mcp", read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
                 await client.call_tool("remember", {"content": "Only in the first app", "topic": "a", "type": "fact"})
             a = samples((await http.get(url_a + "/metrics")).text)
             b = samples((await http.get(url_b + "/metrics")).text)

@@ -228,3 +228,36 @@ def test_the_evaluators_rows_are_their_agents_alone(app_conn: Any, table: str, k
     with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
         as_agent(app_conn, "agent-a")
         app_conn.execute(insert, ("frag-b", "agent-b"))
+
+
+def test_session_handles_are_their_namespaces_alone(app_conn: Any) -> None:
+    """session_handles (migration 0025): a namespace reads, uses and ends only its own handles;
+    the maintenance context (the lifecycle's sweep) sees every one."""
+    insert = (
+        "INSERT INTO agent_memory.session_handles (digest, agent_id, principal, session_id, idle_seconds, created_at, used_at, expires_at)"
+        " VALUES (%s, %s, 'access_key:k', 'h-s', 60, now(), now(), now() + interval '1 hour')"
+    )
+    flags = app_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'agent_memory.session_handles'::regclass"
+    ).fetchone()
+    assert flags == (True, True)
+    for agent in ("agent-a", "agent-b", "default"):
+        with app_conn.transaction():
+            as_agent(app_conn, agent)
+            app_conn.execute(insert, (f"digest-{agent}", agent))
+
+    def seen(agent: str | None) -> set[str]:
+        with app_conn.transaction():
+            if agent is not None:
+                as_agent(app_conn, agent)
+            return {r[0] for r in app_conn.execute("SELECT digest FROM agent_memory.session_handles")}
+
+    assert seen("agent-a") == {"digest-agent-a"} and seen("default") == {"digest-default"} and seen(None) == set()
+    assert seen("system") == {f"digest-{a}" for a in ("agent-a", "agent-b", "default")}
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        app_conn.execute(insert, ("digest-forged", "agent-b"))
+    with app_conn.transaction():
+        as_agent(app_conn, "agent-a")
+        assert app_conn.execute("UPDATE agent_memory.session_handles SET principal = 'x' WHERE agent_id = 'agent-b'").rowcount == 0
+        assert app_conn.execute("DELETE FROM agent_memory.session_handles WHERE agent_id = 'agent-b'").rowcount == 0

@@ -392,7 +392,7 @@ async def test_memento_extract_over_http_samples_only_for_the_protocol_tools(ser
     headers = {"Authorization": f"Bearer {KEY_A}", "X-Memento-Workspace": "mcp-sampling"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(TIMEOUT_S, read=300)) as http:
         async with Client(
-            streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler
+            streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler, mode="legacy"
         ) as client:
             data(await client.call_tool("remember", {"content": "A plain memory.", "topic": "t", "type": "fact"}))
             assert sampler.seen == []  # 000's tools never ask the client's model

@@ -377,3 +377,125 @@ def test_a_tool_call_stream_resumes_on_the_other_replica_while_the_call_still_ru
             messages = [json.loads(line[5:]) for line in resumed.iter_lines() if line.startswith("data:") and line[5:].strip()]
         assert [m.get("id") for m in messages if "result" in m] == [1]
         assert "Reconnection test completed" in messages[-1]["result"]["content"][0]["text"]
+
+
+# ------------------------------------------------------------------ MCP 2026-07-28: no sessions at all
+
+STATELESS = "2026-07-28"
+STATELESS_META = {
+    "io.modelcontextprotocol/protocolVersion": STATELESS,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "replica-test-2026", "version": "1"},
+}
+
+
+class StatelessClient:
+    """A 2026-07-28 client: every request stands alone, with its `_meta` and headers."""
+
+    def __init__(self) -> None:
+        self.http = httpx.Client(timeout=WAIT_S)
+        self._ids = iter(range(1, 10_000))
+
+    @staticmethod
+    def headers(method: str, params: dict[str, Any]) -> dict[str, str]:
+        headers = {**HEADERS, "MCP-Protocol-Version": STATELESS, "Mcp-Method": method}
+        if method == "tools/call":
+            headers["Mcp-Name"] = params["name"]
+        return headers
+
+    def call(self, server: HttpServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        sent = {**params, "_meta": STATELESS_META}
+        reply = self.http.post(
+            server.mcp,
+            headers=self.headers(method, params),
+            json={"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": sent},
+        )
+        assert reply.status_code == 200, reply.text
+        assert "mcp-session-id" not in reply.headers  # nothing to carry to the next request
+        message = _last_message(reply)
+        assert "result" in message, message
+        result: dict[str, Any] = message["result"]
+        assert result["resultType"] == "complete", result
+        return result
+
+    def tool(self, server: HttpServer, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.call(server, "tools/call", {"name": name, "arguments": arguments})
+        assert not result.get("isError"), result
+        payload: dict[str, Any] = json.loads(result["content"][0]["text"])
+        return payload
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+
+
+class ListenStream:
+    """A `subscriptions/listen` stream on one replica, read in a thread."""
+
+    def __init__(self, server: HttpServer, notifications: dict[str, Any]) -> None:
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._stop = False
+        params = {"notifications": notifications, "_meta": STATELESS_META}
+        body = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params}
+        headers = StatelessClient.headers("subscriptions/listen", params)
+        threading.Thread(target=self._run, args=(server.mcp, headers, body), daemon=True).start()
+
+    def _run(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> None:
+        with httpx.Client(timeout=httpx.Timeout(WAIT_S, read=None)) as http, http.stream("POST", url, headers=headers, json=body) as reply:
+            for line in reply.iter_lines():
+                if self._stop:
+                    return
+                if line.startswith("data:") and line[5:].strip():
+                    self.events.put(json.loads(line[5:]))
+
+    def next(self) -> dict[str, Any]:
+        try:
+            return self.events.get(timeout=WAIT_S)
+        except queue.Empty:
+            raise AssertionError("nothing arrived on the listen stream") from None
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+def test_stateless_requests_alternate_between_replicas_and_every_tool_works(replicas: tuple[HttpServer, HttpServer]) -> None:
+    a, b = replicas
+    with StatelessClient() as client:
+        assert client.call(a, "server/discover", {})["supportedVersions"][0] == STATELESS
+        names = {t["name"] for t in client.call(b, "tools/list", {})["tools"]}
+        assert {"remember", "recall", "forget", "link", "amend", "context", "graph_explore", "memory_stats"} <= names
+
+        # A listen stream on A hears of writes made through B (the change events cross over Redis).
+        listen = ListenStream(a, {"resourceSubscriptions": ["memory://topics/billing"], "resourcesListChanged": True})
+        ack = listen.next()
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "listen-1"}
+
+        # Only B has been written to so far: what arrives on A crossed over.
+        fix = client.tool(b, "remember", {"content": "Pin the export date to UTC noon.", "topic": "billing", "type": "procedure"})
+        while (message := listen.next())["method"] != "notifications/resources/updated":
+            assert message["method"] == "notifications/resources/list_changed", message
+        assert message["params"]["uri"] == "memory://topics/billing"
+        assert message["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "listen-1"}
+        error = client.tool(a, "remember", {"content": "Billing export fails on leap days.", "topic": "billing", "type": "error"})
+        listen.stop()
+
+        found = client.tool(b, "recall", {"text": "billing export leap day", "topic": "billing"})
+        assert {error["id"], fix["id"]} <= {f["id"] for f in found["fragments"]}
+        client.tool(a, "link", {"fromId": error["id"], "toId": fix["id"], "relationType": "resolved_by"})
+        graph = client.tool(b, "graph_explore", {"startId": error["id"]})
+        assert fix["id"] in json.dumps(graph)
+        client.tool(a, "amend", {"id": fix["id"], "importance": 0.9})
+        assert client.tool(b, "memory_stats", {})
+        client.tool(a, "context", {})  # runs (tool() refuses an error result)
+        forgotten = client.tool(a, "forget", {"id": error["id"], "force": True})  # errors are permanent: forced
+        assert error["id"] in json.dumps(forgotten)
+        after = client.tool(b, "recall", {"text": "billing export leap day", "topic": "billing"})
+        assert error["id"] not in {f["id"] for f in after["fragments"]}
+        assert fix["id"] in {f["id"] for f in after["fragments"]}
+        # Neither replica keeps a session for any of this.
+        for server in (a, b):
+            health = httpx.get(server.url + "/health", timeout=WAIT_S).json()
+            assert health["sessions"]["streamable_http"] == 0, health

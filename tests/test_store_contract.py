@@ -866,3 +866,38 @@ def test_a_server_secret_is_stored_once_and_every_later_caller_reads_the_first_v
     assert first == b"\x01" * 32
     assert store.server_secret(name, b"\x02" * 32, NOW + timedelta(hours=1)) == first  # a second replica's candidate loses
     assert store.server_secret(name + "-other", b"\x03" * 32, NOW) == b"\x03" * 32  # names are independent
+
+
+def test_session_handles_belong_to_one_namespace_and_credential_and_expire(app: Any) -> None:
+    from memento.storage.handles import SessionHandle
+
+    store = app.store
+
+    def handle(digest: str, agent: str = "alice", principal: str = "key:a", idle: int = 60) -> SessionHandle:
+        return SessionHandle(digest, agent, principal, f"h-{digest}", idle, NOW, NOW, NOW + timedelta(seconds=idle))
+
+    stored = store.add_handle(A, handle("d1"), NOW, 2)
+    assert (stored.session_id, stored.expires_at) == ("h-d1", NOW + timedelta(seconds=60))
+    with pytest.raises(Conflict):  # a digest is unique
+        store.add_handle(A, handle("d1"), NOW, 10)
+    store.add_handle(A, handle("d2"), NOW, 2)
+    with pytest.raises(Conflict, match="2 sessions are open"):
+        store.add_handle(A, handle("d3"), NOW, 2)
+    store.add_handle(B, handle("d3", "bob", "key:b"), NOW, 2)  # the cap is per namespace
+    # only the owner's namespace and credential find it; a use pushes its expiry
+    later = NOW + timedelta(seconds=50)
+    assert store.use_handle(B, "d1", "key:a", later) is None
+    assert store.use_handle(A, "d1", "key:other", later) is None
+    used = store.use_handle(A, "d1", "key:a", later)
+    assert used is not None and (used.used_at, used.expires_at) == (later, later + timedelta(seconds=60))
+    # expired: unusable, listed for the sweep, dropped only when asked for expired ones
+    gone = NOW + timedelta(seconds=61)
+    assert store.use_handle(A, "d2", "key:a", gone) is None
+    assert [h.digest for h in store.expired_handles(gone, 10)] == ["d2", "d3"]
+    assert store.drop_handle(A, "d1", "key:a", expired_by=gone) is None  # d1 is live
+    assert store.drop_handle(B, "d2", "key:a", expired_by=gone) is None  # not bob's
+    dropped = store.drop_handle(A, "d2", "key:a", expired_by=gone)
+    assert dropped is not None and dropped.session_id == "h-d2"
+    assert store.drop_handle(A, "d1", "key:other") is None
+    assert store.drop_handle(A, "d1", "key:a") is not None
+    assert [h.digest for h in store.expired_handles(gone, 10)] == ["d3"]

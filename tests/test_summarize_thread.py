@@ -330,7 +330,7 @@ async def session(server: HttpServer, key: str, sampler: Sampler | None = None) 
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(TIMEOUT_S, read=300)) as http:
         transport = streamable_http_client(server.mcp, http_client=http)
-        async with Client(transport, read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler) as client:
+        async with Client(transport, read_timeout_seconds=TIMEOUT_S, sampling_callback=sampler, mode="legacy") as client:
             yield client
 
 

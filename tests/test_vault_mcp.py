@@ -141,7 +141,7 @@ async def named(server: HttpServer, session_id: str | None, inbox: Inbox | None 
     transport = NamingTransport(session_id) if session_id else httpx.AsyncHTTPTransport()
     async with httpx.AsyncClient(transport=transport, headers=headers, timeout=httpx.Timeout(TIMEOUT_S, read=300)) as http:
         async with Client(
-            streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S, message_handler=inbox
+            streamable_http_client(server.mcp, http_client=http), read_timeout_seconds=TIMEOUT_S, message_handler=inbox, mode="legacy"
         ) as client:
             yield client
 
@@ -204,7 +204,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, module_store_env: StoreEnv,
 
 
 async def test_the_three_tools_are_listed_exactly_as_the_seed_writes_them(server: HttpServer) -> None:
-    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
+    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     for name, seed in SEED_TOOLS.items():
         tool = tools[name]
@@ -212,6 +212,17 @@ async def test_the_three_tools_are_listed_exactly_as_the_seed_writes_them(server
         assert tool.input_schema == seed["inputSchema"], name
         assert tool.output_schema == seed["outputSchema"], name
     assert tools["recall"].output_schema is None  # 000's tools keep MEMENTO_STRUCTURED_OUTPUT's default
+    # MCP 2026-07-28 has no protocol session: the seed's schemas plus the optional `session` handle
+    # that names the session scope (docs/mcp.md "Sessions at 2026-07-28")
+    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:
+        assert client.protocol_version == "2026-07-28"
+        modern = {t.name: t for t in (await client.list_tools()).tools}
+    for name, seed in SEED_TOOLS.items():
+        schema = dict(modern[name].input_schema)
+        assert schema.pop("properties")["session"]["type"] == "string"
+        assert schema == {k: v for k, v in seed["inputSchema"].items() if k != "properties"}
+        assert {k: v for k, v in modern[name].input_schema["properties"].items() if k != "session"} == seed["inputSchema"]["properties"]
+        assert modern[name].output_schema == seed["outputSchema"], name
 
 
 async def test_commit_search_prune_with_structured_content_and_list_changed(server: HttpServer) -> None:
@@ -268,7 +279,7 @@ async def test_the_named_session_is_cleared_when_the_http_session_ends(server: H
         structured(await client.call_tool("commit_memory", {"scope": "session", "key": "tmp", "content": "scratch value"}))
         structured(await client.call_tool("commit_memory", {"scope": "vault", "key": "gone_vault", "content": "kept value"}))
         assert [m["key"] for m in await read_json(client, "memory://session/sess-gone")] == ["tmp"]
-    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S) as client:  # the first session ended (DELETE)
+    async with Client(server.mcp, read_timeout_seconds=TIMEOUT_S, mode="legacy") as client:  # the first session ended (DELETE)
         assert await read_json(client, "memory://session/sess-gone") == []
         assert (await read_json(client, "memory://vault/gone_vault"))["content"] == "kept value"
 

@@ -44,3 +44,8 @@ class Unavailable(MementoError):
 class InvalidParams(InvalidArgument):
     """An InvalidArgument a seed wants refused by the protocol itself (MCP: a JSON-RPC -32602
     error, e.g. 002's bulk vault prune), not as a tool result; elsewhere it is an InvalidArgument."""
+
+
+class SessionRequired(InvalidArgument):
+    """An InvalidArgument for a call that needs a session (working memory) and has none; a face
+    may add how its callers get one (MCP 2026-07-28: a session handle)."""

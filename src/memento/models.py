@@ -615,6 +615,9 @@ class CallContext:
     workspace: str | None = None
     # The client's own model for this call (MCP sampling, when the client declared it); None: none lent.
     complete: Complete | None = field(default=None, compare=False)
+    # The credential calling (kind:subject): MCP 2026-07-28 session handles are bound to it
+    # (session_handles.py); None: the face names none.
+    principal: str | None = None
 
     @property
     def memory_session(self) -> str | None:

@@ -22,7 +22,7 @@ from .access import call_scope, refuse_foreign_session, refuse_unchangeable, wri
 from .embeddings.protocol import Embedder
 from .entity_service import EntityService
 from .erasure import Erased, Erasure
-from .errors import Conflict, Forbidden, InvalidArgument, NotFound, Unavailable
+from .errors import Conflict, Forbidden, InvalidArgument, NotFound, SessionRequired, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import ConfidencePrune, Consolidator, MergeStage, Retention
 from .lifecycle.merge import Merger, MergeStore
@@ -92,6 +92,7 @@ from .retrieval.context import explore, load_context
 from .retrieval.profile import Profile003, Profile004, ScoreProfile
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
 from .retrieval.search import Search, baseline_for
+from .session_handles import SessionHandles
 from .settings import Settings
 from .storage.protocol import (
     EntityStore,
@@ -244,8 +245,9 @@ class MemoryService:
         self.runs = cast(ConsolidationRunStore, store)
         self.replica = f"{socket.gethostname()}:{os.getpid()}"  # who ran a recorded run
         self.threads = ThreadSummarizer(self)  # 004's working memory's end (summarize.py)
-        # idle sessions are summarized, then expunged (quietly in a dry run)
-        self.consolidator.end_sessions = lambda before, dry: self.threads.expire_idle(before, quiet=dry)
+        self.handles = SessionHandles(self)  # MCP 2026-07-28's sessions: server-minted handles
+        # idle sessions are summarized, then expunged (quietly in a dry run); expired handles first
+        self.consolidator.end_sessions = lambda before, dry: self._end_idle(before, dry)
         self.consolidator.settle_embeddings = self._settle_before_maintenance
 
     @property
@@ -442,7 +444,7 @@ class MemoryService:
         if scope_kind is Scope.SESSION:
             session = session_id or ctx.session_id
             if not session:
-                raise InvalidArgument("scope 'session' needs a sessionId (none was given and the transport has no session)")
+                raise SessionRequired("scope 'session' needs a sessionId (none was given and the transport has no session)")
         if created_at is not None and created_at.tzinfo is None:
             created_at = created_at.replace(tzinfo=UTC)
         draft = self.factory.draft(
@@ -899,6 +901,13 @@ class MemoryService:
     def summarize_thread(self, inp: SummarizeThreadInput, ctx: CallContext) -> SummarizeThreadResult:
         """004 §5.1: the caller's session's working memory as one episodic memory (summarize.py)."""
         return self.threads.summarize_thread(inp, ctx)
+
+    def _end_idle(self, idle_before: datetime, dry_run: bool) -> tuple[list[str], int]:
+        """The consolidation's `working_memory_expired`: expired session handles end (not in a
+        dry run), then every idle session (summarize.py)."""
+        if not dry_run:
+            self.handles.sweep()
+        return self.threads.expire_idle(idle_before, quiet=dry_run)
 
     def end_session(self, session_id: str, ctx: CallContext) -> int:
         """Expunge a finished session's working memory: the caller's own, never another

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from .errors import Conflict, InvalidArgument, Unavailable
+from .errors import Conflict, InvalidArgument, SessionRequired, Unavailable
 from .factory import new_fragment_id
 from .lifecycle.summary import EmptyAnswer, drafted, extractive
 from .models import (
@@ -85,7 +85,7 @@ class ThreadSummarizer:
         scope = service._writable(inp.agentId, ctx, pool=True)
         session = inp.sessionId or ctx.session_id
         if not session:
-            raise InvalidArgument("summarize_thread needs a sessionId (none was given and the transport has no session); nothing stored")
+            raise SessionRequired("summarize_thread needs a sessionId (none was given and the transport has no session); nothing stored")
         service._own_session(scope, session, ctx)
         items = self.items(scope.agent_id, session)
         if not items:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from .access import refuse_foreign_session
-from .errors import InvalidArgument, InvalidParams, NotFound
+from .errors import InvalidArgument, InvalidParams, NotFound, SessionRequired
 from .factory import content_hash
 from .models import AgentScope, CallContext, ChangeEvent, Fragment, FragmentType, RecordFields, Scope
 from .storage.protocol import FragmentChanges, SearchFilter
@@ -93,7 +93,7 @@ class VaultService:
         session = ctx.memory_session
         in_session = kinds in ("session", "all") and session is not None
         if kinds == "session" and session is None and need_session:
-            raise InvalidArgument("scope 'session' needs a session (none was given at initialize and the transport has none)")
+            raise SessionRequired("scope 'session' needs a session (none was given at initialize and the transport has none)")
         if in_session:
             refuse_foreign_session(self.memory.store, scope, session, ctx)
         return _Where(scope, session, kinds in ("vault", "all"), in_session)

@@ -14,6 +14,7 @@ from memento.mcp.fixtures import install
 from memento.mcp.memory_resources import MemoryResources
 from memento.mcp.prompts import PromptsFeature
 from memento.mcp.resources import ResourcesFeature
+from memento.mcp.task_fixtures import install as install_task_fixtures
 from memento.mcp.tasks import TasksFeature
 from memento.mcp.toolsets import selected_tools
 from memento.mcp.vault_resources import VaultResources
@@ -28,9 +29,11 @@ def extension_features(settings: Settings) -> list[Feature]:
         MemoryResources(resources).install()
     if any(spec.name == "commit_memory" for spec in selected_tools(settings.toolsets)):  # 002's resources with its tools
         VaultResources(resources).install()
+    tasks = TasksFeature()
     if settings.conformance_fixtures:
         install(resources, prompts)
-    return [resources, prompts, CompletionFeature(prompts, resources), TasksFeature()]
+        install_task_fixtures(tasks)  # the tasks-* scenarios' tools (2026-07-28)
+    return [resources, prompts, CompletionFeature(prompts, resources), tasks]
 
 
 def tasks_of(features: Sequence[object]) -> TasksFeature | None:

@@ -61,6 +61,17 @@ async def _simple_text(ctx: RequestContext, args: dict[str, Any]) -> dict[str, A
     return text_result("This is a simple text response for testing.")
 
 
+async def _mcp_param_header(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
+    return text_result(f"region: {args.get('region')}")
+
+
+MCP_PARAM_HEADER_SCHEMA: dict[str, Any] = {  # SEP-2243: a parameter mirrored into Mcp-Param-Region (2026-07-28 HTTP)
+    "type": "object",
+    "properties": {"region": {"type": "string", "description": "Any region name", "x-mcp-header": "Region"}},
+    "required": ["region"],
+}
+
+
 async def _image(ctx: RequestContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "image", "data": PNG_BASE64, "mimeType": "image/png"}], "isError": False}
 
@@ -394,6 +405,9 @@ def fixture_tools_at(tools: tuple[FixtureTool, ...], version: str) -> tuple[Fixt
 
 FIXTURE_TOOLS: tuple[FixtureTool, ...] = (
     FixtureTool("test_simple_text", "Tests simple text content response", _simple_text),
+    FixtureTool(
+        "test_mcp_param_header", "Tests x-mcp-header: region is mirrored into Mcp-Param-Region", _mcp_param_header, MCP_PARAM_HEADER_SCHEMA
+    ),
     FixtureTool("test_image_content", "Tests image content response", _image),
     FixtureTool("test_audio_content", "Tests audio content response", _audio),
     FixtureTool("test_embedded_resource", "Tests embedded resource content response", _embedded),

@@ -13,6 +13,13 @@ and returns it in `Mcp-Session-Id`; every other message must name a live session
 `Last-Event-ID`, resumes the stream an event belonged to from the event store. `DELETE /mcp`
 ends the session. Origin and Host are checked on every request (DNS rebinding). The legacy
 HTTP+SSE transport (2024-11-05) lives in `sse_legacy` and shares this app.
+
+MCP 2026-07-28 has no sessions: a POST carrying a 2026 request (`stateless.stateless_request`)
+is checked against its headers (`http_headers`, 400 / -32020) and answered by
+`stateless.handle_stateless` with the caller's principal — JSON, or an SSE stream of that
+request's own notifications ending with its response; no session id, no event ids, nothing to
+resume, and closing the stream cancels the request. `subscriptions/listen` (`subscriptions`) is
+such a stream that stays open. GET and DELETE at 2026 are 405.
 """
 
 from __future__ import annotations
@@ -20,24 +27,35 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
 from memento.auth.keys import describe
 from memento.auth.principal import Principal
-from memento.mcp import jsonrpc, versions
+from memento.mcp import http_headers, jsonrpc, versions
 from memento.mcp.cluster import LocalDirectory, SessionDirectory
 from memento.mcp.events import EventStore, MemoryEventStore, StoredEvent
 from memento.mcp.http_gate import HttpGate, owns, rpc_error
 from memento.mcp.http_json import JSONResponse  # total: always valid JSON
 from memento.mcp.http_negotiation import accepts
 from memento.mcp.http_replicas import Replicas, answers
-from memento.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
+from memento.mcp.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, JsonRpcError
 from memento.mcp.server import McpServer, Session
-from memento.mcp.sse_streams import END, STANDALONE, Cut, SseResponse, Stream, Streams
+from memento.mcp.sse_streams import END, KEEPALIVE_S, STANDALONE, Cut, SseResponse, Stream, Streams, overflowing, sse_event
+from memento.mcp.stateless import (
+    HEADER_MISMATCH,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    check_meta,
+    handle_stateless,
+    stateless_request,
+)
+from memento.mcp.subscriptions import LISTEN, subscriptions_of
+from memento.mcp.toolsets import tool_definitions
 
 __all__ = ["McpHttp"]
 
@@ -47,10 +65,29 @@ SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 LAST_EVENT_HEADER = "last-event-id"
 DEFAULT_VERSION_HEADER = "2025-03-26"  # what a request without MCP-Protocol-Version means
+STATELESS_400 = frozenset({PARSE_ERROR, INVALID_REQUEST, HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION})
+"""JSON-RPC errors a 2026 request gets with HTTP 400 (as does a malformed `_meta`, -32602);
+-32601 gets 404; every other answer, errors of the method itself included, 200."""
 STREAMED_METHODS = frozenset({"tools/call"})
 """Requests answered as a (primed, resumable) SSE stream from 2025-11-25 even when they send
 nothing else: the ones that may run long. Quick ones (ping, lists, reads) stay JSON unless
 they send related messages; `initialize` is always JSON."""
+
+
+class _Done:
+    """Queued on a 2026 response stream once its request finished (`reply`: its response)."""
+
+    def __init__(self, reply: dict[str, Any] | None) -> None:
+        self.reply = reply
+
+
+def stateless_status(reply: dict[str, Any]) -> int:
+    """The HTTP status of a 2026 JSON answer: 404 for -32601, 400 for a bad request."""
+    error = reply.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    if code == METHOD_NOT_FOUND:
+        return 404
+    return 400 if code in STATELESS_400 else 200
 
 
 class McpHttp:
@@ -81,6 +118,7 @@ class McpHttp:
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.legacy: Any = None  # the legacy SSE endpoints, when mounted
+        self._schemas: dict[str, Any] | None = None  # tools' inputSchemas (x-mcp-header), built once
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -98,6 +136,9 @@ class McpHttp:
         # finishes, so in-flight results still reach their clients during a graceful shutdown.
         self._closing = True
         self.streams.end_standby()
+        listening = subscriptions_of(self.server.features)
+        if listening is not None:
+            listening.end_all()  # 2026 listen streams end with their response
         if self.legacy is not None:
             self.legacy.close_all()
 
@@ -156,6 +197,11 @@ class McpHttp:
         if isinstance(principal, Response):
             return principal
         await self._expire_idle()
+        if request.method in ("GET", "DELETE") and versions.is_stateless(request.headers.get(VERSION_HEADER, "").strip()):
+            # 2026-07-28 has neither the GET stream nor sessions to end (subscriptions/listen instead).
+            refused_method = rpc_error(405, INVALID_REQUEST, f"Method Not Allowed: {versions.STATELESS} serves POST only")
+            refused_method.headers["Allow"] = "POST"
+            return refused_method
         if request.method == "POST":
             return await self._post(request, principal)
         if request.method == "GET":
@@ -234,6 +280,8 @@ class McpHttp:
         except JsonRpcError as exc:
             return JSONResponse(exc.to_response(), status_code=400)
 
+        if self._is_stateless(request, value):
+            return await self._post_stateless(request, value, principal, prefer_sse=sse_q > json_q)
         if isinstance(message, jsonrpc.Request) and message.method == "initialize":
             return await self._initialize(value, principal)
         found = self._session(request, principal)
@@ -256,6 +304,116 @@ class McpHttp:
             return self.gate.forbidden(request, "Forbidden: this token lacks the memory:write scope")
         streamed = sse_q == json_q and self._streams(session, message)
         return await self._answer(session, value, prefer_sse=sse_q > json_q or streamed)
+
+    # ------------------------------------------------------------------ 2026-07-28: no sessions
+
+    @staticmethod
+    def _is_stateless(request: Request, value: Any) -> bool:
+        """Whether a POSTed message is a 2026-07-28 one, answered with no session: its `_meta`
+        (or `server/discover`) says so; or, sent without a session, its MCP-Protocol-Version
+        header does (a 2026 request whose `_meta` is missing gets the -32602 it deserves). A
+        2026 request that carries an Mcp-Session-Id is still stateless: the header is ignored."""
+        if stateless_request(value):
+            return True
+        if not isinstance(value, dict) or value.get("method") == "initialize" or request.headers.get(SESSION_HEADER):
+            return False
+        return versions.is_stateless(request.headers.get(VERSION_HEADER, "").strip())
+
+    def _input_schemas(self) -> dict[str, Any]:
+        """Every callable tool's inputSchema by name (for the x-mcp-header parameters)."""
+        if self._schemas is None:
+            definitions = tool_definitions(self.server.tools, versions.STATELESS, structured=self.server.app.settings.structured_output)
+            definitions += [tool.definition(versions.STATELESS) for tool in self.server.fixture_tools]
+            self._schemas = {str(d["name"]): d.get("inputSchema") for d in definitions}
+        return self._schemas
+
+    def _check_headers(self, request: Request, value: Any) -> None:
+        """SEP-2243: the standard headers, and a tool's Mcp-Param-* headers (HeaderMismatch)."""
+        http_headers.check_standard(request.headers, value)
+        params = value.get("params") if isinstance(value, dict) else None
+        if value.get("method") != "tools/call" or not isinstance(params, dict):
+            return
+        schema = self._input_schemas().get(str(params.get("name")))
+        if schema is not None:
+            http_headers.check_custom(request.headers, schema, params.get("arguments"))
+
+    async def _post_stateless(self, request: Request, value: Any, principal: Principal, *, prefer_sse: bool) -> Response:
+        """Answer one 2026-07-28 message with no session: its headers and `_meta` checked first
+        (400), then `handle_stateless`; JSON when it ends quietly, else an SSE stream of what it
+        sends (progress, logs, a listen stream's notifications) ending with its response. No
+        session id, no event ids, nothing to resume: closing the stream cancels the request."""
+        rid = value.get("id")
+        request_id = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+        try:
+            self._check_headers(request, value)
+            if "id" in value:  # a request: its _meta must name the revision and the client
+                params = value.get("params")
+                check_meta(params.get("_meta") if isinstance(params, dict) else None)
+        except http_headers.HeaderMismatch as exc:
+            return rpc_error(400, HEADER_MISMATCH, str(exc), request_id)
+        except JsonRpcError as exc:
+            return JSONResponse(exc.to_response(request_id), status_code=400)
+        message = jsonrpc.parse_message(value)
+        if isinstance(message, jsonrpc.Request):
+            if principal.kind == "oauth" and principal.read_only and self._writes(message):
+                return self.gate.forbidden(request, "Forbidden: this token lacks the memory:write scope")
+            if message.method == LISTEN and self._closing:
+                return rpc_error(503, INVALID_REQUEST, "Server is shutting down", request_id)
+            listening = subscriptions_of(self.server.features)
+            if message.method == LISTEN and listening is not None and listening.count() >= self.max_sessions:
+                # Each open listen stream holds a connection: capped like sessions (MEMENTO_MAX_SESSIONS).
+                return rpc_error(503, INVALID_REQUEST, "Service Unavailable: too many open subscriptions/listen streams", request_id)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        related = asyncio.Event()
+        limit = self.streams.queue_limit
+
+        async def sink(outgoing: dict[str, Any]) -> None:
+            if overflowing(queue, limit):  # the client stopped reading: end its stream
+                log.warning("cut a 2026 response stream: the client is not reading")
+                queue.put_nowait(_Done(None))
+                task.cancel()
+                return
+            queue.put_nowait(outgoing)
+            related.set()
+
+        task = asyncio.create_task(handle_stateless(self.server, value, principal=principal, sink=sink))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        waiter = asyncio.ensure_future(related.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if task.done() and not related.is_set():
+            reply = None if task.cancelled() else task.result()
+            if reply is None:
+                return Response(status_code=202)
+            if not prefer_sse or "error" in reply:
+                return JSONResponse(reply, status_code=stateless_status(reply))
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            reply = None if finished.cancelled() or finished.exception() else finished.result()
+            queue.put_nowait(_Done(reply if isinstance(reply, dict) else None))
+
+        task.add_done_callback(done)
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                while True:
+                    item: Any = None
+                    with anyio.move_on_after(KEEPALIVE_S):
+                        item = await queue.get()
+                    if item is None:
+                        yield b": keepalive\n\n"  # a quiet listen stream stays open through proxies
+                        continue
+                    if isinstance(item, _Done):
+                        if item.reply is not None:
+                            yield sse_event(item.reply)
+                        return
+                    yield sse_event(item)
+            finally:
+                if not task.done():
+                    task.cancel()  # the client closed the stream: that cancels the request
+
+        return SseResponse(events(), {"X-Accel-Buffering": "no"})
 
     async def _initialize(self, value: Any, principal: Principal) -> Response:
         """Start a session with an `initialize` request; its id goes back in `Mcp-Session-Id`."""

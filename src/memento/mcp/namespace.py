@@ -31,6 +31,7 @@ def namespace(session: SessionView) -> AgentScope:
 
 
 MEMORY_SESSION = "vault/session_id"  # session.state key: the 002 session id the client named (§4)
+CONNECTION_SESSION = "stdio/session_id"  # session.state key (2026-07-28): the stdio connection's own session (mcp/handles.py)
 
 
 def service_context(session: SessionView) -> CallContext:

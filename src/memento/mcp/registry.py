@@ -22,4 +22,7 @@ def default_features(settings: Settings) -> list[Feature]:
     #   from memento.mcp.resources import ResourcesFeature
     #   features.append(ResourcesFeature(settings))
     features += extension_features(settings)  # resources, prompts, completion, tasks (+ fixtures)
+    from memento.mcp.subscriptions import SubscriptionsFeature
+
+    features.append(SubscriptionsFeature())  # subscriptions/listen (2026-07-28)
     return features

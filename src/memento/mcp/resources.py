@@ -259,6 +259,7 @@ class ResourcesFeature:
         entries: list[dict[str, Any]] = []
         if position is None:
             entries = [r.definition(ctx.version) for r in self.statics]
+        if position is None and not versions.is_stateless(ctx.version):  # 2026-07-28: no session, a list the same for all
             entries.append(
                 _describe(
                     ctx.version,
@@ -348,6 +349,8 @@ class ResourcesFeature:
         )
 
     async def _read_working_memory(self, ctx: RequestContext, v: dict[str, str]) -> list[dict[str, Any]]:
+        if versions.is_stateless(ctx.version):  # no protocol session to read (mcp/handles.py)
+            raise NotFound("at MCP 2026-07-28 a session's working memory is read with the context tool and its session handle")
         if v["sessionId"] != ctx.session.id:
             raise NotFound("only your own session's working memory is readable")
         fragments = await self._call(self.app.service.views.working_memory, ctx.session.id, service_context(ctx.session))
@@ -364,6 +367,8 @@ class ResourcesFeature:
         return [t.topic for t in topics]
 
     async def _complete_session(self, ctx: RequestContext, prefix: str, _: dict[str, str]) -> list[str]:
+        if versions.is_stateless(ctx.version):  # a request's throwaway session is nobody's to name
+            return []
         return [ctx.session.id] if ctx.session.id.startswith(prefix) else []
 
     # ------------------------------------------------------------ helpers

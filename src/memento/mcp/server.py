@@ -21,14 +21,17 @@ import anyio.to_thread
 
 import memento
 from memento.auth.principal import ANONYMOUS, Principal
-from memento.mcp import jsonrpc, mrtr, versions
+from memento.errors import MementoError
+from memento.mcp import handles, jsonrpc, mrtr, versions
 from memento.mcp.client_features import confirm_forget, lend_to_evaluator, lent_model
 from memento.mcp.context import LOG_LEVELS, CallContext, Session, Sink, StreamCloser
 from memento.mcp.extensions import tasks_of
 from memento.mcp.fixtures import FIXTURE_TOOLS, FIXTURE_TOOLS_BY_NAME, fixture_tools_at
 from memento.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError, Notification, Request
 from memento.mcp.namespace import MEMORY_SESSION, service_context
+from memento.mcp.namespace import principal as session_principal
 from memento.mcp.stateless import DISCOVER_TTL_MS
+from memento.mcp.task_fixtures import task_fixture_tools
 from memento.mcp.tools import ToolSpec, call_tool
 from memento.mcp.toolsets import REGISTRY, selected_tools, tool_definitions
 
@@ -127,8 +130,10 @@ class McpServer:
     # ------------------------------------------------------------------ sessions
 
     def sessions(self) -> list[Session]:
-        """Live sessions (`ServerHub.sessions`)."""
-        return list(self.session_table.values())
+        """Live sessions (`ServerHub.sessions`), and the subscriptions/listen streams open here
+        (2026-07-28: a feature's `listening()` sessions), so change notifications reach both."""
+        listening = [s for f in self.features for s in getattr(f, "listening", list)()]
+        return list(self.session_table.values()) + listening
 
     def create_session(self, send: Sink | None = None, principal: Principal = ANONYMOUS) -> Session:
         """A fresh, uninitialised session with an unguessable id, owned by `principal`."""
@@ -380,6 +385,7 @@ class McpServer:
         version = ctx.version
         definitions = tool_definitions(self.tools, version, structured=self.app.settings.structured_output)
         definitions += [tool.definition(version) for tool in fixture_tools_at(self.fixture_tools, version)]
+        definitions += [tool.definition(version) for tool in self._task_fixtures(version)]
         start = 0
         if params.get("cursor") is not None:
             start = decode_cursor(params["cursor"], len(definitions))
@@ -388,16 +394,24 @@ class McpServer:
             result["nextCursor"] = encode_cursor(start + self.page_size)
         return result
 
+    def _task_fixtures(self, version: str) -> tuple[Any, ...]:
+        """The tasks-* conformance fixtures (2026-07-28, with the other fixtures only)."""
+        return task_fixture_tools(version) if self.fixture_tools else ()
+
     async def _tools_call(self, ctx: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         """tools/call, reported to the app's observers (tool name and outcome, never content)."""
         name = params.get("name")
-        known = isinstance(name, str) and (name in self.tools_by_name or (bool(self.fixture_tools) and name in FIXTURE_TOOLS_BY_NAME))
+        known = isinstance(name, str) and (
+            name in self.tools_by_name
+            or (bool(self.fixture_tools) and name in FIXTURE_TOOLS_BY_NAME)
+            or any(tool.name == name for tool in self._task_fixtures(ctx.version))
+        )
         tool = str(name) if known else "unknown"
         outcome = "exception"
         started = time.perf_counter()
         try:
             result = await self._call_tool(ctx, params)
-            outcome = "error" if result.get("isError") else ("task" if "task" in result else "ok")
+            outcome = "error" if result.get("isError") else ("task" if "task" in result or result.get("resultType") == "task" else "ok")
             return result
         except BaseException as exc:
             outcome = (
@@ -416,7 +430,8 @@ class McpServer:
         if not isinstance(name, str):
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: name must be a string")
         fixture = FIXTURE_TOOLS_BY_NAME.get(name) if self.fixture_tools else None
-        spec = self.tools_by_name.get(name)
+        fixture = fixture or next((tool for tool in self._task_fixtures(ctx.version) if tool.name == name), None)
+        spec = self.tools_by_name.get(name) or handles.stateless_tool(ctx.version, name, self.tools)
         if spec is None and fixture is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         arguments = params.get("arguments")
@@ -426,22 +441,31 @@ class McpServer:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         rctx = cast("RequestContext", ctx)
 
-        async def run() -> dict[str, Any]:
+        async def run(over: RequestContext | None = None) -> dict[str, Any]:
+            call_ctx = rctx if over is None else over  # a 2026 task's own context (mcp/task_extension.py)
             if fixture is not None:
-                return await fixture.call(rctx, arguments)
+                return await fixture.call(call_ctx, arguments)
             assert spec is not None
             if name == "forget":
-                refused = await confirm_forget(rctx, self.app, arguments)
+                refused = await confirm_forget(call_ctx, self.app, arguments)
                 if refused is not None:
                     return refused
             service_ctx = service_context(ctx.session)  # the session's principal (namespace.py)
+            call_arguments: dict[str, Any] = arguments
+            if versions.is_stateless(ctx.version):  # no protocol session: a handle's, or none (mcp/handles.py)
+                try:
+                    call_arguments, service_ctx = await handles.stateless_context(
+                        self.app.service, name, arguments, service_ctx, session_principal(ctx.session), ctx.session.state
+                    )
+                except MementoError as exc:
+                    return handles.refused(ctx.version, exc, structured=self.app.settings.structured_output or spec.structured)
             structured = self.app.settings.structured_output or spec.structured
             if structured:  # the result's JSON goes twice (text and structuredContent): budgets count both
                 service_ctx = replace(service_ctx, payload_copies=2)
             if name in SAMPLING_TOOLS:  # 003's drafts may use the client's model (MCP sampling)
-                service_ctx = replace(service_ctx, complete=lent_model(rctx))
+                service_ctx = replace(service_ctx, complete=lent_model(call_ctx))
             try:
-                return await call_tool(spec, arguments, self.app.service, service_ctx, ctx.version, rctx, structured=structured)
+                return await call_tool(spec, call_arguments, self.app.service, service_ctx, ctx.version, call_ctx, structured=structured)
             except mrtr.InputNeeded as needed:  # 2026-07-28: the draft waits for the client's model (a retry)
                 return needed.result
 

@@ -129,7 +129,7 @@ def check_meta(meta: Any) -> dict[str, Any]:
     return meta
 
 
-def request_session(meta: dict[str, Any], principal: Principal) -> Session:
+def request_session(meta: dict[str, Any], principal: Principal, state: dict[str, Any] | None = None) -> Session:
     """The throwaway session one stateless request is answered in: what its `_meta` says,
     owned by the transport's principal, with no state carried over."""
     info = meta.get(META_CLIENT_INFO)
@@ -142,7 +142,7 @@ def request_session(meta: dict[str, Any], principal: Principal) -> Session:
         initialized=True,
         principal=principal,
         log_level=level if isinstance(level, str) else "",
-        state={},
+        state=dict(state or {}),  # only what the transport hands every request (stdio: its connection's session)
     )
 
 
@@ -176,14 +176,17 @@ async def handle_stateless(
     sink: Sink | None,
     closer: StreamCloser | None = None,
     in_flight: dict[RequestId, CallContext] | None = None,
+    state: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Answer one 2026-07-28 JSON-RPC message with no session; None when no response is due.
 
     `sink` carries the request's notifications (progress, logs at the `_meta` log level);
     `in_flight`, when the transport keeps one, lets a later `notifications/cancelled` on the
-    same connection reach the request (stdio). Never raises: a bug answers -32603."""
+    same connection reach the request (stdio); `state` seeds each request's session state (stdio:
+    its connection's session, the default working memory of calls that name no session handle,
+    mcp/handles.py). Never raises: a bug answers -32603."""
     try:
-        return await _answer(server, message, principal=principal, sink=sink, closer=closer, in_flight=in_flight)
+        return await _answer(server, message, principal=principal, sink=sink, closer=closer, in_flight=in_flight, state=state)
     except Exception:  # boundary: whatever a message does, its sender gets an answer
         log.exception("handling a stateless message failed")
         return jsonrpc.error_response(None, INTERNAL_ERROR, "Internal error")
@@ -197,6 +200,7 @@ async def _answer(
     sink: Sink | None,
     closer: StreamCloser | None,
     in_flight: dict[RequestId, CallContext] | None,
+    state: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     try:
         parsed = jsonrpc.parse_message(message)
@@ -215,7 +219,7 @@ async def _answer(
         meta = check_meta(parsed.params.get("_meta"))
     except JsonRpcError as exc:
         return exc.to_response(parsed.id)
-    session = request_session(meta, principal)
+    session = request_session(meta, principal, state)
     if in_flight is not None:
         session.in_flight = in_flight  # the connection's table: cancellation finds the request
     reply = await server.handle_one(message, session, sink, closer=closer)

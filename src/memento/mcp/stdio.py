@@ -24,10 +24,11 @@ from memento.auth.keys import stdio_principal
 from memento.mcp import jsonrpc
 from memento.mcp.context import CallContext
 from memento.mcp.jsonrpc import JsonRpcError, RequestId
-from memento.mcp.namespace import MEMORY_SESSION
+from memento.mcp.namespace import CONNECTION_SESSION, MEMORY_SESSION
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer, Session
 from memento.mcp.stateless import handle_stateless, stateless_request
+from memento.mcp.subscriptions import subscriptions_of
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -104,6 +105,12 @@ class _StdioConnection:
         # (stateless.py); this table only lets notifications/cancelled reach one still running.
         self.stateless_in_flight: dict[RequestId, CallContext] = {}
 
+    def stateless_state(self) -> dict[str, object]:
+        """What each 2026 request's session carries: the connection's session (and the 002 session
+        MEMORY_MCP_SESSION_ID names), the working memory of a call that names no session handle,
+        ended with the connection as ever (mcp/handles.py)."""
+        return {CONNECTION_SESSION: self.session.id, **{k: v for k, v in self.session.state.items() if k == MEMORY_SESSION}}
+
     def _cancels_stateless(self, value: object) -> bool:
         """notifications/cancelled naming a 2026 request still running here."""
         if not isinstance(value, dict) or value.get("method") != "notifications/cancelled" or "id" in value:
@@ -139,7 +146,12 @@ class _StdioConnection:
         reply: dict[str, object] | list[dict[str, object]] | None
         if stateless_request(value) or self._cancels_stateless(value):  # a 2026 client: no initialize, _meta on every request
             reply = await handle_stateless(
-                self.server, value, principal=self.session.principal, sink=self.send, in_flight=self.stateless_in_flight
+                self.server,
+                value,
+                principal=self.session.principal,
+                sink=self.send,
+                in_flight=self.stateless_in_flight,
+                state=self.stateless_state(),
             )
         else:
             reply = await self.server.handle(value, self.session, self.send)  # never raises
@@ -171,6 +183,9 @@ async def serve_stdio(app: App, stdin: BinaryIO | None = None, stdout: BinaryIO 
     log.info("serving MCP on stdio")
     try:
         await _read_loop(conn, queue, stop, running)
+        listening = subscriptions_of(conn.server.features)
+        if listening is not None:
+            listening.end_all()  # open subscriptions/listen requests are answered, not drained
         if running:
             _, pending = await asyncio.wait(running, timeout=DRAIN_TIMEOUT_S)
             for task in pending:

@@ -18,7 +18,7 @@ import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
-from memento.errors import InvalidParams, MementoError
+from memento.errors import InvalidParams, MementoError, SessionRequired
 from memento.exchange.page import ExportInput, ExportPage, export_page
 from memento.mcp import versions
 from memento.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
@@ -416,6 +416,13 @@ TOOLS: tuple[ToolSpec, ...] = (
 TOOLS_BY_NAME: Mapping[str, ToolSpec] = {spec.name: spec for spec in TOOLS}
 
 
+STATELESS_SESSION_HINT = (
+    ". At MCP 2026-07-28 there is no protocol session: open one with the `session` tool (action open)"
+    " and pass the handle it returns as this tool's `session` argument"
+)
+"""How a 2026-07-28 caller gets the session a working-memory call needs (mcp/handles.py)."""
+
+
 def describe_validation_error(tool: str, exc: ValidationError) -> str:
     """A one-line message naming every bad field, e.g. `content: Field required`."""
     problems = []
@@ -469,7 +476,8 @@ async def call_tool(
         raise JsonRpcError(INVALID_PARAMS, exc.message) from None
     except MementoError as exc:
         log.info("tool %s failed: %s", spec.name, exc.code)  # the message may quote input: not logged
-        return versions.tool_error(version, exc.code, exc.message, structured=structured)
+        message = exc.message + (STATELESS_SESSION_HINT if isinstance(exc, SessionRequired) and versions.is_stateless(version) else "")
+        return versions.tool_error(version, exc.code, message, structured=structured)
     except InputNeeded:  # 2026-07-28: answered input_required by the core (mrtr.py)
         raise
     except Exception:  # boundary: one broken call must not take the server down

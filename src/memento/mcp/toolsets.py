@@ -16,6 +16,7 @@ from typing import Any
 from memento.errors import InvalidArgument
 from memento.factory import TokenCounter
 from memento.mcp.entity_tools import ENTITY_TOOLS
+from memento.mcp.handles import add_definitions
 from memento.mcp.protocol_tools import PROTOCOL_TOOLS
 from memento.mcp.tasks import tool_execution
 from memento.mcp.tools import TOOLS, ToolSpec
@@ -104,6 +105,7 @@ def tool_definitions(tools: Sequence[ToolSpec], version: str, *, structured: boo
         if execution:
             definition["execution"] = execution
         definitions.append(definition)
+    add_definitions(version, tools, definitions, structured=structured)  # 2026-07-28: session handles (mcp/handles.py)
     return definitions
 
 

@@ -31,6 +31,7 @@ from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, R
 from ..models import AgentScope, Fragment, Link, RelationType
 from . import terms as terms_policy
 from .access import AccessBuffer, Pending
+from .handles import SessionHandle
 from .postgres_analytics import PostgresAnalytics
 from .postgres_bulk import PostgresBulk
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, retried
@@ -39,6 +40,7 @@ from .postgres_erasure import PostgresErasure
 from .postgres_evaluation import PostgresEvaluation
 from .postgres_feedback import PostgresFeedback
 from .postgres_fragments import PostgresFragments
+from .postgres_handles import PostgresHandles
 from .postgres_linkages import PostgresLinkages
 from .postgres_queries import PostgresQueries
 from .postgres_records import PostgresRecords
@@ -124,6 +126,7 @@ class PostgresStore:
         self.linkages = PostgresLinkages(self.db)
         self.evaluation = PostgresEvaluation(self.db)
         self.skiplist = PostgresSkips(self.db)
+        self.session_handles = PostgresHandles(self.db)
         self.records = PostgresRecords(self.db, self.embedding_model)
         self.workmem = PostgresWorkMemory(self.db)
         self.runs = PostgresRuns(self.db)
@@ -624,3 +627,17 @@ class PostgresStore:
             row = cur.fetchone()
             assert row is not None
             return bytes(row["value"])
+
+    # ------------------------------------------------------------ MCP 2026-07-28 session handles (postgres_handles.py)
+
+    def add_handle(self, scope: AgentScope, handle: SessionHandle, now: datetime, limit: int) -> SessionHandle:
+        return self.session_handles.add_handle(scope, handle, now, limit)
+
+    def use_handle(self, scope: AgentScope, digest: str, principal: str, now: datetime) -> SessionHandle | None:
+        return self.session_handles.use_handle(scope, digest, principal, now)
+
+    def drop_handle(self, scope: AgentScope, digest: str, principal: str, *, expired_by: datetime | None = None) -> SessionHandle | None:
+        return self.session_handles.drop_handle(scope, digest, principal, expired_by=expired_by)
+
+    def expired_handles(self, now: datetime, limit: int) -> list[SessionHandle]:
+        return self.session_handles.expired_handles(now, limit)

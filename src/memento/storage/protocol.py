@@ -26,6 +26,7 @@ from ..models import (
     memory_system_for,
     privacy_for,
 )
+from .handles import SessionHandleStore
 from .runs import ConsolidationRunStore
 from .sequence import SequenceNeighbours
 from .workmem import ItemChanges, ItemQuery, Section, WorkItem, WorkMemorySummary, WorkspaceRecord
@@ -1313,6 +1314,7 @@ class AppStore(
     ReviewStore,
     EvaluationStore,
     SecretStore,
+    SessionHandleStore,
     Protocol,
 ):
     """What the composition root holds and hands to the faces: every backend provides all of it."""

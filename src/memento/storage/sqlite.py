@@ -20,6 +20,7 @@ from ..graph import Entity, EntityChanges, EntityLink, NewEntity, NewRelation, R
 from ..models import AgentScope, Fragment, Link, RelationType
 from . import terms as terms_policy
 from .access import AccessBuffer, Pending
+from .handles import SessionHandle
 from .protocol import (
     REINFORCEMENT,
     ErasureTargets,
@@ -59,6 +60,7 @@ from .sqlite_erasure import SQLiteErasure
 from .sqlite_evaluation import SQLiteEvaluation
 from .sqlite_feedback import SQLiteFeedback
 from .sqlite_fragments import SQLiteFragments
+from .sqlite_handles import SQLiteHandles
 from .sqlite_linkages import SQLiteLinkages
 from .sqlite_queries import SQLiteQueries
 from .sqlite_records import SQLiteRecords
@@ -125,6 +127,7 @@ class SQLiteStore:
         self.linkages = SQLiteLinkages(self.db)
         self.evaluation = SQLiteEvaluation(self.db)
         self.skiplist = SQLiteSkips(self.db)
+        self.session_handles = SQLiteHandles(self.db)
         self.records = SQLiteRecords(self.db, embedding_model, agents)
         self.workmem = SQLiteWorkMemory(self.db)
         self.runs = SQLiteRuns(self.db)
@@ -608,3 +611,17 @@ class SQLiteStore:
             )
             row = conn.execute("SELECT value FROM server_secrets WHERE name = ?", (name,)).fetchone()
             return bytes(row["value"])
+
+    # ------------------------------------------------------------ MCP 2026-07-28 session handles (sqlite_handles.py)
+
+    def add_handle(self, scope: AgentScope, handle: SessionHandle, now: datetime, limit: int) -> SessionHandle:
+        return self.session_handles.add_handle(scope, handle, now, limit)
+
+    def use_handle(self, scope: AgentScope, digest: str, principal: str, now: datetime) -> SessionHandle | None:
+        return self.session_handles.use_handle(scope, digest, principal, now)
+
+    def drop_handle(self, scope: AgentScope, digest: str, principal: str, *, expired_by: datetime | None = None) -> SessionHandle | None:
+        return self.session_handles.drop_handle(scope, digest, principal, expired_by=expired_by)
+
+    def expired_handles(self, now: datetime, limit: int) -> list[SessionHandle]:
+        return self.session_handles.expired_handles(now, limit)
