@@ -406,6 +406,7 @@ async def test_a_handshake_session_works_as_before_on_the_same_endpoint(app: App
 
 async def test_the_official_client_negotiates_2026_over_http_and_drives_the_tools(plain_app: App) -> None:
     reported: list[float] = []
+    called.clear()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         reported.append(progress)
@@ -425,16 +426,43 @@ async def test_the_official_client_negotiates_2026_over_http_and_drives_the_tool
         assert (await tool_json(client, "amend", {"id": fix["id"], "importance": 0.9}))["versionArchived"] is True
         assert await tool_json(client, "context", {})
         consolidated = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
+        called.append("memory_consolidate")
         assert consolidated.is_error is False and reported  # progress came on the request's own stream
         total = (await tool_json(client, "memory_stats", {}))["total"]
         assert (await tool_json(client, "forget", {"id": fact["id"]}))["deleted"] == [fact["id"]]
         assert (await tool_json(client, "memory_stats", {}))["total"] == total - 1
         read = await client.read_resource("memory://stats")
         assert json.loads(getattr(read.contents[0], "text", "{}"))["total"] == total - 1
-        assert mcp.server.session_table == {}  # no session was made for any of it
+        # the rest of the default toolset, and working memory through a server-minted session handle
+        assert [n["id"] for n in (await tool_json(client, "graph_explore", {"startId": error["id"]}))["nodes"]] == [fix["id"]]
+        assert (await tool_json(client, "pin", {"id": fix["id"]}))["pinned"] is True
+        assert (await tool_json(client, "unpin", {"id": fix["id"]}))["pinned"] is False
+        assert await tool_json(client, "feedback", {"id": fix["id"], "event": "helpful"})
+        assert (await tool_json(client, "tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}))["success"] is True
+        exported = await tool_json(client, "export", {"format": "ndjson"})
+        assert json.loads(exported["text"].splitlines()[-1])["kind"] == "end"
+        assert (await tool_json(client, "reflect", {"summary": "Fixed the nightly backup", "decisions": ["Rotate weekly"]}))["count"] >= 1
+        handle = (await tool_json(client, "session", {"action": "open"}))["session"]
+        note = {"content": "Currently checking bucket b-7 quotas", "topic": "ops", "type": "fact", "scope": "session", "session": handle}
+        assert (await tool_json(client, "remember", note))["created"] is True
+        in_session = await tool_json(client, "recall", {"text": "bucket quotas", "session": handle})
+        assert "Currently checking bucket b-7 quotas" in [f["content"] for f in in_session["fragments"]]
+        outside = await tool_json(client, "recall", {"text": "bucket quotas"})
+        assert "Currently checking bucket b-7 quotas" not in [f["content"] for f in outside["fragments"]]
+        assert await tool_json(client, "summarize_thread", {"keep": True, "session": handle})
+        assert (await tool_json(client, "restore", {"id": fact["id"]}))["id"] == fact["id"]  # forget above was soft
+        erased = await tool_json(client, "forget", {"id": fact["id"], "mode": "hard", "force": True})
+        assert (await tool_json(client, "verify_erasure", {"receipt": erased["receipt"]}))["verified"] is True
+        assert (await tool_json(client, "session", {"action": "close", "session": handle}))["success"] is True
+        assert names == set(called), f"tools never driven over HTTP: {sorted(names - set(called))}"
+        assert mcp.server.session_table == {}  # no protocol session was made for any of it
+
+
+called: list[str] = []  # every tool the official-client test drove (tool_json records it)
 
 
 async def tool_json(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    called.append(name)
     result = await client.call_tool(name, arguments)
     assert result.is_error is False, result.content
     first = result.content[0]

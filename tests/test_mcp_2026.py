@@ -409,6 +409,7 @@ def test_stdio_serves_a_2026_client_and_a_classic_one_on_one_connection(stdio_pe
 @pytest.mark.backends("sqlite", "postgres+redis")
 async def test_the_official_client_negotiates_2026_over_stdio_and_drives_the_tools(server_env: dict[str, str]) -> None:
     params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=server_env)
+    called.clear()
     async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:  # mode="auto": discover first
         assert client.session.protocol_version == "2026-07-28"
         assert client.session.server_info is not None and client.session.server_info.name == "memento"
@@ -454,9 +455,25 @@ async def test_the_official_client_negotiates_2026_over_stdio_and_drives_the_too
         assert json.loads(getattr(read.contents[0], "text", "{}"))["total"] == total - 1
         prompts = await client.list_prompts()
         assert prompts.prompts, "Memento serves prompts"
+        assert (await tool_json(client, "restore", {"id": fact["id"]}))["id"] == fact["id"]  # the forget above was soft
+        erased = await tool_json(client, "forget", {"id": fact["id"], "mode": "hard", "force": True})
+        assert (await tool_json(client, "verify_erasure", {"receipt": erased["receipt"]}))["verified"] is True
+        # working memory through a server-minted handle (mcp/handles.py)
+        handle = (await tool_json(client, "session", {"action": "open"}))["session"]
+        note = {"content": "Currently bisecting the flaky login test", "topic": "work", "type": "fact", "scope": "session"}
+        assert (await tool_json(client, "remember", {**note, "session": handle}))["created"] is True
+        in_session = await tool_json(client, "recall", {"text": "bisecting flaky login", "session": handle})
+        assert note["content"] in [f["content"] for f in in_session["fragments"]]
+        assert await tool_json(client, "summarize_thread", {"keep": True, "session": handle})
+        assert (await tool_json(client, "session", {"action": "close", "session": handle}))["success"] is True
+        assert {tool.name for tool in tools.tools} == set(called), "every listed tool is driven"
+
+
+called: list[str] = []  # every tool the official-client test drove (tool_json records it)
 
 
 async def tool_json(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    called.append(name)
     result = await client.call_tool(name, arguments)
     assert result.is_error is False, result.content
     first = result.content[0]
