@@ -16,11 +16,11 @@ from memento.mcp.toolsets import REGISTRY, list_tokens
 
 def main() -> None:
     structured = "--structured" in sys.argv[1:]  # as served with MEMENTO_STRUCTURED_OUTPUT=1
-    print("| Toolset | Tools | " + " | ".join(versions.SUPPORTED) + " |")
-    print("|---|---|" + "---|" * len(versions.SUPPORTED))
+    print("| Toolset | Tools | " + " | ".join(versions.REVISIONS) + " |")
+    print("|---|---|" + "---|" * len(versions.REVISIONS))
     for name in REGISTRY.names():
         tools = REGISTRY.get(name).tools
-        figures = " | ".join(f"{list_tokens(tools, v, structured=structured):,}" for v in versions.SUPPORTED)
+        figures = " | ".join(f"{list_tokens(tools, v, structured=structured):,}" for v in versions.REVISIONS)
         print(f"| `{name}` | {len(tools)} | {figures} |")
 
 

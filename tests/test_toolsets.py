@@ -83,8 +83,8 @@ def test_the_documented_token_costs_are_the_measured_ones() -> None:
         cells = [c.strip() for c in row.group(1).split("|")]
         tools = REGISTRY.get(name).tools
         assert int(cells[0]) == len(tools)
-        figures = [int(c.replace(",", "")) for c in cells[1 : 1 + len(versions.SUPPORTED)]]
-        assert figures == [list_tokens(tools, v) for v in versions.SUPPORTED], f"re-measure {name}: python bench/toolsets.py"
+        figures = [int(c.replace(",", "")) for c in cells[1 : 1 + len(versions.REVISIONS)]]
+        assert figures == [list_tokens(tools, v) for v in versions.REVISIONS], f"re-measure {name}: python bench/toolsets.py"
 
 
 @pytest.fixture
@@ -159,16 +159,21 @@ def test_an_unknown_toolset_stops_the_server_with_a_clear_message(tmp_path: Path
 # issue 13 added summarize_thread (004 §5.1, about 110 tokens), memory_consolidate's stages and
 # dryRun, and 004's derived_from/duplicates link types.
 TOOLS_LIST_TARGET = 3_000
+# At 2026-07-28 there is no protocol session: the `session` tool and the `session` argument of the
+# tools that read working memory (mcp/handles.py) carry what the handshake revisions keep in the
+# session, and the budget grows by what they cost (about 120 tokens) and no more.
+STATELESS_ALLOWANCE = 100
 
 
 def test_the_default_tools_list_fits_its_token_target_at_every_revision() -> None:
     tools = REGISTRY.select("")
-    figures = {v: list_tokens(tools, v) for v in versions.SUPPORTED}
+    figures = {v: list_tokens(tools, v) for v in versions.REVISIONS}  # 2026-07-28 too: its session tool and argument count
     print("\ntools/list tokens per toolset and revision (cl100k):")
     for name in REGISTRY.names():
-        per = ", ".join(f"{v} {list_tokens(REGISTRY.get(name).tools, v):,}" for v in versions.SUPPORTED)
+        per = ", ".join(f"{v} {list_tokens(REGISTRY.get(name).tools, v):,}" for v in versions.REVISIONS)
         print(f"  {name}: {per}")
-    assert max(figures.values()) <= TOOLS_LIST_TARGET, figures
+    assert max(n for v, n in figures.items() if v != versions.STATELESS) <= TOOLS_LIST_TARGET, figures
+    assert figures[versions.STATELESS] <= TOOLS_LIST_TARGET + STATELESS_ALLOWANCE, figures
 
 
 def _properties(schema: dict[str, Any], where: str) -> list[tuple[str, dict[str, Any]]]:

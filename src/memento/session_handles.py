@@ -47,9 +47,9 @@ SESSION_PREFIX = "h-"  # the working-memory session ids handles stand for
 class SessionInput(OperationInput):
     """The `session` tool (MCP 2026-07-28): open, inspect or close a session handle."""
 
-    action: Literal["open", "status", "close"] = Field(description="open, or status/close a handle.")
-    session: ShortText | None = Field(default=None, description="The handle (status, close).")
-    idleMinutes: StrictInt | None = Field(default=None, ge=1, le=MAX_IDLE_MINUTES, description="open: idle minutes before it expires.")
+    action: Literal["open", "status", "close"] = Field(description="What to do.")
+    session: ShortText | None = Field(default=None, description="Handle (status, close).")
+    idleMinutes: StrictInt | None = Field(default=None, ge=1, le=MAX_IDLE_MINUTES, description="Idle expiry (open).")
 
 
 class SessionResult(Result):

@@ -39,7 +39,7 @@ from memento.session_handles import SessionInput, SessionResult
 SESSION_ARGUMENT = "session"
 SESSION_TOOLS = frozenset({"remember", "recall", "context", "summarize_thread", "commit_memory", "search_memories", "prune_memory"})
 """The tools whose behaviour depends on a session's working memory (any toolset)."""
-SESSION_PROPERTY: dict[str, Any] = {"type": "string", "description": "Handle from the session tool (its working memory)."}
+SESSION_PROPERTY: dict[str, Any] = {"type": "string", "description": "Session handle."}
 
 
 def _session_tool(service: MemoryService, inp: SessionInput, ctx: CallContext) -> SessionResult:
@@ -49,7 +49,7 @@ def _session_tool(service: MemoryService, inp: SessionInput, ctx: CallContext) -
 SESSION_TOOL = ToolSpec(
     "session",
     "Session",
-    "Open a session for working memory (scope=session): pass its handle as `session`. close ends it.",
+    "Working memory across calls: open returns a handle to pass as `session`; close ends it.",
     SessionInput,
     _session_tool,
     SessionResult,
