@@ -56,6 +56,7 @@ SUITE_RUNS = [
     "0.2.0-alpha.12/authorization/2025-11-25",
     "0.2.0-alpha.12/authorization/2025-06-18",
     "0.2.0-alpha.12/authorization/2025-03-26",
+    "0.2.0-alpha.12/authorization/2026-07-28",
 ]
 
 
