@@ -167,6 +167,19 @@ def data(result: CallToolResult) -> dict[str, Any]:
     return parsed
 
 
+class ToolDriver:
+    """Calls tools on a connected `mcp` client and keeps the names it drove, so a test can assert
+    that every listed tool was exercised; each call must succeed and returns its JSON payload."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.called: set[str] = set()
+
+    async def __call__(self, name: str, arguments: dict[str, Any], **options: Any) -> dict[str, Any]:
+        self.called.add(name)
+        return data(await self.client.call_tool(name, arguments, **options))
+
+
 def error_of(result: CallToolResult) -> tuple[str, str, str]:
     """(code, message, text) of a tool error result."""
     assert result.is_error is True, result.content

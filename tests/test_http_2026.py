@@ -20,7 +20,7 @@ import httpx
 import pytest
 import uvicorn
 from mcp import Client
-from mcp.types import TextContent
+from mcp_helpers import ToolDriver
 
 from memento.app import App, build_app
 from memento.mcp.subscriptions import subscriptions_of
@@ -406,69 +406,53 @@ async def test_a_handshake_session_works_as_before_on_the_same_endpoint(app: App
 
 async def test_the_official_client_negotiates_2026_over_http_and_drives_the_tools(plain_app: App) -> None:
     reported: list[float] = []
-    called.clear()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         reported.append(progress)
 
     async with serving_mcp(plain_app) as (url, mcp), Client(url, read_timeout_seconds=TIMEOUT_S) as client:  # mode="auto"
         assert client.session.protocol_version == REVISION
+        drive = ToolDriver(client)
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"remember", "recall", "forget", "link", "amend", "context", "reflect", "memory_stats"} <= names
-        error = await tool_json(
-            client, "remember", {"content": "Nightly backup fails when the disk is full", "topic": "ops", "type": "error"}
-        )
-        fix = await tool_json(client, "remember", {"content": "Rotate the old backups first", "topic": "ops", "type": "procedure"})
-        fact = await tool_json(client, "remember", {"content": "Backups live in bucket b-7", "topic": "ops", "type": "fact"})
-        assert (await tool_json(client, "link", {"fromId": error["id"], "toId": fix["id"], "relationType": "resolved_by"}))["relationType"]
-        recalled = await tool_json(client, "recall", {"keywords": ["backup"], "topic": "ops"})
+        error = await drive("remember", {"content": "Nightly backup fails when the disk is full", "topic": "ops", "type": "error"})
+        fix = await drive("remember", {"content": "Rotate the old backups first", "topic": "ops", "type": "procedure"})
+        fact = await drive("remember", {"content": "Backups live in bucket b-7", "topic": "ops", "type": "fact"})
+        assert (await drive("link", {"fromId": error["id"], "toId": fix["id"], "relationType": "resolved_by"}))["relationType"]
+        recalled = await drive("recall", {"keywords": ["backup"], "topic": "ops"})
         assert {error["id"], fix["id"], fact["id"]} <= {f["id"] for f in recalled["fragments"]}
-        assert (await tool_json(client, "amend", {"id": fix["id"], "importance": 0.9}))["versionArchived"] is True
-        assert await tool_json(client, "context", {})
-        consolidated = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
-        called.append("memory_consolidate")
-        assert consolidated.is_error is False and reported  # progress came on the request's own stream
-        total = (await tool_json(client, "memory_stats", {}))["total"]
-        assert (await tool_json(client, "forget", {"id": fact["id"]}))["deleted"] == [fact["id"]]
-        assert (await tool_json(client, "memory_stats", {}))["total"] == total - 1
+        assert (await drive("amend", {"id": fix["id"], "importance": 0.9}))["versionArchived"] is True
+        assert await drive("context", {})
+        assert await drive("memory_consolidate", {}, progress_callback=on_progress)
+        assert reported  # progress came on the request's own stream
+        total = (await drive("memory_stats", {}))["total"]
+        assert (await drive("forget", {"id": fact["id"]}))["deleted"] == [fact["id"]]
+        assert (await drive("memory_stats", {}))["total"] == total - 1
         read = await client.read_resource("memory://stats")
         assert json.loads(getattr(read.contents[0], "text", "{}"))["total"] == total - 1
         # the rest of the default toolset, and working memory through a server-minted session handle
-        assert [n["id"] for n in (await tool_json(client, "graph_explore", {"startId": error["id"]}))["nodes"]] == [fix["id"]]
-        assert (await tool_json(client, "pin", {"id": fix["id"]}))["pinned"] is True
-        assert (await tool_json(client, "unpin", {"id": fix["id"]}))["pinned"] is False
-        assert await tool_json(client, "feedback", {"id": fix["id"], "event": "helpful"})
-        assert (await tool_json(client, "tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}))["success"] is True
-        exported = await tool_json(client, "export", {"format": "ndjson"})
+        assert [n["id"] for n in (await drive("graph_explore", {"startId": error["id"]}))["nodes"]] == [fix["id"]]
+        assert (await drive("pin", {"id": fix["id"]}))["pinned"] is True
+        assert (await drive("unpin", {"id": fix["id"]}))["pinned"] is False
+        assert await drive("feedback", {"id": fix["id"], "event": "helpful"})
+        assert (await drive("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}))["success"] is True
+        exported = await drive("export", {"format": "ndjson"})
         assert json.loads(exported["text"].splitlines()[-1])["kind"] == "end"
-        assert (await tool_json(client, "reflect", {"summary": "Fixed the nightly backup", "decisions": ["Rotate weekly"]}))["count"] >= 1
-        handle = (await tool_json(client, "session", {"action": "open"}))["session"]
+        assert (await drive("reflect", {"summary": "Fixed the nightly backup", "decisions": ["Rotate weekly"]}))["count"] >= 1
+        handle = (await drive("session", {"action": "open"}))["session"]
         note = {"content": "Currently checking bucket b-7 quotas", "topic": "ops", "type": "fact", "scope": "session", "session": handle}
-        assert (await tool_json(client, "remember", note))["created"] is True
-        in_session = await tool_json(client, "recall", {"text": "bucket quotas", "session": handle})
+        assert (await drive("remember", note))["created"] is True
+        in_session = await drive("recall", {"text": "bucket quotas", "session": handle})
         assert "Currently checking bucket b-7 quotas" in [f["content"] for f in in_session["fragments"]]
-        outside = await tool_json(client, "recall", {"text": "bucket quotas"})
+        outside = await drive("recall", {"text": "bucket quotas"})
         assert "Currently checking bucket b-7 quotas" not in [f["content"] for f in outside["fragments"]]
-        assert await tool_json(client, "summarize_thread", {"keep": True, "session": handle})
-        assert (await tool_json(client, "restore", {"id": fact["id"]}))["id"] == fact["id"]  # forget above was soft
-        erased = await tool_json(client, "forget", {"id": fact["id"], "mode": "hard", "force": True})
-        assert (await tool_json(client, "verify_erasure", {"receipt": erased["receipt"]}))["verified"] is True
-        assert (await tool_json(client, "session", {"action": "close", "session": handle}))["success"] is True
-        assert names == set(called), f"tools never driven over HTTP: {sorted(names - set(called))}"
+        assert await drive("summarize_thread", {"keep": True, "session": handle})
+        assert (await drive("restore", {"id": fact["id"]}))["id"] == fact["id"]  # forget above was soft
+        erased = await drive("forget", {"id": fact["id"], "mode": "hard", "force": True})
+        assert (await drive("verify_erasure", {"receipt": erased["receipt"]}))["verified"] is True
+        assert (await drive("session", {"action": "close", "session": handle}))["success"] is True
+        assert names == drive.called, f"tools never driven over HTTP: {sorted(names - drive.called)}"
         assert mcp.server.session_table == {}  # no protocol session was made for any of it
-
-
-called: list[str] = []  # every tool the official-client test drove (tool_json records it)
-
-
-async def tool_json(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    called.append(name)
-    result = await client.call_tool(name, arguments)
-    assert result.is_error is False, result.content
-    first = result.content[0]
-    assert isinstance(first, TextContent)
-    parsed: dict[str, Any] = json.loads(first.text)
-    return parsed
 
 
 async def test_closing_a_listen_stream_ends_the_subscription(app: App) -> None:

@@ -22,9 +22,8 @@ import pytest
 from conftest import StoreEnv
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_helpers import SERVE, TIMEOUT_S, TOOL_NAMES
+from mcp_helpers import SERVE, TIMEOUT_S, TOOL_NAMES, ToolDriver
 from mcp_helpers import server_env as helper_env
-from mcp_types import TextContent
 
 from memento.app import App
 from memento.auth.principal import ANONYMOUS, Principal
@@ -409,42 +408,38 @@ def test_stdio_serves_a_2026_client_and_a_classic_one_on_one_connection(stdio_pe
 @pytest.mark.backends("sqlite", "postgres+redis")
 async def test_the_official_client_negotiates_2026_over_stdio_and_drives_the_tools(server_env: dict[str, str]) -> None:
     params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=server_env)
-    called.clear()
     async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:  # mode="auto": discover first
+        drive = ToolDriver(client)
         assert client.session.protocol_version == "2026-07-28"
         assert client.session.server_info is not None and client.session.server_info.name == "memento"
         tools = await client.list_tools()
         assert {tool.name for tool in tools.tools} == TOOL_NAMES | {"session"}  # 2026: the session tool (mcp/handles.py)
-        start = await tool_json(client, "context", {"tokenBudget": 1500})
+        start = await drive("context", {"tokenBudget": 1500})
         assert start["coreMemory"] == []
-        error = await tool_json(
-            client, "remember", {"content": "API pods get ECONNREFUSED from postgres after a node restart", "topic": "db", "type": "error"}
+        error = await drive(
+            "remember", {"content": "API pods get ECONNREFUSED from postgres after a node restart", "topic": "db", "type": "error"}
         )
-        fix = await tool_json(
-            client, "remember", {"content": "Restart pgbouncer, then roll the API deployment", "topic": "db", "type": "procedure"}
-        )
-        fact = await tool_json(client, "remember", {"content": "Staging runs in eu-west-1", "topic": "infra", "type": "fact"})
-        linked = await tool_json(client, "link", {"fromId": error["id"], "toId": fix["id"], "relationType": "resolved_by"})
+        fix = await drive("remember", {"content": "Restart pgbouncer, then roll the API deployment", "topic": "db", "type": "procedure"})
+        fact = await drive("remember", {"content": "Staging runs in eu-west-1", "topic": "infra", "type": "fact"})
+        linked = await drive("link", {"fromId": error["id"], "toId": fix["id"], "relationType": "resolved_by"})
         assert linked["relationType"] == "resolved_by"
-        recalled = await tool_json(client, "recall", {"keywords": ["postgres"], "topic": "db"})
+        recalled = await drive("recall", {"keywords": ["postgres"], "topic": "db"})
         assert error["id"] in {f["id"] for f in recalled["fragments"]}
-        assert (await tool_json(client, "amend", {"id": fix["id"], "importance": 0.9}))["versionArchived"] is True
-        graph = await tool_json(client, "graph_explore", {"startId": error["id"]})
+        assert (await drive("amend", {"id": fix["id"], "importance": 0.9}))["versionArchived"] is True
+        graph = await drive("graph_explore", {"startId": error["id"]})
         assert [n["id"] for n in graph["nodes"]] == [fix["id"]]
-        assert (await tool_json(client, "pin", {"id": fact["id"]}))["pinned"] is True
-        assert (await tool_json(client, "unpin", {"id": fact["id"]}))["pinned"] is False
-        assert await tool_json(client, "feedback", {"id": fix["id"], "event": "helpful"})
-        exported = await tool_json(client, "export", {"format": "ndjson"})
+        assert (await drive("pin", {"id": fact["id"]}))["pinned"] is True
+        assert (await drive("unpin", {"id": fact["id"]}))["pinned"] is False
+        assert await drive("feedback", {"id": fix["id"], "event": "helpful"})
+        exported = await drive("export", {"format": "ndjson"})
         assert json.loads(exported["text"].splitlines()[-1])["kind"] == "end"
-        reflected = await tool_json(
-            client, "reflect", {"summary": "Diagnosed the postgres outage", "decisions": ["Run pgbouncer as a DaemonSet"]}
-        )
+        reflected = await drive("reflect", {"summary": "Diagnosed the postgres outage", "decisions": ["Run pgbouncer as a DaemonSet"]})
         assert reflected["count"] >= 1
-        assert (await tool_json(client, "tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}))["success"] is True
-        assert await tool_json(client, "memory_consolidate", {})
-        total = (await tool_json(client, "memory_stats", {}))["total"]
-        assert (await tool_json(client, "forget", {"id": fact["id"]}))["deleted"] == [fact["id"]]  # no elicitation declared: no question
-        assert (await tool_json(client, "memory_stats", {}))["total"] == total - 1
+        assert (await drive("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True}))["success"] is True
+        assert await drive("memory_consolidate", {})
+        total = (await drive("memory_stats", {}))["total"]
+        assert (await drive("forget", {"id": fact["id"]}))["deleted"] == [fact["id"]]  # no elicitation declared: no question
+        assert (await drive("memory_stats", {}))["total"] == total - 1
         bad = await client.call_tool("remember", {"content": "x", "topic": "t", "type": "rumour"})
         assert bad.is_error is True
 
@@ -455,31 +450,18 @@ async def test_the_official_client_negotiates_2026_over_stdio_and_drives_the_too
         assert json.loads(getattr(read.contents[0], "text", "{}"))["total"] == total - 1
         prompts = await client.list_prompts()
         assert prompts.prompts, "Memento serves prompts"
-        assert (await tool_json(client, "restore", {"id": fact["id"]}))["id"] == fact["id"]  # the forget above was soft
-        erased = await tool_json(client, "forget", {"id": fact["id"], "mode": "hard", "force": True})
-        assert (await tool_json(client, "verify_erasure", {"receipt": erased["receipt"]}))["verified"] is True
+        assert (await drive("restore", {"id": fact["id"]}))["id"] == fact["id"]  # the forget above was soft
+        erased = await drive("forget", {"id": fact["id"], "mode": "hard", "force": True})
+        assert (await drive("verify_erasure", {"receipt": erased["receipt"]}))["verified"] is True
         # working memory through a server-minted handle (mcp/handles.py)
-        handle = (await tool_json(client, "session", {"action": "open"}))["session"]
+        handle = (await drive("session", {"action": "open"}))["session"]
         note = {"content": "Currently bisecting the flaky login test", "topic": "work", "type": "fact", "scope": "session"}
-        assert (await tool_json(client, "remember", {**note, "session": handle}))["created"] is True
-        in_session = await tool_json(client, "recall", {"text": "bisecting flaky login", "session": handle})
+        assert (await drive("remember", {**note, "session": handle}))["created"] is True
+        in_session = await drive("recall", {"text": "bisecting flaky login", "session": handle})
         assert note["content"] in [f["content"] for f in in_session["fragments"]]
-        assert await tool_json(client, "summarize_thread", {"keep": True, "session": handle})
-        assert (await tool_json(client, "session", {"action": "close", "session": handle}))["success"] is True
-        assert {tool.name for tool in tools.tools} == set(called), "every listed tool is driven"
-
-
-called: list[str] = []  # every tool the official-client test drove (tool_json records it)
-
-
-async def tool_json(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    called.append(name)
-    result = await client.call_tool(name, arguments)
-    assert result.is_error is False, result.content
-    first = result.content[0]
-    assert isinstance(first, TextContent)
-    parsed: dict[str, Any] = json.loads(first.text)
-    return parsed
+        assert await drive("summarize_thread", {"keep": True, "session": handle})
+        assert (await drive("session", {"action": "close", "session": handle}))["success"] is True
+        assert {tool.name for tool in tools.tools} == drive.called, "every listed tool is driven"
 
 
 # ------------------------------------------------------------------ helpers
