@@ -106,8 +106,16 @@ def test_token_estimate_uses_cl100k_offline() -> None:
 
 def test_token_estimate_falls_back_to_chars_over_four() -> None:
     counter = TokenCounter()
-    counter._encode = None  # the state an encoder that failed to load leaves behind
+    counter._loaded, counter._encode = True, None  # the state an encoder that failed to load leaves behind
     assert counter.count("abcdefghi") == 3
+
+
+def test_token_encoding_loads_on_first_use_not_at_construction() -> None:
+    counter = TokenCounter()
+    assert counter._encode is None  # a starting server does not pay for the encoding
+    counter.warm_up()
+    assert counter._encode is not None
+    assert counter.count("hello world") == 2
 
 
 def test_fragment_ids_are_frag_and_16_hex() -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .embeddings.factory import build_embedder
+from .embeddings.local import LocalE5Embedder
 from .embeddings.protocol import Embedder
+from .errors import MementoError
 from .extras import require
 from .lifecycle.evaluator import Evaluator
 from .lifecycle.providers import build_gemini, provider_chooser
@@ -170,6 +173,24 @@ def start_scheduler(app: App) -> Scheduler:
     scheduler.start()
     app.on_close(scheduler.stop)
     return scheduler
+
+
+def start_warm_up(app: App) -> threading.Thread:
+    """Load the local embedding model, then the token encoding, in a daemon thread: a server
+    answers its handshake meanwhile instead of making the first `recall` or `remember` wait.
+    A model that cannot load is logged here and fails the first call that needs it, as before."""
+
+    def warm() -> None:
+        try:
+            if isinstance(app.embedder, LocalE5Embedder):
+                app.embedder.warm_up()
+        except MementoError as exc:
+            log.warning("embedding model warm-up failed: %s", exc.message)
+        app.service.factory.tokens.warm_up()
+
+    thread = threading.Thread(target=warm, name="memento-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def database_location(settings: Settings) -> str:

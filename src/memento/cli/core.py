@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ..app import App, build_app, log_startup, start_scheduler
+from ..app import App, build_app, log_startup, start_scheduler, start_warm_up
 from ..models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
 from ..results import RecallResult, Result
 from ..settings import Settings
@@ -200,18 +200,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
+        start_warm_up(app)  # the model loads while the handshake runs (stdio: one server per agent session)
         log_startup(app, args.transport)
         start_scheduler(app)  # consolidation by interval, inserts and start-up; app.close() stops it
         if settings.evaluator_enabled and app.evaluator is not None:
             app.evaluator.start()  # the evaluator's worker thread (000 §7); App.close stops it
-        from ..mcp.stdio import serve_stdio
-        from ..web import serve_http
-
-        if args.transport == "stdio":
+        if args.transport == "stdio":  # the web stack (FastAPI, uvicorn) is not imported: stdio starts faster
             import anyio
+
+            from ..mcp.stdio import serve_stdio
 
             anyio.run(serve_stdio, app)
         else:
+            from ..web import serve_http
+
             serve_http(
                 app,
                 args.host or settings.host,

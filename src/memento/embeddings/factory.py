@@ -5,7 +5,6 @@ from __future__ import annotations
 from memento.embeddings.hashing import HashEmbedder
 from memento.embeddings.local import DIMENSIONS as LOCAL_DIMENSIONS
 from memento.embeddings.local import LocalE5Embedder
-from memento.embeddings.openai import OpenAICompatibleEmbedder
 from memento.embeddings.protocol import Embedder
 from memento.errors import InvalidArgument
 from memento.settings import Settings
@@ -48,6 +47,8 @@ def build_embedder(settings: Settings) -> Embedder | None:
     if provider == "openai":
         if not settings.openai_api_key.strip():
             raise InvalidArgument("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")
+        from memento.embeddings.openai import OpenAICompatibleEmbedder  # httpx only for this provider
+
         return OpenAICompatibleEmbedder(
             settings.openai_api_key.strip(),
             base_url=settings.openai_base_url,

@@ -10,8 +10,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-import yaml
-
 from .wire import timestamp
 
 # The CSV columns, in order (docs/export.md): a memory's fields by their wire names.
@@ -162,6 +160,8 @@ def front_matter(row: dict[str, object]) -> dict[str, Any]:
 
 def markdown_note(row: dict[str, object]) -> str:
     """One memory as a Markdown note: YAML front matter, a heading, its text."""
+    import yaml  # on first use: the export tool is served on every start, Markdown exports are rare
+
     front = yaml.safe_dump(front_matter(row), allow_unicode=True, sort_keys=False, default_flow_style=False)
     return f"---\n{front}---\n\n# {row['topic']}\n\n{_text(row)}\n"
 

@@ -16,8 +16,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..models import FragmentType, RelationType
 from .records import ImportFormatError, ImportLink, ImportRecord, Parsed, Skipped, chunked, parse_time, relation_link
 
@@ -175,6 +173,8 @@ def _frontmatter(text: str, file: Path) -> tuple[dict[str, Any], str, int]:
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
         return {}, text, 1
+    import yaml  # on first use: the CLI (and so `serve`) imports this module, rarely to read YAML
+
     for end in range(1, len(lines)):
         if lines[end].strip() in ("---", "..."):
             try:

@@ -8,20 +8,25 @@ the heuristic. The other values name one provider; `heuristic` never calls a mod
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import Unavailable
-from ..llm import GeminiGenerate
 from ..models import Complete, Fragment
 from ..settings import Settings
 from .evaluator import ChooseJudge, Judge
 from .judges import Judgement, ModelJudge, Neighbour
 from .sampling import SamplingSessions
 
+if TYPE_CHECKING:
+    from ..llm.gemini import GeminiGenerate
+
 
 def build_gemini(settings: Settings) -> GeminiGenerate | None:
     """The Gemini client when GEMINI_API_KEY is set."""
     if not settings.gemini_api_key:
         return None
+    from ..llm.gemini import GeminiGenerate  # httpx only when Gemini is configured
+
     return GeminiGenerate(
         settings.gemini_url, model=settings.gemini_model, api_key=settings.gemini_api_key, timeout_s=settings.evaluator_timeout_s
     )

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from starlette.middleware import Middleware
-from starlette.routing import BaseRoute, Route
+if TYPE_CHECKING:  # starlette is imported by the web face only: `logs` is used by stdio too
+    from starlette.middleware import Middleware
+    from starlette.routing import BaseRoute
 
-if TYPE_CHECKING:
     from memento.app import App
     from memento.endpoint import ServedEndpoint
 
 
 def routes(app: App, endpoint: ServedEndpoint) -> list[BaseRoute]:
     """`GET /health` and `GET /metrics` for this app and its MCP endpoint."""
+    from starlette.routing import Route
+
     from .health import health_endpoint
     from .metrics import metrics_endpoint
 
@@ -30,6 +32,8 @@ def routes(app: App, endpoint: ServedEndpoint) -> list[BaseRoute]:
 
 def middleware(app: App) -> list[Middleware]:
     """Request metrics (outermost, so it sees the final status) and response compression."""
+    from starlette.middleware import Middleware
+
     from .compression import CompressionMiddleware
     from .metrics import RequestMetricsMiddleware, ops_state
 

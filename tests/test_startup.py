@@ -1,0 +1,123 @@
+"""Stdio start-up stays light: what `serve --transport stdio` imports, the background warm-up,
+and a tiny run of bench/startup.py (its figures are printed by the bench, never asserted here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memento.app import build_app, start_warm_up
+from memento.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", re.MULTILINE)
+
+# Modules a stdio server has no use for at start-up, each costing tens of milliseconds (or
+# more) to import: the web face, the HTTP clients of the OpenAI embedder and the language
+# models, the optional backends. A new top-level import of one of them fails here.
+NOT_ON_STDIO = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "psycopg",
+    "redis",
+    "yaml",
+    "memento.web",
+    "memento.rest",
+    "memento.embeddings.openai",
+    "memento.llm.chat",
+    "memento.llm.gemini",
+    "memento.cli.export",
+)
+
+
+def _env(store: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "EMBEDDING_", "REDIS_"))}
+    return {**clean, "DATABASE_URL": f"sqlite:///{store}", "EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "WARNING"}
+
+
+@pytest.mark.slow
+def test_stdio_serve_does_not_import_the_web_stack_or_unused_clients(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memento", "serve", "--transport", "stdio"],
+        env=_env(tmp_path / "m.db"),
+        stdin=subprocess.DEVNULL,  # EOF at once: the server starts, serves nothing, stops
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = set(IMPORTED.findall(done.stderr))
+    assert "memento.mcp.stdio" in imported and "memento.app" in imported  # the serving path was measured
+    loaded = sorted(m for m in imported if any(m == lazy or m.startswith(lazy + ".") for lazy in NOT_ON_STDIO))
+    assert loaded == []
+
+
+def test_the_lazy_names_still_resolve() -> None:
+    from memento.embeddings import OpenAICompatibleEmbedder
+    from memento.llm import ChatCompletions, GeminiGenerate
+
+    assert [c.__name__ for c in (OpenAICompatibleEmbedder, ChatCompletions, GeminiGenerate)] == [
+        "OpenAICompatibleEmbedder",
+        "ChatCompletions",
+        "GeminiGenerate",
+    ]
+    with pytest.raises(AttributeError):
+        import memento.embeddings as embeddings
+
+        _ = embeddings.NoSuchEmbedder
+
+
+def test_warm_up_loads_the_token_encoding_in_the_background(tmp_path: Path) -> None:
+    app = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash"))
+    try:
+        tokens = app.service.factory.tokens
+        assert tokens._encode is None  # build_app no longer pays for it
+        thread = start_warm_up(app)
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+        assert tokens._encode is not None and tokens.count("hello world") == 2
+    finally:
+        app.close()
+
+
+@pytest.mark.slow
+def test_startup_bench_runs_and_reports_every_phase(tmp_path: Path) -> None:
+    out = tmp_path / "startup.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "startup.py"),
+            "--repeats",
+            "1",
+            "--modes",
+            "legacy",
+            "--embedder",
+            "hash",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["embedder"] == "hash" and report["repeats"] == 1
+    assert {row["command"] for row in report["starts"]} >= {"python -m memento"}
+    for row in report["starts"]:
+        assert row["mode"] == "legacy"
+        connect, recall, remember = (row[p]["p50_ms"] for p in ("connect", "recall", "remember"))
+        assert 0 < connect <= recall <= remember  # the phases are cumulative, from the spawn
+    assert report["imports"]["modules"] > 0 and report["imports"]["top"]
+    assert "memento.web" not in report["imports"]["imported"]
+    assert "connect p50/p95/max" in done.stdout and "imports of a stdio serve" in done.stdout
