@@ -1,7 +1,7 @@
 """Load test: N concurrent MCP clients calling mixed tools for M minutes; errors, latency, memory.
 
     python bench/load.py --setup sqlite   --clients 8 --minutes 2
-    python bench/load.py --setup replicas --clients 8 --minutes 2 [--json out.json]
+    python bench/load.py --setup replicas --clients 8 --minutes 2 [--embedder local] [--json out.json]
 
 Setups: `sqlite` is one server on the embedded SQLite default (a fresh file); `replicas` is two
 servers on one PostgreSQL (the tests' embedded PostgreSQL 18 + pgvector, bench/pg_server.py)
@@ -17,7 +17,8 @@ round calls every tool once, then tools are drawn by weight (remember 30, recall
 link 10, memory_stats 10, context 8, forget 5); amend supersedes one time in five. Once a client
 holds `--live` fragments (default 300) its remember draws become forgets, so the data
 stops growing and a memory that keeps growing points at a leak, not at more data. Embeddings
-use the deterministic hash embedder, so the figures measure the server, not the model.
+use the deterministic hash embedder, so the figures measure the server, not the model;
+`--embedder local` runs the bundled real model instead (what agents run).
 
 It prints total calls, the error rate (and the first errors), p50/p95/p99/max latency per
 tool, throughput, the client's and servers' CPU use, and each server's RSS sampled every
@@ -150,11 +151,12 @@ BASE_ENV = {"EMBEDDING_PROVIDER": "hash", "LOG_LEVEL": "WARNING", "MEMENTO_HOST"
 
 
 @contextmanager
-def servers_for(setup: str, workdir: Path) -> Iterator[list[Server]]:
+def servers_for(setup: str, workdir: Path, embedder: str = "hash") -> Iterator[list[Server]]:
     """The servers of a setup, running; everything (PostgreSQL and Redis included) stopped after."""
+    base = {**BASE_ENV, "EMBEDDING_PROVIDER": embedder}
     with ExitStack() as stack:
         if setup == "sqlite":
-            env = {**BASE_ENV, "DATABASE_URL": f"sqlite:///{workdir / 'memento.db'}"}
+            env = {**base, "DATABASE_URL": f"sqlite:///{workdir / 'memento.db'}"}
             names = ["sqlite"]
         else:
             sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests")]
@@ -169,7 +171,7 @@ def servers_for(setup: str, workdir: Path) -> Iterator[list[Server]]:
             redis.start()
             stack.callback(redis.stop)
             env = {
-                **BASE_ENV,
+                **base,
                 "DATABASE_URL": postgres.app_dsn,
                 "DATABASE_MIGRATION_URL": postgres.owner_dsn,
                 "REDIS_ENABLED": "true",
@@ -344,7 +346,9 @@ def memory_report(servers: list[Server], samples: list[tuple[float, list[int]]])
     return report
 
 
-def summarise(setup: str, clients: int, stats: Stats, wall: float, memory: list[dict[str, Any]], cpu: dict[str, float]) -> dict[str, Any]:
+def summarise(
+    setup: str, embedder: str, clients: int, stats: Stats, wall: float, memory: list[dict[str, Any]], cpu: dict[str, float]
+) -> dict[str, Any]:
     """Everything printed, as one JSON-ready dict."""
     calls = stats.calls()
     tools = {
@@ -359,6 +363,7 @@ def summarise(setup: str, clients: int, stats: Stats, wall: float, memory: list[
     }
     return {
         "setup": setup,
+        "embedder": embedder,
         "clients": clients,
         "seconds": round(wall, 1),
         "calls": calls,
@@ -376,7 +381,7 @@ def summarise(setup: str, clients: int, stats: Stats, wall: float, memory: list[
 
 
 def print_summary(s: dict[str, Any]) -> None:
-    print(f"setup {s['setup']}: {s['clients']} clients for {s['seconds']} s")
+    print(f"setup {s['setup']} ({s['embedder']} embedder): {s['clients']} clients for {s['seconds']} s")
     print(f"calls {s['calls']}  errors {s['errors']}  error rate {s['error_rate']:.4%}  throughput {s['throughput_per_s']} calls/s")
     for line in s["first_errors"]:
         print(f"  error: {line[:300]}")
@@ -403,18 +408,19 @@ def main(argv: list[str] | None = None) -> int:
     length.add_argument("--seconds", type=float)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--live", type=int, default=300, help="fragments each client keeps; past it, writes become forgets")
+    parser.add_argument("--embedder", choices=("hash", "local"), default="hash", help="the servers' embedder (local: the real model)")
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
     seconds = args.seconds if args.seconds is not None else 60 * (args.minutes if args.minutes is not None else 1)
     if args.clients < 1 or seconds <= 0:
         parser.error("--clients and the duration must be positive")
-    with tempfile.TemporaryDirectory(prefix="memento-load-") as tmp, servers_for(args.setup, Path(tmp)) as servers:
+    with tempfile.TemporaryDirectory(prefix="memento-load-") as tmp, servers_for(args.setup, Path(tmp), args.embedder) as servers:
         cpu_before = [s.cpu_s() for s in servers], os.times()
         stats, samples, wall = asyncio.run(drive(servers, args.clients, seconds, args.seed, args.live))
         after = os.times()
         cpu: dict[str, float] = {s.name: round(100 * (s.cpu_s() - c) / wall) for s, c in zip(servers, cpu_before[0])}
         cpu["clients"] = round(100 * (after.user + after.system - cpu_before[1].user - cpu_before[1].system) / wall)
-        summary = summarise(args.setup, args.clients, stats, wall, memory_report(servers, samples), cpu)
+        summary = summarise(args.setup, args.embedder, args.clients, stats, wall, memory_report(servers, samples), cpu)
         for server in servers if stats.errors else []:
             tail = server.log.read_text(errors="replace")[-3000:].strip()
             if tail:
