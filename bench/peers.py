@@ -200,6 +200,39 @@ def memento_settle(provider: str | None) -> Callable[[Path], None]:
     return settle
 
 
+def memento_bulk(provider: str | None) -> Callable[[Path, list[str], bool], int]:
+    """Memento's bulk path (`--bulk-fill`): `service.remember` in-process on the server's store,
+    the same call the tool makes, with the local model's vectors read from the benchmark cache
+    (bench/embed_cache.py; a text it lacks is embedded by the model and kept), then settled."""
+
+    def bulk(store: Path, texts: list[str], nice: bool) -> int:
+        from embed_cache import DEFAULT_DIR, CachedEmbedder
+
+        from memento.app import build_app
+        from memento.embeddings.factory import build_embedder
+        from memento.models import CallContext, FragmentType, RememberInput
+        from memento.settings import Settings
+
+        options = {"DATABASE_URL": f"sqlite:///{store / 'memento.db'}", "EMBEDDING_PROVIDER": provider or "local"}
+        settings = Settings(**options)  # type: ignore[arg-type]
+        inner = build_embedder(settings)
+        cache = Path(os.environ.get("MEMENTO_BENCH_EMBED_CACHE", str(DEFAULT_DIR)))
+        app = build_app(settings, embedder=CachedEmbedder(inner, cache) if provider is None and inner is not None else inner)
+        ctx = CallContext(agent_id=AGENT)
+        stored = 0
+        try:
+            for text in texts:
+                result = app.service.remember(RememberInput(content=text, topic="conversation", type=FragmentType.FACT), ctx)
+                stored += bool(result.created)
+            if not app.service.settle(3600):
+                raise RuntimeError("memento: embeddings still pending after an hour")
+        finally:
+            app.close()
+        return stored
+
+    return bulk
+
+
 def memento_server(name: str, provider: str | None) -> Server:
     return Server(
         name=name,
@@ -210,6 +243,7 @@ def memento_server(name: str, provider: str | None) -> Server:
         available=lambda: None,
         version=lambda: f"memento {memento.__version__}" + (f" ({provider} embedder)" if provider else " (default local model)"),
         settle=memento_settle(provider),
+        bulk=memento_bulk(provider),
     )
 
 

@@ -98,3 +98,21 @@ def test_mcp_memory_service_beside_memento(tmp_path: Path) -> None:
     check_server(entry, {"semantic", "hybrid"}, 5)
     assert entry["search"]["semantic"]["answered"] == 5
     assert "hash embeddings" not in (tmp_path / "stores" / "mcp-memory-service" / "server.log").read_text()
+
+
+def test_memento_bulk_fill_is_the_remember_call_in_process(tmp_path: Path) -> None:
+    out = tmp_path / "peers.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    args = ["--sizes", "20", "--samples", "3", "--servers", "memento-hash", "--workdir", str(tmp_path / "s"), "--bulk-fill"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "peers.py"), *args, "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    entry = json.loads(out.read_text())["results"]["20"]["memento-hash"]
+    assert entry["fill"]["bulk"] is True and entry["fill"]["added"] == 20 and entry["stored"] == 20
+    assert entry["search"]["recall"]["answered"] == 3  # the server finds what the bulk path stored
