@@ -32,7 +32,12 @@ questions are LoCoMo's. Every search answer's hit count is kept: a server whose 
 is not fast, it is wrong (`hits` = answers with at least one memory).
 
     python bench/peers.py [--sizes 1000,10000] [--samples 200] [--servers memento,server-memory,mcp-memory-service]
-                          [--workdir DIR] [--fill-only] [--lock /tmp/bench.lock] [--nice-fill] [--json FILE]
+                          [--workdir DIR] [--fill-only] [--bulk-fill] [--lock /tmp/bench.lock] [--nice-fill]
+                          [--json FILE]
+
+`--bulk-fill` fills through each server's own bulk path where it has one (Memento:
+`service.remember` in-process with the model's vectors from the benchmark cache;
+mcp-memory-service: its storage's `store_batch`), the others through their tools as above.
 
 `--workdir` keeps the stores (a later run continues the fill where it stopped: fill in the
 background with `--fill-only --nice-fill`, measure later); `--lock PATH` takes an exclusive
