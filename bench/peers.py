@@ -638,6 +638,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             state.written += len(own)
                             state.save()
                         entry.setdefault("search", {})[variant] = {**got["search"], "connect_ms": got["connect_ms"]}
+                        report["results"].setdefault(str(size), {})[name] = entry
+                        if args.json:  # what is measured so far survives an interrupted run
+                            Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
                 report["results"].setdefault(str(size), {})[name] = entry
     finally:
         if not args.workdir:
