@@ -240,3 +240,31 @@ def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: P
     assert 0.0 <= figures["recall_at_10"] <= 1.0 and "MB" in figures["disk"]
     assert "first_recall_after_restart_ms" in figures and "rss_after_first_recall_mb" in figures
     assert not (tmp_path / "work").exists()  # removed without --keep
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_an_export_with_vectors_imports_into_another_store_without_embedding(
+    tmp_path: Path, stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memento export --with-vectors` writes each memory's stored vector; importing it into a
+    store of the same model (here the backend under test) keeps every one."""
+    from memento.cli import main
+
+    lines = export_lines(tmp_path, 5)  # leaves source.db with 5 embedded memories
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "256")
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'source.db'}")
+    exported = tmp_path / "with-vectors.jsonl"
+    assert main(["export", str(exported), "--with-vectors"]) == 0
+    written = [json.loads(line) for line in exported.read_text().splitlines()]
+    fragments = [x for x in written if x.get("kind") == "fragment"]
+    assert len(fragments) == 5 and all(x["embeddingModel"] == HASH_MODEL for x in fragments)
+    assert {x["id"] for x in fragments} == {x["id"] for x in lines if x.get("kind") == "fragment"}
+    assert main(["export", str(tmp_path / "x.csv"), "--format", "csv", "--with-vectors"]) != 0  # ndjson only
+    assert not (tmp_path / "x.csv").exists()
+    app = stores("target.db")
+    report = import_path(app.service, exported)
+    assert (report.stored, report.vectors) == (5, {"kept": 5, "embedded": 0, "pending": 0})
+    for item in fragments:
+        found, score = best(app, wire._vector(item)[0])
+        assert found == item["id"] and score > 0.999
