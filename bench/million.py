@@ -31,8 +31,10 @@ real neighbours and around them) but it is NOT a million real embeddings. Querie
 query embeddings (`query:` prefix) of summaries that are not in the corpus (bench/distractors.py
 `query_texts`), read from the same cache.
 
-Timed parts should run under the machine's bench lock (`flock /tmp/bench.lock ...`); the fill is
-CPU-heavy (run the whole bench under `nice -n 19` and the lock when the figures are reported).
+Reported figures come from runs under the machine's bench lock. Writing the file is CPU-heavy and
+times nothing: `--stage export --work DIR` writes it (run it with `nice -n 19`), then
+`flock /tmp/bench.lock python bench/million.py --stage measure --work DIR` imports and times
+(throughput is a figure too, so the import runs under the lock).
 """
 
 from __future__ import annotations
@@ -247,13 +249,14 @@ def main() -> int:
     parser.add_argument(
         "--stage",
         default="all",
-        choices=["all", "fill", "measure"],
-        help="SQLite: `fill` writes, imports and builds the index (long, run it niced), `measure` times an earlier fill in --work",
+        choices=["all", "export", "measure"],
+        help="`export` only writes the file into --work (CPU-heavy: run it niced); `measure` imports the file"
+        " an earlier `export` left in --work and times everything (run it under the bench lock)",
     )
     args = parser.parse_args()
-    if args.stage != "all" and (args.backend != "sqlite" or args.work is None):
-        parser.error("--stage fill|measure is for SQLite with a --work folder")
-    if args.stage == "fill":
+    if args.stage != "all" and args.work is None:
+        parser.error("--stage export|measure needs a --work folder")
+    if args.stage != "all":  # the folder is the caller's: keep it (and the export in it)
         args.keep = True
     work = args.work or Path(tempfile.mkdtemp(prefix="memento-million-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -277,11 +280,15 @@ def run(args: argparse.Namespace, work: Path) -> int:
         f" {MODEL} vectors, the rest mixtures of two (bench/million.py docstring); {len(qtexts)} real queries"
     )
     export = work / "export.jsonl"
-    filled = work / "fill.json"
     if args.stage != "measure":
         t0 = time.perf_counter()
         written = write_export(export, corpus(texts, real, args.count, args.seed), args.count)
         print(f"export written: {written:,} memories, {export.stat().st_size / 2**20:,.0f} MB, {time.perf_counter() - t0:.0f} s")
+        if args.stage == "export":
+            return 0
+    else:
+        with export.open(encoding="utf-8") as f:
+            written = int(json.loads(f.readline())["fragments"])
     if args.backend == "postgres":
         from pg_server import embedded_postgres
 
@@ -294,17 +301,12 @@ def run(args: argparse.Namespace, work: Path) -> int:
             figures(args, settings, embedder, qtexts, qvectors, measured, disk=lambda: pg_disk(server))
         return 0
     store = work / "store"
-    store.mkdir(exist_ok=True)
+    shutil.rmtree(store, ignore_errors=True)  # a fresh store each run
+    store.mkdir()
     url = f"sqlite:///{store / 'memento.db'}"
     settings = Settings(DATABASE_URL=url)
-    if args.stage != "measure":
-        measured = imported(export, {"DATABASE_URL": url}, written)
-        measured.update(first_session(settings, embedder, qtexts[0], qvectors[0]))
-        filled.write_text(json.dumps(measured))
-    if args.stage == "fill":
-        print(f"filled; measure with: bench/million.py --stage measure --work {work} (same --count, --queries)")
-        return 0
-    measured = json.loads(filled.read_text())
+    measured = imported(export, {"DATABASE_URL": url}, written)
+    measured.update(first_session(settings, embedder, qtexts[0], qvectors[0]))
     figures(args, settings, embedder, qtexts, qvectors, measured, disk=lambda: f"{disk_mb(store, export):,.0f} MB (database + saved index)")
     return 0
 
