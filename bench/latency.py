@@ -9,6 +9,11 @@ own query and passage embedding times are measured separately.
     python bench/latency.py [--sizes 10000,100000] [--samples 200] [--synchronous FULL]
     python bench/latency.py --backend postgres [--sizes 100000] [--threads 1,4,8] [--writes 2000]
     python bench/latency.py --rest [--sizes 10000] [--samples 200]
+    python bench/latency.py --background-load 0,2,4,8 [--variants auto,2-passive] [--samples 100]
+
+`--background-load N[,N...]` times remember and recall through MCP stdio instead
+(bench/latency_stdio.py, which takes the same flags): the real local model, N busy processes
+beside the server, each level's p50 against the quiet one.
 
 `--rest` times the HTTP faces instead (bench/latency_http.py): a real server process on the filled
 SQLite store, REST create and search beside MCP remember and recall, each a full round trip.
@@ -405,6 +410,10 @@ def default_model_times(turns, questions, samples: int) -> dict[str, list[float]
 
 
 def main() -> int:
+    if "--background-load" in sys.argv:
+        import latency_stdio
+
+        return latency_stdio.main()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--samples", type=int, default=200)

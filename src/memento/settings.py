@@ -320,6 +320,11 @@ class Settings(BaseSettings):
     embedding_model: str = Field(
         "", validation_alias=AliasChoices("EMBEDDING_MODEL"), description="Model name; the provider's default when empty."
     )
+    embed_threads: str = Field(
+        "auto",
+        validation_alias=AliasChoices("MEMENTO_EMBED_THREADS"),
+        description="CPU threads of the local model per call: auto (one for a single text, every core for a batch) or a fixed number for every call.",
+    )
     embedding_dimensions: int | None = Field(
         None,
         ge=8,
@@ -749,6 +754,14 @@ class Settings(BaseSettings):
         if self.evaluator_provider == "gemini" and not self.gemini_api_key:
             raise ValueError("MEMENTO_EVALUATOR_PROVIDER=gemini needs GEMINI_API_KEY")
         return self
+
+    @field_validator("embed_threads")
+    @classmethod
+    def _embed_threads(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value == "auto" or (value.isdigit() and 1 <= int(value) <= 256):
+            return value
+        raise ValueError("MEMENTO_EMBED_THREADS must be auto or a number of threads from 1 to 256")
 
     @field_validator("state_key")
     @classmethod

@@ -44,7 +44,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
                 f"EMBEDDING_DIMENSIONS={settings.embedding_dimensions} is not possible with the local model "
                 f"({LOCAL_DIMENSIONS} dimensions); unset it"
             )
-        return LocalE5Embedder(variant=_LOCAL_MODELS[model])
+        return LocalE5Embedder(variant=_LOCAL_MODELS[model], threads=settings.embed_threads)
     if provider == "openai":
         if not settings.openai_api_key.strip():
             raise InvalidArgument("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")

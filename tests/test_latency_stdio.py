@@ -1,0 +1,56 @@
+"""A tiny run of bench/latency_stdio.py (bench/latency.py --background-load): it runs, prints, writes its JSON.
+
+Latencies are printed by the bench, never asserted here (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from latency_stdio import busy_processes, variant_env  # noqa: E402
+
+
+def test_variants_name_the_threads_and_the_wait_policy() -> None:
+    assert variant_env("auto") == {"MEMENTO_EMBED_THREADS": "auto"}
+    assert variant_env("2-active") == {"MEMENTO_EMBED_THREADS": "2", "OMP_WAIT_POLICY": "active"}
+    assert variant_env("2-spin300000") == {"MEMENTO_EMBED_THREADS": "2", "GOMP_SPINCOUNT": "300000", "OMP_WAIT_POLICY": ""}
+    with pytest.raises(SystemExit, match="unknown variant"):
+        variant_env("2-sometimes")
+
+
+def test_busy_processes_run_while_the_block_runs_and_end_with_it() -> None:
+    with busy_processes(2) as procs:
+        assert len(procs) == 2 and all(p.poll() is None for p in procs)
+    assert all(p.poll() is not None for p in procs)
+
+
+@pytest.mark.slow
+def test_a_tiny_run_through_latency_py(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "latency.py"), "--background-load", "1", "--size", "30", "--samples", "3"]
+        + ["--model-samples", "3", "--variants", "auto", "--json", str(out), "--embed-cache", str(tmp_path / "cache")],
+        cwd=ROOT,
+        env={**os.environ, "LOG_LEVEL": "WARNING"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    rows = report["rows"]
+    assert [(r["variant"], r["busy"]) for r in rows] == [("auto", 0), ("auto", 1)]  # the quiet baseline comes first
+    assert rows[0]["remember_ratio"] == rows[0]["recall_ratio"] == 1.0
+    for row in rows:
+        assert row["remember_p50"] > 0 and row["recall_p99"] >= row["recall_p50"] > 0
+        assert row["model_threads"] == [1.0]  # auto: one text, one thread
+    assert "| auto | 1 |" in done.stdout and "the model alone" in done.stdout
