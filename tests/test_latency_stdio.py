@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from latency_stdio import busy_processes, variant_env  # noqa: E402
+from latency_stdio import busy_processes, variant_env  # type: ignore[import-not-found]  # noqa: E402
 
 
 def test_variants_name_the_threads_and_the_wait_policy() -> None:

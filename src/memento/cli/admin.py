@@ -75,6 +75,11 @@ def register(sub: Any) -> None:
     exp.add_argument("--agent", action="append", dest="agents", help="export this agent (repeatable); default: every agent")
     exp.add_argument("--include-sessions", action="store_true", help="also working memory (session scope)")
     exp.add_argument("--include-forgotten", action="store_true", help="also soft-forgotten and expired memories")
+    exp.add_argument(
+        "--with-vectors",
+        action="store_true",
+        help="ndjson: each memory's stored vector too (an import into a store of the same model keeps it)",
+    )
     exp.add_argument("--force", action="store_true", help="replace an existing file")
     exp.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -284,12 +289,14 @@ def _export(app: App, args: argparse.Namespace) -> int:
 
     agents = [_agent(a) for a in args.agents] if args.agents else None
     chosen = {"agents": agents, "include_sessions": args.include_sessions, "include_forgotten": args.include_forgotten}
+    if args.with_vectors and args.fmt != "ndjson":
+        raise InvalidArgument("--with-vectors is for the ndjson format")
     if args.folder and (args.fmt != "markdown" or args.path == "-"):
         raise InvalidArgument("--folder writes Markdown notes into a folder: give --format markdown and a folder path")
     with progress_bar("exporting", "memories") as update:
 
         def write(out: Any) -> exporting.ExportReport:
-            return exporting.export(app.store, out, fmt=args.fmt, progress=update, **chosen)
+            return exporting.export(app.store, out, fmt=args.fmt, progress=update, vectors=args.with_vectors, **chosen)
 
         if args.folder:
             report = exporting.export_notes(app.store, Path(args.path).expanduser(), overwrite=args.force, progress=update, **chosen)

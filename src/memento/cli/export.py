@@ -61,8 +61,10 @@ def exporter(
     include_sessions: bool = False,
     include_forgotten: bool = False,
     page: int | None = None,
+    vectors: bool = False,
 ) -> Exporter:
-    """The export of `agents` (None: every agent), read in the maintenance scope."""
+    """The export of `agents` (None: every agent), read in the maintenance scope; `vectors`: each
+    memory's stored vector too (NDJSON)."""
     if agents is not None:
         reserved = sorted(set(agents) & MAINTENANCE_AGENTS)
         if reserved:
@@ -71,6 +73,7 @@ def exporter(
         SearchFilter(all_sessions=include_sessions),
         include_forgotten=include_forgotten,
         agents=None if agents is None else tuple(dict.fromkeys(agents)),
+        vectors=vectors,
     )
     extra = {} if page is None else {"page": page}
     return Exporter(store, AgentScope(MAINTENANCE_SCOPE), query, fmt, **extra)
@@ -86,10 +89,11 @@ def export(
     include_forgotten: bool = False,
     progress: Progress | None = None,
     now: datetime | None = None,
+    vectors: bool = False,
 ) -> ExportReport:
     """Write the export to `out` as it is read."""
     store.flush_access()  # settled access counts, as the views show them
-    job = exporter(store, fmt, agents=agents, include_sessions=include_sessions, include_forgotten=include_forgotten)
+    job = exporter(store, fmt, agents=agents, include_sessions=include_sessions, include_forgotten=include_forgotten, vectors=vectors)
     for piece in job.stream(progress=progress, now=now):
         out.write(piece)
     out.flush()

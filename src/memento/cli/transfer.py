@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,28 +26,72 @@ def register(sub: Any) -> None:
     imp.add_argument("--agent", dest="agent_id", help="the namespace to import into (default: the export's agents, else 'default')")
     imp.add_argument("--dry-run", action="store_true", help="parse and validate only; store nothing")
     imp.add_argument("--json", action="store_true", help="print the report as JSON")
+    imp.add_argument(
+        "--defer-embedding",
+        action="store_true",
+        help="Memento's export: store memories the file carries no vector for without one; the server's embedding worker embeds them",
+    )
+    imp.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
 
 
-class BarProgress:
-    """A one-line progress bar on a terminal stream."""
+class RateProgress:
+    """Progress lines for a long import: count, share, rate and the time left. On a terminal one
+    line rewritten in place; otherwise (a log, a pipe) a line every `every_s` seconds and at each
+    tenth of the way, so a million-memory import reports without flooding its log."""
 
-    def __init__(self, stream: TextIO, width: int = 30) -> None:
+    def __init__(self, stream: TextIO, *, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
-        self.width = width
+        self.every_s = every_s
+        self.clock = clock
+        self.tty = stream.isatty()
+        self.started: float | None = None
+        self.first = 0
+        self.shown_at = 0.0
+        self.tenth = -1
 
     def __call__(self, done: int, total: int) -> None:
-        filled = self.width if total == 0 else done * self.width // total
-        self.stream.write(f"\rimporting [{'#' * filled}{'-' * (self.width - filled)}] {done}/{total}")
-        if done >= total:
-            self.stream.write("\n")
+        now = self.clock()
+        if self.started is None:
+            self.started, self.first, self.shown_at = now, done, now
+        finished = done >= total
+        tenth = 10 * done // total if total else 10
+        if not (self.tty or finished or tenth > self.tenth or now - self.shown_at >= self.every_s):
+            return
+        self.tenth, self.shown_at = max(self.tenth, tenth), now
+        self.stream.write(
+            ("\r" if self.tty else "") + self.line(done, total, now - self.started) + ("\n" if finished or not self.tty else "")
+        )
         self.stream.flush()
+
+    def line(self, done: int, total: int, elapsed: float) -> str:
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        rate = (done - self.first) / elapsed if elapsed > 0 else 0.0
+        left = f", {_duration((total - done) / rate)} left" if rate > 0 and done < total else ""
+        return f"imported {done:,}/{total:,} memories{share}, {rate:,.0f}/s, {_duration(elapsed)} elapsed{left}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     app = build_app(settings)
     try:
-        progress = BarProgress(sys.stderr) if sys.stderr.isatty() and not args.dry_run else None
-        report = import_path(app.service, args.path, fmt=args.fmt, agent=args.agent_id, dry=args.dry_run, progress=progress)
+        progress = None if args.dry_run or args.no_progress else RateProgress(sys.stderr)
+        report = import_path(
+            app.service,
+            args.path,
+            fmt=args.fmt,
+            agent=args.agent_id,
+            dry=args.dry_run,
+            progress=progress,
+            defer_embedding=args.defer_embedding,
+        )
     finally:
         app.close()
     if args.json:
@@ -69,5 +115,8 @@ def describe(report: ImportReport) -> str:
         )
     agents = ", ".join(f"{agent}: {count}" for agent, count in sorted(report.agents.items()))
     lines = [head, f"agents: {agents}" if agents else "agents: none"]
+    if report.vectors:
+        kept, embedded, pending = (report.vectors.get(k, 0) for k in ("kept", "embedded", "pending"))
+        lines.append(f"vectors: {kept} kept from the file, {embedded} embedded, {pending} left to the embedding worker")
     lines += [f"skipped {s.where}: {s.reason}" for s in report.skipped]
     return "\n".join(lines)

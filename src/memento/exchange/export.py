@@ -138,7 +138,11 @@ class Exporter:
             for child in (t for t in RECORD_TABLES if t.nested):
                 self.counts.add(child.kind, len(row.get(child.kind) or []))  # type: ignore[arg-type]
         if self.fmt == "ndjson":
-            return wire.line(wire.encode(spec, row))
+            line = wire.encode(spec, row)
+            vector = row.get("embedding") if spec is FRAGMENTS else None
+            if vector is not None:  # asked for (RecordQuery.vectors): an import of the same model keeps it
+                line.update(wire.vector_fields(vector, str(row["embedding_model"])))  # type: ignore[arg-type]
+            return wire.line(line)
         if self.fmt == "markdown":
             return formats.markdown_section(row)
         return self._csv.row(row)

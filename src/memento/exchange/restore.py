@@ -60,6 +60,7 @@ class RestoreReport:
     skipped_total: int = 0
     present: dict[str, int] = field(default_factory=dict)  # records skipped as already stored, by kind
     agents: dict[str, int] = field(default_factory=dict)  # memories restored per agent
+    vectors: dict[str, int] = field(default_factory=dict)  # memories' vectors: kept (from the file), embedded, pending
 
     def take(self, skips: list[RestoreSkip]) -> None:
         self.skipped_total += len(skips)
@@ -77,6 +78,7 @@ class RestoreReport:
             "alreadyPresent": self.present,
             "skippedRecords": [{"kind": kind_of(s.table), "key": s.key, "reason": s.reason} for s in self.skipped],
             "agents": self.agents,
+            "vectors": self.vectors,
         }
 
 
@@ -162,9 +164,13 @@ def restore(
     total: int = 0,
     progress: Progress | None = None,
     erased: Callable[[str], set[str]] | None = None,
+    model: tuple[str, int] | None = None,
+    batch_size: int = BATCH,
 ) -> RestoreReport:
     """Write a checked export into `scope` (the maintenance scope keeps each record's agent;
-    `agent` puts every record in that namespace), BATCH records per transaction."""
+    `agent` puts every record in that namespace), `batch_size` records per transaction. A
+    fragment line's vector is kept when `model` (the store's model name and dimensions) computed
+    it; the others are embedded by `embed`, or left pending for the embedding worker without it."""
     report = RestoreReport()
     batch: list[tuple[str, dict[str, object]]] = []
     done = 0
@@ -175,7 +181,8 @@ def restore(
         nonlocal done
         if not batch:
             return
-        _embed(batch, embed)
+        for key, n in _embed(batch, embed, model).items():
+            report.vectors[key] = report.vectors.get(key, 0) + n
         outcome = store.restore_records(scope, batch)
         for table, n in outcome.restored.items():
             report.restored[kind_of(table)] = report.restored.get(kind_of(table), 0) + n
@@ -203,7 +210,7 @@ def restore(
             )
             continue
         batch.append((spec.table, row))
-        if len(batch) >= BATCH:
+        if len(batch) >= batch_size:
             flush()
     flush()
     return report
@@ -228,24 +235,35 @@ def _was_erased(
     return any(row.get(column) in gone for column in spec.fragments)
 
 
-def _embed(batch: list[tuple[str, dict[str, object]]], embed: Embed | None) -> None:
-    """The importing store's own vectors: a fragment's of its content, an entity's of its name and
-    description (None where the provider cannot answer: the consolidation embeds them later)."""
-    if embed is None:
-        return
+def _embed(batch: list[tuple[str, dict[str, object]]], embed: Embed | None, model: tuple[str, int] | None) -> dict[str, int]:
+    """The importing store's own vectors: a fragment's of its content (the file's own when `model`
+    computed it), an entity's of its name and description (None where the provider cannot answer
+    or there is no `embed`: the embedding worker embeds them later). Counts the fragments' vectors
+    kept, embedded and left pending."""
+    counts = {"kept": 0, "embedded": 0, "pending": 0}
     texts: list[str] = []
-    targets: list[dict[str, object]] = []
+    targets: list[tuple[dict[str, object], bool]] = []  # (row, is a fragment)
     for table, row in batch:
         if table == FRAGMENTS.table:
-            texts.append(str(row["content"]))
-        elif table == ENTITIES.table:
+            carried = row.pop("embedding", None)
+            made_by = row.pop("embedding_model", None)
+            if isinstance(carried, np.ndarray) and model is not None and (made_by, len(carried)) == model:
+                row["embedding"] = carried
+                counts["kept"] += 1
+            elif embed is None:
+                counts["pending"] += 1
+            else:
+                texts.append(str(row["content"]))
+                targets.append((row, True))
+        elif table == ENTITIES.table and embed is not None:
             texts.append(f"{row['name']} {row['description']}".strip() if row.get("description") else str(row["name"]))
-        else:
-            continue
-        targets.append(row)
-    if texts:
-        for row, vector in zip(targets, embed(texts), strict=True):
+            targets.append((row, False))
+    if texts and embed is not None:
+        for (row, fragment), vector in zip(targets, embed(texts), strict=True):
             row["embedding"] = vector
+            if fragment:
+                counts["embedded" if vector is not None else "pending"] += 1
+    return counts
 
 
 def scope_of(service: MemoryService, ctx: CallContext, agent: str | None = None) -> tuple[AgentScope, str | None]:
@@ -261,6 +279,12 @@ def scope_of(service: MemoryService, ctx: CallContext, agent: str | None = None)
         return AgentScope(MAINTENANCE_SCOPE), None
     scope = writable_scope(None, ctx, service.settings.shared_pool, pool=True)
     return scope, scope.agent_id
+
+
+def model_of(service: MemoryService) -> tuple[str, int] | None:
+    """The store's embedding model and dimensions: a file's vectors made by it are kept."""
+    embedder = service.embedder
+    return None if embedder is None else (embedder.name, embedder.dimensions)
 
 
 def embedder_of(service: MemoryService) -> Embed | None:

@@ -17,6 +17,7 @@ from enum import Enum
 from functools import cache
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 
@@ -202,6 +203,8 @@ def decode(spec: RecordTable, item: dict[str, Any]) -> dict[str, object]:
             row["client_embedding"] = base64.b64decode(str(row["client_embedding"]), validate=True)
         except ValueError:
             raise WireError("clientEmbedding: not base64") from None
+    if spec is FRAGMENTS and item.get("embedding") is not None:
+        row["embedding"], row["embedding_model"] = _vector(item)
     for child in NESTED if spec is FRAGMENTS else ():
         nested = item.get(child.kind) or []
         if not isinstance(nested, list):
@@ -216,6 +219,33 @@ def decode(spec: RecordTable, item: dict[str, Any]) -> dict[str, object]:
                 raise WireError(f"{child.kind}[{n}].{exc}") from None
         row[child.kind] = rows
     return row
+
+
+MAX_DIMENSIONS = 8192
+
+
+def _vector(item: dict[str, Any]) -> tuple[np.ndarray, str]:
+    """A fragment line's stored vector (`embedding`: base64 of its float32 bytes, little-endian;
+    `embeddingModel`: the model that computed it), kept by an import into a store of the same
+    model and dimensions instead of embedding the content again."""
+    model = item.get("embeddingModel")
+    if not isinstance(model, str) or not model.strip() or len(model) > 200:
+        raise WireError("embeddingModel: the model of `embedding` is required (1-200 characters)")
+    try:
+        raw = base64.b64decode(str(item["embedding"]), validate=True)
+    except ValueError:
+        raise WireError("embedding: not base64") from None
+    if not raw or len(raw) % 4 or len(raw) // 4 > MAX_DIMENSIONS:
+        raise WireError(f"embedding: {len(raw)} bytes is not a float32 vector of 1-{MAX_DIMENSIONS} dimensions")
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    if not np.all(np.isfinite(vector)):
+        raise WireError("embedding: holds a value that is not a finite number")
+    return vector, model
+
+
+def vector_fields(vector: np.ndarray, model: str) -> dict[str, str]:
+    """The `embedding` and `embeddingModel` keys of a fragment line carrying its vector."""
+    return {"embedding": base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode("ascii"), "embeddingModel": model}
 
 
 def describe(exc: ValidationError) -> str:

@@ -93,19 +93,23 @@ def import_path(
     dry: bool = False,
     ctx: CallContext | None = None,
     progress: Progress | None = None,
+    defer_embedding: bool = False,
 ) -> ImportReport:
     """Import `path` into the store behind `service`: parse and validate the whole input first
     (a bad record stores nothing), then remember and link; Memento's export version 2 is restored
     as it was instead (importers/lossless.py). `agent` puts every memory in that
     namespace; without it Memento's export keeps each memory's agent and other formats use
-    `default`."""
+    `default`. `defer_embedding` (Memento's export): memories without a usable vector in the file
+    are stored without one, for the embedding worker, instead of being embedded during the import."""
     if agent is not None:
         try:
             _AGENT_ID.validate_python(agent)
         except ValidationError:
             raise InvalidArgument(f"agent {agent!r} is not a valid agent id (1-128 of A-Z a-z 0-9 _ . : @ -); nothing imported") from None
     if fmt in ("auto", memento_export.FORMAT) and path.is_file() and lossless.is_v2_file(path):  # read a line at a time
-        return lossless.import_v2(service, path, agent=agent, dry=dry, ctx=ctx or CallContext(), progress=progress)
+        return lossless.import_v2(
+            service, path, agent=agent, dry=dry, ctx=ctx or CallContext(), progress=progress, defer_embedding=defer_embedding
+        )
     planned = plan(read(path, fmt), agent)
     report = dry_run(planned) if dry else write(service, planned, ctx or CallContext(), progress)
     return replace(report, source=str(path))

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
-from ..exchange.restore import Progress, RestoreReport, check, embedder_of, is_v2, kind_of, restore, scope_of
+from ..exchange.restore import Progress, RestoreReport, check, embedder_of, is_v2, kind_of, model_of, restore, scope_of
 from ..models import CallContext
 from ..service import MemoryService
 from ..storage.protocol import RecordStore
@@ -36,21 +36,33 @@ def _lines(path: Path) -> Iterator[str]:
 
 
 def import_v2(
-    service: MemoryService, path: Path, *, agent: str | None, dry: bool, ctx: CallContext, progress: Progress | None
+    service: MemoryService,
+    path: Path,
+    *,
+    agent: str | None,
+    dry: bool,
+    ctx: CallContext,
+    progress: Progress | None,
+    defer_embedding: bool = False,
 ) -> ImportReport:
-    """Check the whole file, then restore it a batch per transaction."""
+    """Check the whole file, then restore it a batch per transaction. Vectors the file carries
+    from the store's own model are kept; the other memories are embedded as they are written,
+    or (`defer_embedding`) stored without a vector for the embedding worker."""
     scope, allowed = scope_of(service, ctx, agent)
     checked = check(_lines(path), str(path), agent=agent, allowed=allowed)
     memories = checked.counts.get("fragment", 0)
     if dry:
         return ImportReport("memento", str(path), True, memories, memories, agents=checked.agents)
     store = cast(RecordStore, service.store)  # every backend is an AppStore (storage/protocol.py)
+    if progress is not None:
+        progress(0, memories)
     done = restore(
         store,
         scope,
         _lines(path),
         str(path),
-        embed=embedder_of(service),
+        embed=None if defer_embedding else embedder_of(service),
+        model=model_of(service),
         agent=agent,
         total=memories,
         progress=progress,
@@ -81,4 +93,5 @@ def report_of(done: RestoreReport, source: str) -> ImportReport:
         entity_links=done.restored.get("entityLink", 0),
         skipped=others,
         agents=done.agents,
+        vectors=done.vectors,
     )

@@ -70,6 +70,7 @@ class ImportReport:
     entity_links: int = 0  # associations added
     skipped: list[Skipped] = field(default_factory=list)
     agents: dict[str, int] = field(default_factory=dict)  # memories per namespace
+    vectors: dict[str, int] = field(default_factory=dict)  # Memento's export: vectors kept, embedded, pending
 
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON (the CLI's --json output)."""
@@ -88,6 +89,7 @@ class ImportReport:
             "entityLinks": self.entity_links,
             "skipped": [{"where": s.where, "reason": s.reason} for s in self.skipped],
             "agents": self.agents,
+            **({"vectors": self.vectors} if self.vectors else {}),
         }
 
 

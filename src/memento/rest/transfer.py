@@ -18,7 +18,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ..errors import InvalidArgument
 from ..exchange.export import Exporter, Format
-from ..exchange.restore import check, embedder_of, kind_of, restore, scope_of
+from ..exchange.restore import check, embedder_of, kind_of, model_of, restore, scope_of
 from ..models import AgentScope, MemorySystem
 from ..service import MemoryService
 from ..storage.protocol import AppStore, SearchFilter
@@ -143,7 +143,16 @@ def router(store: AppStore, service: MemoryService) -> APIRouter:
             scope, allowed = scope_of(service, ctx)
             checked = check(lines, "body", allowed=allowed)
             total = checked.counts.get("fragment", 0)
-            done = restore(store, scope, lines, "body", embed=embedder_of(service), total=total, erased=service.erasure_store.erased_hashes)
+            done = restore(
+                store,
+                scope,
+                lines,
+                "body",
+                embed=embedder_of(service),
+                model=model_of(service),
+                total=total,
+                erased=service.erasure_store.erased_hashes,
+            )
             service.outbox.sweep()  # rows the provider did not embed during the import: the worker's now
             return ImportOutcome(
                 read=done.read,

@@ -66,6 +66,14 @@ class PostgresRecords:
                         by_parent.setdefault(str(r[child.fragments[0]]), []).append(_plain(r))
                     for row in rows:
                         row[child.kind] = by_parent.get(str(row["id"]), [])
+                if query.vectors:  # the page's own fragments (already scoped; RLS holds too)
+                    cur.execute(
+                        "SELECT id, embedding_model, embedding FROM agent_memory.fragments WHERE id = ANY(%s) AND embedding IS NOT NULL",
+                        (ids,),
+                    )
+                    stored = {str(r["id"]): (str(r["embedding_model"]), _floats(r["embedding"])) for r in cur.fetchall()}
+                    for row in rows:
+                        row["embedding_model"], row["embedding"] = stored.get(str(row["id"]), (None, None))
         return rows
 
     @retried
@@ -226,3 +234,9 @@ def _conflict(cur: Cursor, spec: RecordTable, row: dict[str, object]) -> str:
                     return f"an entity of this name is already stored as {other['id']}"
             return "conflicts with a stored row"
     return ALREADY_PRESENT
+
+
+def _floats(value: Any) -> np.ndarray:
+    """A stored vector (pgvector's Vector, or an array) as float32."""
+    array = value if isinstance(value, np.ndarray) else value.to_numpy()
+    return np.asarray(array, dtype=np.float32)

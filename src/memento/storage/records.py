@@ -207,6 +207,7 @@ class RecordQuery:
     include_forgotten: bool = False
     now: datetime | None = None  # what "expired" is measured against (None: the wall clock)
     agents: tuple[str, ...] | None = None  # the maintenance scope: only these agents' rows (None: every agent's)
+    vectors: bool = False  # a fragment row also carries its stored vector: `embedding` (float32) and `embedding_model`
 
 
 ALREADY_PRESENT = "already present"  # the reason of a skipped row that is stored already (same id, same owner)

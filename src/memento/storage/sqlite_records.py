@@ -64,6 +64,15 @@ class SQLiteRecords:
                     by_parent.setdefault(str(row[child.fragments[0]]), []).append(row)
                 for row in rows:
                     row[child.kind] = by_parent.get(str(row["id"]), [])
+            if query.vectors:  # the page's own fragments (already scoped), joined by id
+                found = conn.execute(
+                    "SELECT f.id, e.model, e.vector FROM fragment_embeddings e JOIN fragments f ON f.seq = e.seq"
+                    f" WHERE f.id IN ({_marks(ids)})",
+                    ids,
+                ).fetchall()
+                stored = {str(r[0]): (str(r[1]), np.frombuffer(r[2], dtype=np.float32)) for r in found}
+                for row in rows:
+                    row["embedding_model"], row["embedding"] = stored.get(str(row["id"]), (None, None))
         return rows
 
     def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:

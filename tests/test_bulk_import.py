@@ -1,0 +1,270 @@
+"""The bulk path of a large migration (docs/import.md "Migrating a large store"): a Memento export
+whose fragment lines carry their vectors is imported without embedding them again, the others are
+embedded or (`--defer-embedding`) left to the embedding worker; progress lines count, rate and time
+left; a re-run stores nothing twice; a bad vector stops the import before anything is stored; and
+bench/million.py runs end to end at a tiny size."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memento.app import App, build_app
+from memento.cli.transfer import RateProgress
+from memento.embeddings.hashing import HashEmbedder
+from memento.exchange import wire
+from memento.exchange.restore import RestoreFormatError
+from memento.importers import import_path
+from memento.models import AgentScope, CallContext, RememberInput
+from memento.settings import Settings
+from memento.storage.protocol import SearchFilter
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT = "bulk-agent"
+HASH_MODEL = "hash:v1:256"
+
+
+def unit(seed: int, dim: int = 256) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture
+def stores(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """`stores(name)`: an App over an empty store of the backend under test (hash embedder)."""
+    opened: list[App] = []
+
+    def make(name: str) -> App:
+        if backend == "sqlite":
+            url = {"DATABASE_URL": f"sqlite:///{tmp_path / name}"}
+        else:
+            server = request.getfixturevalue("postgres_server")
+            server.reset()
+            url = {"DATABASE_URL": server.app_dsn, "DATABASE_MIGRATION_URL": server.owner_dsn}
+        made = build_app(Settings(**url, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))  # type: ignore[arg-type]
+        opened.append(made)
+        return made
+
+    yield make
+    for app in opened:
+        app.close()
+
+
+def export_lines(tmp_path: Path, count: int) -> list[dict[str, Any]]:
+    """`count` memories of one agent as Memento export lines (header first, trailer last)."""
+    source = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'source.db'}", EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))
+    try:
+        for i in range(count):
+            payload = {"content": f"Bulk memory number {i} about topic {i % 7}", "topic": f"t{i % 7}", "type": "fact", "agentId": AGENT}
+            source.service.remember(RememberInput.model_validate(payload), CallContext())
+        from memento.exchange.export import Exporter
+        from memento.storage.records import RecordQuery
+
+        text = "".join(Exporter(source.store, AgentScope("system"), RecordQuery(SearchFilter()), "ndjson").stream())
+    finally:
+        source.close()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def write(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(wire.line(item) for item in lines), encoding="utf-8")
+    return path
+
+
+def with_vectors(lines: list[dict[str, Any]], models: list[str | None]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """The fragment lines given vectors of `models` in turn (None: no vector); the vectors by id."""
+    out, vectors, n = [], {}, 0
+    for item in lines:
+        if item.get("kind") == "fragment":
+            model = models[n % len(models)]
+            if model is not None:
+                vectors[item["id"]] = unit(n)
+                item = {**item, **wire.vector_fields(vectors[item["id"]], model)}
+            n += 1
+        out.append(item)
+    return out, vectors
+
+
+def best(app: App, vector: np.ndarray) -> tuple[str, float]:
+    hit = app.store.vector_search(AgentScope(AGENT), vector, SearchFilter(), 1)[0]
+    return hit.id, hit.score
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_vectors_carried_in_the_file_are_kept_and_the_others_embedded(tmp_path: Path, stores: Any) -> None:
+    lines, vectors = with_vectors(export_lines(tmp_path, 8), [HASH_MODEL, "other:model", None, HASH_MODEL])
+    path = write(tmp_path / "export.jsonl", lines)
+    app = stores("target.db")
+    report = import_path(app.service, path)
+    assert (report.stored, report.vectors) == (8, {"kept": 4, "embedded": 4, "pending": 0})
+    kept = [i for i, item in enumerate(x for x in lines if x.get("kind") == "fragment") if i % 4 in (0, 3)]
+    fragments = [x for x in lines if x.get("kind") == "fragment"]
+    for i in kept:  # the file's own vector: searching with it finds its memory at similarity 1
+        fid = fragments[i]["id"]
+        found, score = best(app, vectors[fid])
+        assert found == fid and score > 0.999
+    other = fragments[1]["id"]  # another model's vector was not stored: the content's own was
+    assert best(app, vectors[other])[1] < 0.9
+    content = app.service.vectors.passages([fragments[1]["content"]])[0]
+    found, score = best(app, content)
+    assert found == other and score > 0.999
+
+
+def test_a_deferred_import_leaves_the_rest_to_the_embedding_worker(tmp_path: Path, stores: Any) -> None:
+    lines, _ = with_vectors(export_lines(tmp_path, 6), [HASH_MODEL, None])
+    app = stores("target.db")
+    report = import_path(app.service, write(tmp_path / "export.jsonl", lines), defer_embedding=True)
+    assert (report.stored, report.vectors) == (6, {"kept": 3, "embedded": 0, "pending": 3})
+    assert app.service.outbox.drain(30)  # the worker embeds what the import left
+    assert app.store.missing_embeddings(AgentScope("system"), 10) == []
+
+
+def test_a_re_run_stores_nothing_twice(tmp_path: Path, stores: Any) -> None:
+    lines, _ = with_vectors(export_lines(tmp_path, 5), [HASH_MODEL])
+    path = write(tmp_path / "export.jsonl", lines)
+    app = stores("target.db")
+    assert import_path(app.service, path).stored == 5
+    again = import_path(app.service, path)
+    assert (again.stored, again.already_known) == (0, 5)
+    assert app.store.count(AgentScope(AGENT), SearchFilter()) == 5
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"embedding": "not base64!"}, "embedding: not base64"),
+        ({"embedding": "AAAA" * 3}, "is not a float32 vector"),  # 9 bytes
+        ({"embeddingModel": None}, "embeddingModel: the model of `embedding` is required"),
+        ({"embedding": wire.vector_fields(np.array([np.nan, 1.0]), "m")["embedding"]}, "not a finite number"),
+    ],
+)
+def test_a_bad_vector_stops_the_import_naming_its_line_and_nothing_is_stored(
+    tmp_path: Path, stores: Any, change: dict[str, Any], message: str
+) -> None:
+    lines, _ = with_vectors(export_lines(tmp_path, 4), [HASH_MODEL])
+    lines[3] = {**lines[3], **change}  # the third memory (line 4)
+    app = stores("target.db")
+    with pytest.raises(RestoreFormatError, match=f"export.jsonl:4: .*{message}"):
+        import_path(app.service, write(tmp_path / "export.jsonl", lines))
+    assert app.store.count(AgentScope(AGENT), SearchFilter()) == 0
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_lines_count_rate_and_time_left_at_each_tenth() -> None:
+    out, clock = io.StringIO(), Ticks()
+    progress = RateProgress(out, every_s=3600, clock=clock)
+    for done in range(0, 1001, 50):  # 50 memories a second
+        progress(done, 1000)
+        clock.now += 1
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "imported 0/1,000 memories (0%), 0/s, 0s elapsed"
+    assert lines[5] == "imported 500/1,000 memories (50%), 50/s, 10s elapsed, 10s left"
+    assert lines[-1] == "imported 1,000/1,000 memories (100%), 50/s, 20s elapsed"
+    assert len(lines) == 11  # one a tenth of the way, no more
+
+
+def test_progress_lines_come_every_few_seconds_between_tenths() -> None:
+    out, clock = io.StringIO(), Ticks()
+    progress = RateProgress(out, every_s=10, clock=clock)
+    for done in range(30):  # a slow import: 30 calls, 5 s apart, all within the first tenth of 1,000
+        progress(done, 1000)
+        clock.now += 5
+    assert len(out.getvalue().splitlines()) == 15  # the first, then one each 10 s
+
+
+def test_the_command_prints_progress_and_the_vectors_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from memento.cli import main
+
+    lines, _ = with_vectors(export_lines(tmp_path, 4), [HASH_MODEL, None])
+    path = write(tmp_path / "export.jsonl", lines)
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "256")
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    assert main(["import", str(path), "--defer-embedding"]) == 0
+    captured = capsys.readouterr()
+    assert "imported 0/4 memories (0%)" in captured.err
+    assert "imported 4/4 memories (100%)" in captured.err
+    assert "4 stored" in captured.out
+    assert "vectors: 2 kept from the file, 0 embedded, 2 left to the embedding worker" in captured.out
+    assert main(["import", str(path), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "0 stored, 4 already known" in captured.out and captured.err == ""
+
+
+# ---------------------------------------------------------------- bench/million.py at a tiny size
+
+
+def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: Path) -> None:
+    texts = [f"package number {i} does thing {i % 13} with widgets and gadgets" for i in range(1500)]
+    source = tmp_path / "summaries.txt"
+    source.write_text("\n".join(texts) + "\n")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    db = sqlite3.connect(cache / "local_multilingual-e5-small-q4.sqlite")
+    db.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+    rows = []
+    for i, text in enumerate(texts):  # a stand-in for the real model's vectors: the bench reads them by key
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        rows += [("p:" + digest, unit(i, 384).tobytes()), ("q:" + digest, unit(10_000 + i, 384).tobytes())]
+    db.executemany("INSERT INTO vectors VALUES (?, ?)", rows)
+    db.commit()
+    db.close()
+    command = [sys.executable, "bench/million.py", "--count", "2000", "--real", "500", "--samples", "5", "--queries", "5"]
+    command += ["--embed-cache", str(cache), "--distractor-source", str(source), "--work", str(tmp_path / "work")]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'bench'}"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "imported 2,000/2,000 memories (100%)" in done.stderr  # the importer's own progress lines
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["count"] > 1900 and figures["backend"] == "sqlite"  # a text masked into another is stored once
+    for key in ("import_per_s", "importer_peak_rss_mb", "recall_store_p50_ms", "remember_store_p50_ms", "first_recall_ms"):
+        assert figures[key] > 0, key
+    assert 0.0 <= figures["recall_at_10"] <= 1.0 and "MB" in figures["disk"]
+    assert "first_recall_after_restart_ms" in figures and "rss_after_first_recall_mb" in figures
+    assert not (tmp_path / "work").exists()  # removed without --keep
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_an_export_with_vectors_imports_into_another_store_without_embedding(
+    tmp_path: Path, stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memento export --with-vectors` writes each memory's stored vector; importing it into a
+    store of the same model (here the backend under test) keeps every one."""
+    from memento.cli import main
+
+    lines = export_lines(tmp_path, 5)  # leaves source.db with 5 embedded memories
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "256")
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'source.db'}")
+    exported = tmp_path / "with-vectors.jsonl"
+    assert main(["export", str(exported), "--with-vectors"]) == 0
+    written = [json.loads(line) for line in exported.read_text().splitlines()]
+    fragments = [x for x in written if x.get("kind") == "fragment"]
+    assert len(fragments) == 5 and all(x["embeddingModel"] == HASH_MODEL for x in fragments)
+    assert {x["id"] for x in fragments} == {x["id"] for x in lines if x.get("kind") == "fragment"}
+    assert main(["export", str(tmp_path / "x.csv"), "--format", "csv", "--with-vectors"]) != 0  # ndjson only
+    assert not (tmp_path / "x.csv").exists()
+    app = stores("target.db")
+    report = import_path(app.service, exported)
+    assert (report.stored, report.vectors) == (5, {"kept": 5, "embedded": 0, "pending": 0})
+    for item in fragments:
+        found, score = best(app, wire._vector(item)[0])
+        assert found == item["id"] and score > 0.999
