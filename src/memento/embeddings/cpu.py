@@ -13,9 +13,10 @@ over a team of threads that meets at a barrier after each of the ~100 products o
 batch of texts split over the team, one text per thread, with a single barrier at the end.
 Measured here (bench/latency_stdio.py, docs/benchmarks.md "Under load"):
 
-- One text on one thread is as fast as on two passive-waiting threads on an idle machine, and
-  as fast or faster beside busy processes: a barrier waits for a team member the scheduler has
-  put to sleep, ~100 times a call.
+- The model alone embeds one text faster on one thread than on two passive-waiting threads,
+  idle and beside busy processes: a barrier waits for a team member the scheduler has put to
+  sleep, ~100 times a call. (Through stdio two threads won some of the recall p50 back beside
+  2-4 busy processes, having two shares of the CPU; docs/benchmarks.md.)
 - Spinning at the barriers instead (libgomp's default, or a short GOMP_SPINCOUNT) makes one
   text ~30% faster on an idle machine but burns the time slices a busy machine's other threads
   need: calls took hundreds of milliseconds to seconds beside two busy processes. So waiting
