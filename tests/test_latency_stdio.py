@@ -52,5 +52,5 @@ def test_a_tiny_run_through_latency_py(tmp_path: Path) -> None:
     assert rows[0]["remember_ratio"] == rows[0]["recall_ratio"] == 1.0
     for row in rows:
         assert row["remember_p50"] > 0 and row["recall_p99"] >= row["recall_p50"] > 0
-        assert row["model_threads"] == [1.0]  # auto: one text, one thread
+        assert set(row["model_threads"]) <= {1.0, float(os.cpu_count() or 1)}  # auto: one thread, or every core under load
     assert "| auto | 1 |" in done.stdout and "the model alone" in done.stdout

@@ -323,7 +323,7 @@ class Settings(BaseSettings):
     embed_threads: str = Field(
         "auto",
         validation_alias=AliasChoices("MEMENTO_EMBED_THREADS"),
-        description="CPU threads of the local model per call: auto (one for a single text, every core for a batch) or a fixed number for every call.",
+        description="CPU threads of the local model per call: auto (a single text on one thread while the machine is idle, on every core while other tasks want the CPU; a batch on every core) or a fixed number for every call.",
     )
     embedding_dimensions: int | None = Field(
         None,

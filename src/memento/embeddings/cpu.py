@@ -15,17 +15,19 @@ Measured here (bench/latency_stdio.py, docs/benchmarks.md "Under load"):
 
 - The model alone embeds one text faster on one thread than on two passive-waiting threads,
   idle and beside busy processes: a barrier waits for a team member the scheduler has put to
-  sleep, ~100 times a call. (Through stdio two threads won some of the recall p50 back beside
-  2-4 busy processes, having two shares of the CPU; docs/benchmarks.md.)
-- Spinning at the barriers instead (libgomp's default, or a short GOMP_SPINCOUNT) makes one
-  text ~30% faster on an idle machine but burns the time slices a busy machine's other threads
-  need: calls took hundreds of milliseconds to seconds beside two busy processes. So waiting
-  stays passive (local.py).
+  sleep, ~100 times a call. Through stdio, though, a recall's p50 beside 2-4 busy processes
+  was about halved by two threads: under fair scheduling a call on two threads gets two
+  shares of the CPU, and the rest of the request gains from it too.
+- Spinning at the barriers instead (libgomp's default) makes one text faster on an idle machine
+  but burns the time slices a busy machine's other threads need: the model alone took
+  0.4-1.2 s p50 beside 4-8 busy processes. So waiting stays passive (memento/__init__.py).
 - A batch gains nearly twice the throughput from two threads at every load: one barrier a batch.
 
-So `auto` runs a single text (a recall's query, one new memory) on one thread and a batch (the
-embedding outbox's backlog, an import) on every core this process may use; a number N caps
-every call at N threads.
+So `auto` runs a single text (a recall's query, one new memory) on one thread while the machine
+is otherwise idle, and on every core this process may use while other tasks want the CPU
+(the running-task count of `/proc/loadavg`, read before each call; one thread where it cannot
+be read); a batch (the embedding outbox's backlog, an import) always on every core. A number
+N fixes every call at N threads.
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+LOADAVG = "/proc/loadavg"
+
+
+def others_running(path: str = LOADAVG) -> int | None:
+    """Tasks besides the caller running or ready to run right now (Linux); None when unknown."""
+    try:
+        with open(path, "rb") as f:
+            return max(0, int(f.read().split()[3].split(b"/")[0]) - 1)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def parse_setting(setting: str) -> int | None:
     """None for `auto`, else the fixed number of threads; ValueError for anything else."""
     value = setting.strip().lower()
@@ -55,11 +69,14 @@ def parse_setting(setting: str) -> int | None:
     raise ValueError(f"embedding threads must be auto or a number from 1 to 256, not {setting!r}")
 
 
-def choose_threads(fixed: int | None, cores: int, texts: int) -> int:
-    """Threads for one call embedding `texts` texts."""
+def choose_threads(fixed: int | None, cores: int, texts: int, others: int | None = None) -> int:
+    """Threads for one call embedding `texts` texts; `others`: tasks besides the caller that
+    want the CPU now (None: unknown)."""
     if fixed is not None:
         return fixed
-    return 1 if texts <= 1 else max(1, min(cores, texts))
+    if texts > 1:
+        return max(1, min(cores, texts))
+    return cores if others else 1
 
 
 def openmp_runtimes() -> list[ctypes.CDLL]:
@@ -108,7 +125,8 @@ class ThreadBudget:
         """Set the thread count for a call about to embed `texts` texts in this thread; return it."""
         if not self._bound:
             self.bind()
-        threads = choose_threads(self.fixed, self.cores, texts)
+        others = others_running() if self.fixed is None and texts <= 1 else None
+        threads = choose_threads(self.fixed, self.cores, texts, others)
         for runtime in self._omp:
             runtime.omp_set_num_threads(threads)
         self.last = threads
