@@ -61,6 +61,8 @@ class SearchFilter:
     keyed: bool = False  # only keyed memories (memory_key set)
     memory_key: str | None = None  # only the memory of this key
     owner: str | None = None  # only this agent's own rows (not the shared pool it also sees)
+    ttl_tier: TTLTier | None = None  # only this tier (the dashboard's filter)
+    pinned: bool | None = None  # only pinned (True) or only unpinned (False) memories
 
     def matches(self, fragment: Fragment) -> bool:
         """This filter in Python, exactly as the stores apply it in SQL (for candidates found elsewhere)."""
@@ -95,6 +97,10 @@ class SearchFilter:
         if self.memory_key is not None and fragment.memory_key != self.memory_key:
             return False
         if self.owner is not None and fragment.agent_id != self.owner:
+            return False
+        if self.ttl_tier is not None and fragment.ttl_tier is not self.ttl_tier:
+            return False
+        if self.pinned is not None and fragment.pinned is not self.pinned:
             return False
         if self.min_confidence is not None:
             now = self.now or datetime.now(UTC)

@@ -1,0 +1,45 @@
+// Counts by type, tier and system, growth, the confidence histogram and the consolidation history.
+import { api } from "./api.js";
+import { h, when } from "./dom.js";
+
+function bars(rows, label) {
+  const max = Math.max(1, ...rows.map(([, n]) => n));
+  return h("table", { class: "chart" }, h("caption", { class: "muted" }, label),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Value"), h("th", { scope: "col" }, "Share"), h("th", { scope: "col" }, "Count"))),
+    h("tbody", {}, rows.map(([name, n]) => h("tr", {},
+      h("td", {}, name),
+      h("td", { class: "barcell" }, h("div", { class: "bar", style: `width:${(100 * n) / max}%` })),
+      h("td", {}, String(n))))));
+}
+
+async function counts(filter) {
+  const page = await api(`/memories?limit=1&${filter}`);
+  return page.total;
+}
+
+export async function analyticsPage(root) {
+  const [overview, growth, confidence, runs] = await Promise.all([
+    api("/analytics/overview"), api("/analytics/growth?period=day&limit=30"), api("/analytics/confidence"), api("/lifecycle/runs?limit=20"),
+  ]);
+  const tiers = ["hot", "warm", "cold", "permanent"];
+  const systems = ["working", "episodic", "semantic", "procedural"];
+  const [tierCounts, systemCounts] = await Promise.all([
+    Promise.all(tiers.map((t) => counts(`tier=${t}`))), Promise.all(systems.map((s) => counts(`memory_system=${s}`))),
+  ]);
+  const card = (label, value) => h("div", { class: "card" }, h("strong", {}, String(value ?? "—")), label);
+  root.replaceChildren(
+    h("h1", {}, "Analytics"),
+    h("div", { class: "cards" },
+      card("memories", overview.total_memories), card("entities", overview.total_entities), card("relations", overview.total_relations),
+      card("mean effective confidence", overview.average_effective_confidence?.toFixed?.(3) ?? "—"),
+      card(`below ${overview.low_confidence_below} confidence`, overview.low_confidence_count)),
+    h("h2", {}, "By type"), bars(Object.entries(overview.memories_by_type).filter(([, n]) => n > 0), "Memories by type"),
+    h("h2", {}, "By tier"), bars(tiers.map((t, i) => [t, tierCounts[i]]), "Memories by tier"),
+    h("h2", {}, "By memory system"), bars(systems.map((s, i) => [s, systemCounts[i]]), "Memories by memory system"),
+    h("h2", {}, "Growth (new memories per day)"), growth.points.length ? bars(growth.points.map((p) => [p.period_start, p.count]), "Growth per day") : h("p", { class: "muted" }, "No memories yet."),
+    h("h2", {}, "Effective confidence"), bars(confidence.buckets.map((b) => [`${b.lower.toFixed(1)}–${b.upper.toFixed(1)}`, b.count]), "Confidence histogram"),
+    h("h2", {}, "Consolidation history"),
+    runs.runs.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Started", "Finished", "Trigger", "Outcome"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, runs.runs.map((r) => h("tr", {}, h("td", {}, when(r.startedAt)), h("td", {}, when(r.finishedAt)), h("td", {}, r.trigger), h("td", {}, r.outcome))))) : h("p", { class: "muted" }, "No runs yet."),
+  );
+}
