@@ -43,9 +43,9 @@ function loginPage() {
       state.csrf = who.csrf;
       state.who = who;
       key.value = "";
-      if (!location.hash || location.hash === "#/login") location.hash = "#/memories";
-      else route();
       renderWho();
+      if (!location.hash || location.hash === "#/login") location.hash = "#/memories";
+      else route().then(() => main().focus());
     } catch (err) {
       error.textContent = err.status === 401 ? "That key is not known (or has expired)." : err.message;
     }

@@ -77,7 +77,7 @@ function body(d) {
     meta([["Accessed", `${m.accessCount} times`], ["Last access", when(m.accessedAt) || "never"], ["Utility", m.utilityScore],
       ...Object.entries(d.feedback).map(([k, v]) => [`Feedback: ${k}`, v])]),
     h("h2", {}, `Versions (${d.versions.length})`),
-    d.versions.length ? h("ol", {}, d.versions.map((v) => h("li", {}, `${when(v.amended_at)} by ${v.amended_by || "?"}: `, snippet(v.content, 200)))) : h("p", { class: "muted" }, "No earlier versions."),
+    d.versions.length ? h("ol", { id: "versions" }, d.versions.map((v) => h("li", {}, `${when(v.amended_at)} by ${v.amended_by || "?"}: `, snippet(v.content, 200)))) : h("p", { class: "muted" }, "No earlier versions."),
     h("h2", {}, `Links (${d.links.length})`),
     d.links.length ? h("ul", {}, d.links.map((l) => h("li", {}, `${l.direction === "out" ? "→" : "←"} ${l.relation} `,
       h("a", { href: `#/memory/${encodeURIComponent(l.other_id)}` }, snippet(l.other_content, 100))))) : h("p", { class: "muted" }, "No links."),
