@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 from mcp_helpers import TIMEOUT_S, HttpServer, server_env, start_http_server
 from rest_helpers import KEY_A, KEY_A_READ, KEY_B, OPERATOR, client
@@ -193,7 +193,7 @@ def _remember_over_mcp(url: str, text: str) -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     async def write() -> None:
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=TIMEOUT_S) as http:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=TIMEOUT_S) as http:
             async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=TIMEOUT_S) as mcp:
                 result = await mcp.call_tool("remember", {"content": text, "topic": "birds", "type": "fact"})
                 assert not result.is_error, result
