@@ -79,6 +79,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
                 ("Herons nest in the reeds by the north pond", ["birds"]),
             ):
                 assert http.post("/memories", json={"content": text, "tags": tags}).status_code == 201
+            relation = {"source": "Grey heron", "target": "North pond", "relation_type": "nests_at", "strength": 0.9}
+            assert http.post("/relations", json=relation).status_code == 201
         with client(started.url, KEY_A) as http:
             assert http.post("/memories", json={"content": "Agent A keeps its kestrel notes here", "tags": ["a"]}).status_code == 201
         with client(started.url, KEY_B) as http:
@@ -238,7 +240,21 @@ def test_a_consolidation_dry_run_shows_its_result(browser: Any, server: HttpServ
     check_page(page, shots, "operations")
     page.get_by_role("link", name="Analytics").click()
     page.get_by_role("heading", name="Consolidation history").wait_for()
+    assert "recall" in page.get_by_role("table").filter(has_text="Mean (ms)").inner_text()  # latency from the metrics
     check_page(page, shots, "analytics")
+
+
+def test_the_graph_and_the_agent_state_pages(browser: Any, server: HttpServer, shots: Path) -> None:
+    page = open_page(browser, server)
+    log_in(page, OPERATOR)
+    page.get_by_role("link", name="Graph").click()
+    page.locator("tr.relation").filter(has_text="nests_at").wait_for()
+    page.locator("#graph canvas").first.wait_for()  # drawn by the vendored cytoscape.js
+    check_page(page, shots, "graph")
+    page.get_by_role("link", name="Agent state").click()
+    page.get_by_role("heading", name="Skip list (0)").wait_for()
+    check_page(page, shots, "agent-state")
+    assert page.errors == []
 
 
 def test_a_read_only_key_sees_no_write_controls_and_a_forged_write_is_refused(browser: Any, server: HttpServer) -> None:
@@ -315,7 +331,7 @@ def test_the_keyboard_alone_logs_in_and_reaches_every_page(browser: Any, server:
     for _ in range(5):
         order.append(page.evaluate("document.activeElement.textContent"))
         page.keyboard.press("Tab")
-    assert order == ["Memories", "Search", "Live", "Operations", "Analytics"]
+    assert order == ["Memories", "Search", "Live", "Operations", "Analytics"]  # then Graph, Agent state
     page.get_by_role("link", name="Analytics").focus()
     page.keyboard.press("Enter")
     page.get_by_role("heading", name="Analytics").wait_for()

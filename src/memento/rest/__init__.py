@@ -77,7 +77,7 @@ def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> Res
         title="Memento REST API", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_PATH, docs_url=None, redoc_url=None
     )
     problems.install(api)
-    api.include_router(dashboard.router(app.store, app.service))  # before /memories/{id}: /memories/bulk
+    api.include_router(dashboard.router(app))  # before /memories/{id}: /memories/bulk
     api.include_router(memories.router(entities_api, app.service))
     api.include_router(memories.erasure_router(app.service))
     api.include_router(sessions.router(app.service))

@@ -1,12 +1,12 @@
 """What the dashboard (memento.ui) asks of /api beyond seed 001's routes: a memory's whole page
 (its record, versions, links, entities and access counts — read without counting as an access),
-pin and unpin (004 §5.1, as the MCP tools do), and bulk forget, restore, pin and unpin of a
+pin and unpin (004 §5.1, as the MCP tools do), bulk forget, restore, pin and unpin of a
 selection in one transaction (all or nothing)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,12 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..access import call_scope
 from ..errors import NotFound
 from ..fields import FragmentId
-from ..models import CallContext, ForgetInput, ForgetMode, PinInput, RelationType, RestoreInput
+from ..models import CallContext, ForgetInput, ForgetMode, PinInput, RelationType
 from ..results import FragmentView, PinResult
 from ..service import MemoryService
 from ..storage.protocol import AppStore as Store
 from .memories import MemoryId
 from .routing import Ctx, json_response, run
+
+if TYPE_CHECKING:
+    from ..app import App
 
 LINKS_SHOWN = 200
 VERSIONS_SHOWN = 100
@@ -116,18 +119,18 @@ def details(store: Store, memory_id: str, ctx: CallContext) -> MemoryDetails:
 def bulk(store: Store, memory: MemoryService, body: BulkBody, ctx: CallContext) -> BulkResult:
     """One action on every selected memory, in one transaction: a refusal of any leaves all as they were."""
     ids = list(dict.fromkeys(body.ids))
+    if body.action == "restore":
+        back = memory.restore_many(ids, ctx)
+        return BulkResult(action=body.action, ids=back, count=len(back))
     changed: list[str] = []
     with store.atomic():
-        if body.action != "restore":
-            seen = {f.id for f in store.get_many(call_scope(None, ctx), ids)}
-            missing = [i for i in ids if i not in seen]
-            if missing:
-                raise NotFound(f"memory {missing[0]!r} not found" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        seen = {f.id for f in store.get_many(call_scope(None, ctx), ids)}
+        missing = [i for i in ids if i not in seen]
+        if missing:
+            raise NotFound(f"memory {missing[0]!r} not found" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
         for memory_id in ids:
             if body.action == "forget":
                 changed += memory.forget(ForgetInput(id=memory_id, mode=ForgetMode.SOFT, force=True), ctx).deleted
-            elif body.action == "restore":
-                changed.append(memory.restore(RestoreInput(id=memory_id), ctx).id)
             else:
                 pin = memory.pin if body.action == "pin" else memory.unpin
                 result = pin(PinInput(id=memory_id), ctx)
@@ -136,7 +139,9 @@ def bulk(store: Store, memory: MemoryService, body: BulkBody, ctx: CallContext) 
     return BulkResult(action=body.action, ids=changed, count=len(changed))
 
 
-def router(store: Store, memory: MemoryService) -> APIRouter:
+def router(app: App) -> APIRouter:
+    store: Store = app.store
+    memory: MemoryService = app.service
     api = APIRouter(prefix="/memories", tags=["memories"])
 
     @api.post("/bulk", response_model=BulkResult, summary="Forget, restore, pin or unpin a selection (one transaction)")

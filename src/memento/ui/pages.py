@@ -20,6 +20,7 @@ from ..endpoint import RequestGate
 from ..errors import Unavailable
 from ..models import MAINTENANCE_AGENTS
 from ..rest.problems import from_gate, problem
+from . import latency
 from .gate import COOKIE, CSRF_HEADER, same_origin
 from .sessions import SessionStore
 
@@ -80,6 +81,7 @@ class Pages:
             Route("/ui/session", self.session, methods=["GET"]),
             Route("/ui/login", self.login, methods=["POST"]),
             Route("/ui/logout", self.logout, methods=["POST"]),
+            Route("/ui/latency", self.latency, methods=["GET"]),
         ]
 
     def auth_on(self) -> bool:
@@ -150,6 +152,21 @@ class Pages:
                 return found
         log.info("dashboard login refused: unknown key")
         return problem(401, "unknown or expired key", code="unauthenticated")
+
+    async def latency(self, request: Request) -> Response:
+        """This process's recall and embedding latency: an admin session (with its CSRF header), or anyone when no credential is configured."""
+        refused = self.gate.guard(request)
+        if refused is not None:
+            return from_gate(refused)
+        principal: Principal = _anonymous(self.gate, request)
+        if self.auth_on():
+            found = self.sessions.check(request.cookies.get(COOKIE), request.headers.get(CSRF_HEADER))
+            if found is None:
+                return problem(401, "not logged in (or no CSRF header)", code="unauthenticated")
+            principal = found.principal
+        if not who(principal)["admin"]:
+            return problem(403, "latency figures are the whole server's: they need an admin key (as /metrics)", code="forbidden")
+        return Response(latency.report(self.app).model_dump_json(), media_type="application/json", headers={"Cache-Control": "no-store"})
 
     async def logout(self, request: Request) -> Response:
         refused = self.gate.guard(request)

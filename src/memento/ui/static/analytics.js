@@ -1,5 +1,5 @@
 // Counts by type, tier and system, growth, the confidence histogram and the consolidation history.
-import { api } from "./api.js";
+import { api, request, state } from "./api.js";
 import { h, when } from "./dom.js";
 
 function bars(rows, label) {
@@ -26,6 +26,7 @@ export async function analyticsPage(root) {
   const [tierCounts, systemCounts] = await Promise.all([
     Promise.all(tiers.map((t) => counts(`tier=${t}`))), Promise.all(systems.map((s) => counts(`memory_system=${s}`))),
   ]);
+  const latency = state.who.admin ? await request("/ui/latency").catch(() => null) : null;
   const card = (label, value) => h("div", { class: "card" }, h("strong", {}, String(value ?? "—")), label);
   root.replaceChildren(
     h("h1", {}, "Analytics"),
@@ -38,6 +39,12 @@ export async function analyticsPage(root) {
     h("h2", {}, "By memory system"), bars(systems.map((s, i) => [s, systemCounts[i]]), "Memories by memory system"),
     h("h2", {}, "Growth (new memories per day)"), growth.points.length ? bars(growth.points.map((p) => [p.period_start, p.count]), "Growth per day") : h("p", { class: "muted" }, "No memories yet."),
     h("h2", {}, "Effective confidence"), bars(confidence.buckets.map((b) => [`${b.lower.toFixed(1)}–${b.upper.toFixed(1)}`, b.count]), "Confidence histogram"),
+    h("h2", {}, "Latency (this server process)"),
+    latency ? h("table", {}, h("caption", { class: "muted" }, "From the metrics: the median and 95th percentile are at most the bucket bound shown"),
+      h("thead", {}, h("tr", {}, ["Operation", "Calls", "Mean (ms)", "Median ≤ (ms)", "95th ≤ (ms)"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, latency.latencies.map((l) => h("tr", {}, h("td", {}, l.name), h("td", {}, l.count), h("td", {}, l.mean_ms ?? "—"),
+        h("td", {}, l.p50_under_ms ?? "—"), h("td", {}, l.p95_under_ms ?? "—")))))
+      : h("p", { class: "muted" }, "Latency figures need an admin key (they cover the whole server)."),
     h("h2", {}, "Consolidation history"),
     runs.runs.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Started", "Finished", "Trigger", "Outcome"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, runs.runs.map((r) => h("tr", {}, h("td", {}, when(r.startedAt)), h("td", {}, when(r.finishedAt)), h("td", {}, r.trigger), h("td", {}, r.outcome))))) : h("p", { class: "muted" }, "No runs yet."),

@@ -5,6 +5,8 @@ import { memoriesPage, searchPage } from "./memories.js";
 import { memoryPage } from "./memory.js";
 import { livePage, operationsPage, stopLive } from "./activity.js";
 import { analyticsPage } from "./analytics.js";
+import { agentStatePage } from "./agentstate.js";
+import { graphPage } from "./graph.js";
 
 const main = () => document.getElementById("main");
 
@@ -15,6 +17,8 @@ const PAGES = {
   live: ["Live events", livePage],
   operations: ["Operations", operationsPage],
   analytics: ["Analytics", analyticsPage],
+  agent: ["Agent state", agentStatePage],
+  graph: ["Graph", graphPage],
 };
 
 async function loadSession() {
