@@ -74,7 +74,7 @@ export async function memoriesPage(root) {
       h("td", {}, m.memory_type), h("td", { class: "hide-narrow" }, m.topic), h("td", { class: "hide-narrow" }, when(m.created_at))));
     const last = Math.min(browse.offset + page.items.length, page.total);
     table.replaceChildren(
-      page.items.length ? h("table", {}, h("caption", { class: "muted" }, `${page.total} memories; showing ${page.total ? browse.offset + 1 : 0}–${last}`), h("thead", {}, head), h("tbody", {}, rows)) : h("p", {}, "No memories match."),
+      page.items.length ? h("table", {}, h("caption", { class: "muted" }, `${page.total} ${page.total === 1 ? "memory" : "memories"}; showing ${page.total ? browse.offset + 1 : 0}–${last}`), h("thead", {}, head), h("tbody", {}, rows)) : h("p", {}, "No memories match."),
       h("div", { class: "pager" },
         h("button", { type: "button", class: "secondary", disabled: browse.offset === 0, onclick: () => { browse.offset = Math.max(0, browse.offset - PAGE); load(); } }, "Previous page"),
         h("button", { type: "button", class: "secondary", disabled: last >= page.total, onclick: () => { browse.offset += PAGE; load(); } }, "Next page")),
@@ -102,7 +102,7 @@ export async function searchPage(root) {
       h("p", { class: "muted" }, `${r.memory.memory_type} · ${r.memory.topic} · score ${Number(r.score).toFixed(3)} `, tags(r.memory.tags)),
       h("p", { class: "why" }, "Why: " + describeWhy(r))));
     results.replaceChildren(
-      h("p", { class: "muted" }, `${found.total} matches (${found.search_mode})`),
+      h("p", { class: "muted" }, `${found.total} ${found.total === 1 ? "match" : "matches"} (${found.search_mode})`),
       ...(hits.length ? hits : [h("p", {}, "Nothing found.")]),
       h("div", { class: "pager" },
         h("button", { type: "button", class: "secondary", disabled: searchState.offset === 0, onclick: () => { searchState.offset = Math.max(0, searchState.offset - 20); run(); } }, "Previous page"),
