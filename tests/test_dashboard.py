@@ -336,3 +336,63 @@ def test_the_keyboard_alone_logs_in_and_reaches_every_page(browser: Any, server:
     page.keyboard.press("Enter")
     page.get_by_role("heading", name="Analytics").wait_for()
     assert page.evaluate("document.activeElement.id") == "main"  # focus moves to the new page's content
+
+
+def test_bulk_pin_and_forget_with_undo_from_the_memories_page(browser: Any, server: HttpServer) -> None:
+    with client(server.url, KEY_B) as http:
+        made = [
+            http.post("/memories", json={"content": f"Osprey sighting number {n} at the estuary"}).json()["memory"]["id"] for n in (1, 2)
+        ]
+    page = open_page(browser, server)
+    log_in(page, KEY_B)
+    for n in (1, 2):
+        page.get_by_label(f"Select Osprey sighting number {n}").check()
+    page.get_by_role("button", name="Pin selected", exact=True).click()
+    page.get_by_role("status").filter(has_text="pin: 2 changed").wait_for()
+    with client(server.url, KEY_B) as http:
+        assert {m["id"] for m in http.get("/memories", params={"pinned": "true"}).json()["items"]} >= set(made)
+    for n in (1, 2):
+        page.get_by_label(f"Select Osprey sighting number {n}").check()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Forget selected").click()
+    page.get_by_role("button", name="Undo forget of 2").wait_for()
+    with client(server.url, KEY_B) as http:
+        assert all(http.get(f"/memories/{i}").status_code == 404 for i in made)
+    page.get_by_role("button", name="Undo forget of 2").click()
+    page.get_by_text("Osprey sighting number 2").wait_for()
+    with client(server.url, KEY_B) as http:
+        assert all(http.get(f"/memories/{i}").status_code == 200 for i in made)
+
+
+def test_export_downloads_and_import_reports_what_it_restored(browser: Any, server: HttpServer, tmp_path: Path) -> None:
+    page = open_page(browser, server)
+    log_in(page, KEY_A)
+    page.get_by_role("link", name="Operations").click()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export", exact=True).click()
+    saved = tmp_path / "export.jsonl"
+    download.value.save_as(saved)
+    lines = [json.loads(line) for line in saved.read_text().splitlines()]
+    assert lines[0]["agents"] == ["agent-a"] and lines[-1]["kind"] == "end"
+    page.get_by_label("NDJSON export file").set_input_files(str(saved))
+    page.get_by_role("button", name="Import", exact=True).click()
+    result = page.locator("#import-result")
+    result.wait_for()
+    fragments = sum(1 for line in lines if line.get("kind") == "fragment")
+    assert f"{fragments} fragment" in result.inner_text() and "restored 0," in result.inner_text()  # all stored already
+
+
+def test_memento_ui_prints_the_address_of_a_running_server(server: HttpServer) -> None:
+    """`memento ui --no-open` (no browser needed): the URL of the dashboard of the server that answers."""
+    from mcp_helpers import SERVE
+
+    port = server.url.rsplit(":", 1)[-1]
+    done = subprocess.run(
+        [SERVE[0], "-m", "memento", "ui", "--no-open", "--port", port],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**os.environ, **server.env},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{server.url}/ui/"

@@ -148,8 +148,10 @@ function importPanel() {
     xhr.onload = () => {
       let body = {};
       try { body = JSON.parse(xhr.responseText); } catch { body = { detail: xhr.responseText }; }
+      const count = (v) => (v && typeof v === "object" ? Object.values(v).reduce((a, b) => a + b, 0) : v || 0);
+      const kinds = (v) => Object.entries(v || {}).map(([k, n]) => `${n} ${k}`).join(", ") || "nothing";
       out.replaceChildren(xhr.status < 300
-        ? h("p", {}, `Read ${body.read}, restored ${body.restored}, already present ${body.already_present}, skipped ${body.skipped}.`)
+        ? h("p", { id: "import-result" }, `Read ${count(body.read)} records (${kinds(body.read)}): restored ${count(body.restored)}, already present ${count(body.already_present)}, skipped ${count(body.skipped)}.`)
         : h("p", { class: "error" }, `${xhr.status}: ${body.detail || "refused"}`));
     };
     xhr.send(file.files[0]);
