@@ -213,3 +213,21 @@ async def test_without_any_credential_the_dashboard_needs_no_login(tmp_path: Pat
             assert (await http.get("/ui/latency")).json()["latencies"][0]["name"] == "recall"
     finally:
         app.close()
+
+
+async def test_behind_a_proxy_the_public_origin_counts_and_the_cookie_is_secure(tmp_path: Path) -> None:
+    public = "https://memory.example.com"
+    app = make_app(
+        tmp_path, MEMENTO_ACCESS_KEY=OPERATOR, MEMENTO_PUBLIC_URL=public + "/", ALLOWED_ORIGINS=f"{public},https://other.example.com"
+    )
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_http_app(app)), base_url=BASE) as http:
+            refused = await http.post("/ui/login", json={"key": OPERATOR}, headers={"Origin": "https://other.example.com"})
+            assert refused.status_code == 403  # an allowed origin, but not this server's own
+            reply = await http.post("/ui/login", json={"key": OPERATOR}, headers={"Origin": public})
+            assert reply.status_code == 200 and "Secure" in reply.headers["set-cookie"]
+            session = reply.headers["set-cookie"].split(";")[0]  # a Secure cookie: httpx keeps it off plain http
+            headers = {"X-Memento-CSRF": reply.json()["csrf"], "Origin": public, "Cookie": session}
+            assert (await http.post("/api/memories", json={"content": "Proxied writes work"}, headers=headers)).status_code == 201
+    finally:
+        app.close()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from starlette.routing import BaseRoute
 
 from ..endpoint import RequestGate
-from .gate import CookieGate
+from .gate import CookieGate, public_origin
 from .pages import Pages
 from .sessions import SessionStore
 
@@ -34,7 +34,8 @@ class Dashboard:
 def create_dashboard(app: App, gate: RequestGate) -> Dashboard:
     """The dashboard of `app`, behind /mcp's `gate`."""
     sessions = SessionStore(app.settings.ui_session_idle_minutes * 60.0)
-    return Dashboard(sessions=sessions, api_gate=CookieGate(gate, sessions), pages=Pages(app, gate, sessions))
+    api_gate = CookieGate(gate, sessions, public_origin(app.settings.public_url))
+    return Dashboard(sessions=sessions, api_gate=api_gate, pages=Pages(app, gate, sessions))
 
 
 __all__ = ["Dashboard", "create_dashboard"]

@@ -10,6 +10,8 @@ which keeps the unwrapped gate, never looks at it.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -22,23 +24,31 @@ CSRF_HEADER = "x-memento-csrf"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def same_origin(request: Request) -> bool:
-    """Whether a browser request says it comes from a page of this server (scheme, host and port)."""
+def public_origin(public_url: str | None) -> str | None:
+    """The origin (scheme://host[:port]) of MEMENTO_PUBLIC_URL, when one is set."""
+    parts = urlsplit((public_url or "").strip())
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else None
+
+
+def same_origin(request: Request, public: str | None = None) -> bool:
+    """Whether a browser request says it comes from a page of this server: its Origin is the
+    scheme, host and port the request came to, or `public` (MEMENTO_PUBLIC_URL's, behind a proxy)."""
     origin = request.headers.get("origin")
     host = request.headers.get("host")
     if not origin or not host:
         return False
     if request.headers.get("sec-fetch-site", "same-origin") != "same-origin":
         return False
-    return origin.lower() == f"{request.url.scheme}://{host}".lower()
+    return origin.lower() in {f"{request.url.scheme}://{host}".lower(), public}
 
 
 class CookieGate:
     """A RequestGate: the wrapped gate, plus the dashboard session of a cookie with its CSRF token."""
 
-    def __init__(self, inner: RequestGate, sessions: SessionStore) -> None:
+    def __init__(self, inner: RequestGate, sessions: SessionStore, public: str | None = None) -> None:
         self.inner = inner
         self.sessions = sessions
+        self.public = public  # MEMENTO_PUBLIC_URL's origin, also accepted as this server's own
 
     def guard(self, request: Request) -> Response | None:
         return self.inner.guard(request)
@@ -53,6 +63,6 @@ class CookieGate:
         session = self.sessions.check(request.cookies.get(COOKIE), csrf)
         if session is None:  # no session, or the wrong token: as if no credential came (401)
             return self.inner.authenticate(request)
-        if request.method not in SAFE_METHODS and not same_origin(request):
+        if request.method not in SAFE_METHODS and not same_origin(request, self.public):
             return self.inner.forbidden(request, "Forbidden: a dashboard write must come from the dashboard's own origin")
         return session.principal

@@ -21,7 +21,7 @@ from ..errors import Unavailable
 from ..models import MAINTENANCE_AGENTS
 from ..rest.problems import from_gate, problem
 from . import latency
-from .gate import COOKIE, CSRF_HEADER, same_origin
+from .gate import COOKIE, CSRF_HEADER, public_origin, same_origin
 from .sessions import SessionStore
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class Pages:
         self.gate = gate
         self.sessions = sessions
         self.files = static_files()
+        self.public = public_origin(app.settings.public_url)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -120,7 +121,7 @@ class Pages:
         refused = self.gate.guard(request)
         if refused is not None:
             return from_gate(refused)
-        if not same_origin(request):
+        if not same_origin(request, self.public):
             return problem(403, "log in from the dashboard's own page", code="forbidden")
         if not self.auth_on():
             return problem(400, "no credential is configured: the dashboard needs no login", code="invalid_argument")
@@ -173,7 +174,7 @@ class Pages:
         if refused is not None:
             return from_gate(refused)
         cookie = request.cookies.get(COOKIE)
-        if self.sessions.check(cookie, request.headers.get(CSRF_HEADER)) is None or not same_origin(request):
+        if self.sessions.check(cookie, request.headers.get(CSRF_HEADER)) is None or not same_origin(request, self.public):
             return problem(403, "log out from the dashboard's own page", code="forbidden")
         self.sessions.close(cookie)
         response = _json({"auth": True, "loggedOut": True})

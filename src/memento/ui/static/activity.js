@@ -88,7 +88,7 @@ export async function operationsPage(root) {
       progress.value = 1; progress.max = 1;
       result.replaceChildren(h("h3", {}, `${report.dryRun ? "Dry run" : "Run"} finished in ${seconds} s${report.dryRun ? " — nothing changed" : ""}`),
         h("table", {}, h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Stage"), h("th", { scope: "col" }, "Count"))),
-          h("tbody", {}, STAGE_FIELDS.filter((k) => report[k] !== undefined && report[k] !== null).map((k) => h("tr", {}, h("td", {}, k), h("td", {}, report[k]))))));
+          h("tbody", {}, STAGE_FIELDS.filter((k) => report[k] !== undefined && report[k] !== null).map((k) => h("tr", {}, h("td", {}, k.replace(/([A-Z])/g, " $1").toLowerCase()), h("td", {}, report[k]))))));
       loadRuns();
     } finally {
       start.disabled = false;
