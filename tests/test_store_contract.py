@@ -955,3 +955,17 @@ def test_restore_many_brings_back_all_or_none(service: MemoryService, store: Sto
     assert store.get_many(A, gone) == []  # nothing came back
     assert sorted(service.restore_many(gone, ctx)) == sorted(gone)
     assert {f.id for f in store.get_many(A, gone)} == set(gone)
+
+
+def test_field_counts_group_by_tier_system_and_pin(service: MemoryService, store: Store) -> None:
+    """AnalyticsStore.field_counts (the dashboard's breakdown): the caller's memories, working memory apart."""
+    pinned = put(service, "the invoice run starts at noon", pinned=True)
+    cold = put(service, "the old invoice format had seven columns")
+    store.update(A, cold, FragmentChanges(ttl_tier=TTLTier.COLD), "alice", NOW)
+    put(service, "bob's invoice note", "bob")
+    put(service, "a scratch note of this session", session="s-1")
+    assert store.field_counts(A, "pinned") == {"true": 1, "false": 1}
+    assert store.field_counts(A, "ttl_tier")["cold"] == 1 and sum(store.field_counts(A, "ttl_tier").values()) == 2
+    fragment = store.get_many(A, [pinned])[0]
+    assert store.field_counts(A, "memory_system")[fragment.memory_system.value] >= 1
+    assert sum(store.field_counts(A, "memory_system").values()) == 2

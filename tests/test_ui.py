@@ -177,6 +177,9 @@ async def test_details_pin_bulk_and_the_new_filters(http: httpx.AsyncClient) -> 
     assert (await http.get("/api/memories", params={"tier": tier}, headers=h)).json()["total"] >= 1
     topic = details["memory"]["topic"]
     assert ids[0] in [m["id"] for m in (await http.get("/api/memories", params={"topic": topic}, headers=h)).json()["items"]]
+    breakdown = (await http.get("/api/analytics/breakdown", headers=h)).json()
+    assert breakdown["pinned"] == {"true": 1, "false": 2} and sum(breakdown["tiers"].values()) == 3
+    assert set(breakdown["memory_systems"]) == {"working", "episodic", "semantic", "procedural"}
     assert (await http.delete(f"/api/memories/{ids[1]}/pin", headers=h)).json()["pinned"] is False
 
     missing = await http.post("/api/memories/bulk", json={"ids": [ids[0], "frag-0000000000000000"], "action": "forget"}, headers=h)

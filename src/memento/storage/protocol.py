@@ -35,6 +35,11 @@ if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
     from .records import RecordQuery, RestoreOutcome
 
 
+BreakdownField = Literal["ttl_tier", "memory_system", "pinned"]
+"""The columns AnalyticsStore.field_counts may group by (a closed list: it names SQL columns)."""
+BREAKDOWN_COLUMNS: dict[str, str] = {"ttl_tier": "f.ttl_tier", "memory_system": "f.memory_system", "pinned": "f.pinned"}
+
+
 @dataclass(frozen=True)
 class SearchFilter:
     """Restrictions applied at every retrieval tier."""
@@ -771,6 +776,11 @@ class AnalyticsStore(Protocol):
         ...
 
     def type_counts(self, scope: AgentScope) -> dict[str, int]: ...
+    def field_counts(self, scope: AgentScope, name: BreakdownField) -> dict[str, int]:
+        """Memories (working memory apart) per value of `name`: `ttl_tier`, `memory_system` or
+        `pinned` (its values "true" and "false"); values no memory has are left out."""
+        ...
+
     def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
         """Tags by how many memories carry them (most first, then by name), and how many tags in all."""
         ...

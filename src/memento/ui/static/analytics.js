@@ -12,19 +12,10 @@ function bars(rows, label) {
       h("td", {}, String(n))))));
 }
 
-async function counts(filter) {
-  const page = await api(`/memories?limit=1&${filter}`);
-  return page.total;
-}
-
 export async function analyticsPage(root) {
-  const [overview, growth, confidence, runs] = await Promise.all([
-    api("/analytics/overview"), api("/analytics/growth?period=day&limit=30"), api("/analytics/confidence"), api("/lifecycle/runs?limit=20"),
-  ]);
-  const tiers = ["hot", "warm", "cold", "permanent"];
-  const systems = ["working", "episodic", "semantic", "procedural"];
-  const [tierCounts, systemCounts] = await Promise.all([
-    Promise.all(tiers.map((t) => counts(`tier=${t}`))), Promise.all(systems.map((s) => counts(`memory_system=${s}`))),
+  const [overview, breakdown, growth, confidence, runs] = await Promise.all([
+    api("/analytics/overview"), api("/analytics/breakdown"), api("/analytics/growth?period=day&limit=30"), api("/analytics/confidence"),
+    api("/lifecycle/runs?limit=20"),
   ]);
   const latency = state.who.admin ? await request("/ui/latency").catch(() => null) : null;
   const card = (label, value) => h("div", { class: "card" }, h("strong", {}, String(value ?? "—")), label);
@@ -35,8 +26,9 @@ export async function analyticsPage(root) {
       card("mean effective confidence", overview.average_effective_confidence?.toFixed?.(3) ?? "—"),
       card(`below ${overview.low_confidence_below} confidence`, overview.low_confidence_count)),
     h("h2", {}, "By type"), bars(Object.entries(overview.memories_by_type).filter(([, n]) => n > 0), "Memories by type"),
-    h("h2", {}, "By tier"), bars(tiers.map((t, i) => [t, tierCounts[i]]), "Memories by tier"),
-    h("h2", {}, "By memory system"), bars(systems.map((s, i) => [s, systemCounts[i]]), "Memories by memory system"),
+    h("h2", {}, "By tier"), bars(Object.entries(breakdown.tiers), "Memories by tier"),
+    h("h2", {}, "By memory system"), bars(Object.entries(breakdown.memory_systems), "Memories by memory system"),
+    h("h2", {}, "Pinned"), bars([["pinned", breakdown.pinned.true], ["not pinned", breakdown.pinned.false]], "Pinned memories"),
     h("h2", {}, "Growth (new memories per day)"), growth.points.length ? bars(growth.points.map((p) => [p.period_start, p.count]), "Growth per day") : h("p", { class: "muted" }, "No memories yet."),
     h("h2", {}, "Effective confidence"), bars(confidence.buckets.map((b) => [`${b.lower.toFixed(1)}–${b.upper.toFixed(1)}`, b.count]), "Confidence histogram"),
     h("h2", {}, "Latency (this server process)"),
