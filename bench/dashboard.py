@@ -4,9 +4,11 @@ the requests each page makes, timed against a real `memento serve` over HTTP.
     python bench/dashboard.py [--count 100000] [--runs 7] [--work DIR]
 
 Writes `--count` memories of one agent as an export (NDJSON version 2, drafted by the service's
-own FragmentFactory: 12 topics, tags, every 50th pinned, a quarter cold) and imports it with
+own FragmentFactory, created over the last weeks: 12 topics, tags, every 50th pinned, a quarter
+cold) and imports it with
 `memento import --defer-embedding` (nothing is embedded there; the server's worker embeds them
-with the hash embedder afterwards), then starts the server with an operator key, logs in as the
+with the hash embedder afterwards), then starts the server with an operator key (and no scheduled
+consolidation, so the store stays as imported and nothing competes), logs in as the
 dashboard does (session cookie + CSRF header) and times, over `--runs` runs, what each page asks
 for: the first paint of the memories page (the page, its scripts and stylesheet, the session and
 the first 25 memories), deeper pages, every filter, the three search modes, a memory's page and
@@ -50,7 +52,7 @@ STATIC = ("/ui/", "/ui/static/app.js", "/ui/static/api.js", "/ui/static/dom.js",
 def write_export(path: Path, count: int, seed: int = 7) -> None:
     rng = random.Random(seed)
     factory = FragmentFactory()
-    base = datetime(2025, 1, 1, tzinfo=UTC)
+    base = datetime.now(UTC) - timedelta(seconds=20 * count + 60)  # recent: no lifecycle stage ages them out
     written = 0
     with path.open("w", encoding="utf-8") as out:
         header = {"format": wire.FORMAT, "version": wire.VERSION, "exportedAt": wire.timestamp(datetime.now(UTC))}
@@ -96,6 +98,8 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{work / 'store.db'}", "EMBEDDING_PROVIDER": "hash", "MEMENTO_ACCESS_KEY": KEY}
     env |= {"MEMENTO_EVALUATOR_ENABLED": "false", "LOG_LEVEL": "WARNING"}
+    # No scheduled consolidation while timing: the store stays as imported, and nothing competes.
+    env |= {"MEMENTO_CONSOLIDATE_ON_START": "false", "MEMENTO_CONSOLIDATE_INTERVAL_MINUTES": "0", "MEMENTO_CONSOLIDATE_EVERY_INSERTS": "0"}
     if not (work / "store.db").exists():
         export = work / "export.jsonl"
         t0 = time.perf_counter()
