@@ -30,6 +30,7 @@ from memento.models import (
 )
 from memento.service import MemoryService
 from memento.storage.protocol import (
+    AnalyticsStore,
     BulkStore,
     FragmentChanges,
     LinkageStore,
@@ -964,8 +965,9 @@ def test_field_counts_group_by_tier_system_and_pin(service: MemoryService, store
     store.update(A, cold, FragmentChanges(ttl_tier=TTLTier.COLD), "alice", NOW)
     put(service, "bob's invoice note", "bob")
     put(service, "a scratch note of this session", session="s-1")
-    assert store.field_counts(A, "pinned") == {"true": 1, "false": 1}
-    assert store.field_counts(A, "ttl_tier")["cold"] == 1 and sum(store.field_counts(A, "ttl_tier").values()) == 2
+    analytics = cast(AnalyticsStore, store)
+    assert analytics.field_counts(A, "pinned") == {"true": 1, "false": 1}
+    assert analytics.field_counts(A, "ttl_tier")["cold"] == 1 and sum(analytics.field_counts(A, "ttl_tier").values()) == 2
     fragment = store.get_many(A, [pinned])[0]
-    assert store.field_counts(A, "memory_system")[fragment.memory_system.value] >= 1
-    assert sum(store.field_counts(A, "memory_system").values()) == 2
+    assert analytics.field_counts(A, "memory_system")[fragment.memory_system.value] >= 1
+    assert sum(analytics.field_counts(A, "memory_system").values()) == 2
