@@ -358,7 +358,9 @@ def first_session(settings: Settings, embedder: CacheEmbedder, question: str, ve
 
 
 def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors, measured, disk) -> None:  # type: ignore[no-untyped-def]
-    rng = random.Random(7)
+    # A fresh store gets the same probes every time; a kept one (--stage time) new ones, or its
+    # remembers would find their own earlier copies and store nothing.
+    rng = random.Random(7 if measured else time.time_ns())
     _shuffled.cache_clear()
     gc.collect()
     base = rss_mb()
