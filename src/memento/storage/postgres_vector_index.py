@@ -6,7 +6,9 @@ Kept up row by row, the index costs a large import most of its time (a 20k impor
 builds it again afterwards, always: the rebuild runs in a `finally`, so a failed or interrupted
 import leaves the index too; if even that is cut short (the process killed), the next start-up
 puts it back (`ensure`, called by the migrations). Meanwhile vector search is an exact scan:
-slower, still correct. The definition is the migration's own (vector_dimensions.sql.in), read
+slower, still correct. The rebuild is CREATE INDEX CONCURRENTLY, so other agents' writes are not
+held back while it runs (a build cut short leaves an invalid index, which `present` does not
+count: the next rebuild or start-up replaces it). The definition is the migration's own (vector_dimensions.sql.in), read
 from it, so a rebuilt index is the one the migrations make.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -112,15 +115,17 @@ def rebuild(owner_dsn: str, report: Report, *, memory: int | None = None) -> Non
         conn.execute(f"SET maintenance_work_mem = '{int(mb)}MB'")
         conn.execute(f"DROP INDEX IF EXISTS agent_memory.{INDEX}")  # an invalid leftover of a cut-short build
         report(f"rebuilding vector index {INDEX} over {vectors:,} vectors (maintenance_work_mem {mb:,} MB)")
+        conn.add_notice_handler(lambda notice: report(f"  postgres: {notice.message_primary}"))  # "graph no longer fits ..."
         done = threading.Event()
         watcher = threading.Thread(target=_watch, args=(owner_dsn, conn.info.backend_pid, report, done), daemon=True)
         watcher.start()
-        try:
-            conn.execute(definition().encode())
+        started = time.perf_counter()
+        try:  # CONCURRENTLY: other agents' writes go on during the build (a plain build would hold them back)
+            conn.execute(definition().replace("CREATE INDEX ", "CREATE INDEX CONCURRENTLY ", 1).encode())
         finally:
             done.set()
             watcher.join()
-    report(f"vector index {INDEX} rebuilt")
+    report(f"vector index {INDEX} rebuilt in {time.perf_counter() - started:,.1f} s")
 
 
 def _watch(dsn: str, pid: int, report: Report, done: threading.Event) -> None:
