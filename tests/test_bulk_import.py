@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -212,7 +213,8 @@ def test_the_command_prints_progress_and_the_vectors_kept(tmp_path: Path, monkey
 # ---------------------------------------------------------------- bench/million.py at a tiny size
 
 
-def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: Path) -> None:
+def million_inputs(tmp_path: Path) -> list[str]:
+    """bench/million.py's arguments for a tiny run: a summaries file and a stand-in vector cache."""
     texts = [f"package number {i} does thing {i % 13} with widgets and gadgets" for i in range(1500)]
     source = tmp_path / "summaries.txt"
     source.write_text("\n".join(texts) + "\n")
@@ -227,10 +229,17 @@ def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: P
     db.executemany("INSERT INTO vectors VALUES (?, ?)", rows)
     db.commit()
     db.close()
-    command = [sys.executable, "bench/million.py", "--count", "2000", "--real", "500", "--samples", "5", "--queries", "5"]
-    command += ["--embed-cache", str(cache), "--distractor-source", str(source), "--work", str(tmp_path / "work")]
+    return ["--embed-cache", str(cache), "--distractor-source", str(source), "--work", str(tmp_path / "work")]
+
+
+def run_million(args: list[str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "bench/million.py", "--real", "500", "--samples", "5", "--queries", "5", *args]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'bench'}"}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: Path) -> None:
+    done = run_million(["--count", "2000", *million_inputs(tmp_path)])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "imported 2,000/2,000 memories (100%)" in done.stderr  # the importer's own progress lines
     figures = json.loads(done.stdout.strip().splitlines()[-1])
@@ -240,6 +249,17 @@ def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: P
     assert 0.0 <= figures["recall_at_10"] <= 1.0 and "MB" in figures["disk"]
     assert "first_recall_after_restart_ms" in figures and "rss_after_first_recall_mb" in figures
     assert not (tmp_path / "work").exists()  # removed without --keep
+
+
+@pytest.mark.backends("postgres")
+def test_the_million_bench_imports_into_postgres_with_the_index_set_aside(tmp_path: Path) -> None:
+    done = run_million(["--count", "600", "--backend", "postgres", "--rebuild-vector-index", *million_inputs(tmp_path)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "vector index fragments_embedding_hnsw dropped for the import" in done.stderr
+    assert re.search(r"rebuilding vector index fragments_embedding_hnsw over \d{3} vectors", done.stderr)
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["backend"] == "postgres" and figures["rebuild_vector_index"] is True
+    assert figures["import_per_s"] > 0 and 0.0 <= figures["recall_at_10"] <= 1.0 and "the HNSW index" in figures["disk"]
 
 
 @pytest.mark.backends("sqlite", "postgres")
