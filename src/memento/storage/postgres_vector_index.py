@@ -61,6 +61,9 @@ def ensure(conn: psycopg.Connection[Any]) -> bool:
     ).fetchone()
     if not (typed and typed[0]) or present(conn):
         return False
+    if conn.execute("SELECT 1 FROM pg_stat_progress_create_index WHERE relid = to_regclass('agent_memory.fragments')").fetchone():
+        log.warning("the vector index %s is being built (an import's rebuild): vector search scans exactly until it is done", INDEX)
+        return False
     log.warning("the vector index %s is missing (an import that set it aside stopped early?): building it", INDEX)
     try:
         with conn.transaction():  # a savepoint: a refusal leaves the caller's transaction usable
