@@ -301,7 +301,8 @@ OTHER = "other-agent"
 def rich_export(tmp_path: Path, count: int) -> list[dict[str, Any]]:
     """An export of `count` memories with vectors (some of another model, some none), an amended
     one (versions), a link, a memory in a session, and two records that conflict: a second copy of
-    a memory under a new id (the same content) and the same record twice (already present)."""
+    a memory under a new id (the same content) and the same record twice (already present); then
+    another memory under the skipped copy's id."""
     source = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'rich.db'}", EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))
     try:
         ids = []
@@ -322,9 +323,10 @@ def rich_export(tmp_path: Path, count: int) -> list[dict[str, Any]]:
     fragments = [i for i, x in enumerate(lines) if x.get("kind") == "fragment"]
     lines[fragments[4]] = {**lines[fragments[4]], "sessionId": "session-7"}  # written one by one, between the runs
     twin = {**lines[fragments[5]], "id": "f" * 32}  # the same content under another id
-    lines[fragments[-1] + 1 : fragments[-1] + 1] = [twin, lines[fragments[6]]]
+    taker = {**lines[fragments[8]], "id": "f" * 32, "content": "A memory under the skipped copy's id", "contentHash": "0" * 16}
+    lines[fragments[-1] + 1 : fragments[-1] + 1] = [twin, lines[fragments[6]], taker]
     trailer = lines[-1]
-    trailer["counts"]["fragment"] = trailer["counts"]["fragment"] + 2
+    trailer["counts"]["fragment"] = trailer["counts"]["fragment"] + 3
     return lines
 
 
@@ -362,7 +364,7 @@ def test_the_pipelined_restore_writes_exactly_what_the_row_by_row_path_wrote(tmp
     (slow_report, slow_rows), (fast_report, fast_rows) = results
     assert fast_report == slow_report
     assert fast_rows == slow_rows
-    assert (fast_report["stored"], fast_report["alreadyKnown"]) == (14, 1)
+    assert (fast_report["stored"], fast_report["alreadyKnown"]) == (15, 1)
     assert len(fast_rows["versions"]) == 1 and len(fast_rows["links"]) == 1 and len(fast_rows["terms"]) > 14
     fragments = [x for x in lines if x.get("kind") == "fragment"]  # the copy under a new id skips only itself, saying why
     assert fast_report["skipped"] == [
@@ -390,8 +392,8 @@ def test_an_interrupted_pipelined_import_resumes_where_it_stopped(tmp_path: Path
     first = len(snapshot(postgres_server)["fragments"])
     assert first == 8  # two whole batches, each its own transaction
     report = import_path(app.service, path, defer_embedding=True)
-    assert (report.stored, report.already_known) == (14 - first, first + 1)  # + the record given twice
-    assert len(snapshot(postgres_server)["fragments"]) == 14
+    assert (report.stored, report.already_known) == (15 - first, first + 1)  # + the record given twice
+    assert len(snapshot(postgres_server)["fragments"]) == 15
 
 
 def index_definition(server: Any) -> str | None:

@@ -81,21 +81,24 @@ class PostgresRecords:
     def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
         outcome = RestoreOutcome()
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            run: list[dict[str, object]] = []  # consecutive fragments without a session: sent together
+            run: dict[object, dict[str, object]] = {}  # consecutive fragments without a session, by id: sent together
             for table, row in records:
                 spec = record_table(table)
                 if spec.nested:
                     raise ValueError(f"{table} rows travel inside their fragment's record")
                 if spec is FRAGMENTS and row.get("session_id") is None and self.pipelined:
-                    run.append(row)
+                    if row["id"] in run:  # an id again: the first one's skip is explained before the second is written
+                        self._fragments(cur, scope, list(run.values()), outcome)
+                        run = {}
+                    run[row["id"]] = row
                     continue
-                self._fragments(cur, scope, run, outcome)
-                run = []
+                self._fragments(cur, scope, list(run.values()), outcome)
+                run = {}
                 if spec is FRAGMENTS:
                     self._fragment(cur, scope, row, outcome)
                 else:
                     self._row(cur, scope, spec, row, outcome)
-            self._fragments(cur, scope, run, outcome)
+            self._fragments(cur, scope, list(run.values()), outcome)
         return outcome
 
     # ------------------------------------------------------------ fragments
