@@ -5,6 +5,7 @@ happens to mask still fails here."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -418,6 +419,24 @@ def test_a_name_common_in_a_large_store_still_decides_between_memories(service: 
     assert [h.id for h in store.text_search(A, terms, SearchFilter(), 5)][:2] == [answer, bob]
     # every term common: the two rarest still select, the others score
     assert store.text_search(A, query_terms("Alice weather day"), SearchFilter(), 3)
+
+
+def test_the_full_text_tier_ranks_a_bounded_number_of_matches(service: MemoryService, store: Store) -> None:
+    """With a postings budget: a rare term finds its memory however old; when even the rarest
+    term matches more than the budget, only its newest matches are ranked (the same on both
+    backends), so the cost stays bounded as the store grows."""
+    search = store.search  # type: ignore[attr-defined]
+    search.scoring = dataclasses.replace(search.scoring, postings=500)
+    contents = ["the weather at the zanzibar lighthouse was mild"]
+    contents += [f"day {i}: the weather was mild and the harbour quiet" for i in range(COMMON_TERM_MIN_DOCS + 100)]
+    import_fragments(service, "alice", contents)
+    oldest = "frag-bulk000000"
+    assert store.text_search(A, query_terms("zanzibar weather"), SearchFilter(), 5)[0].id == oldest
+    hits = store.text_search(A, query_terms("mild weather"), SearchFilter(), 50)
+    newest = {f"frag-bulk{i:06d}" for i in range(len(contents) - 500, len(contents))}
+    assert len(hits) == 50 and {h.id for h in hits} <= newest
+    search.scoring = dataclasses.replace(search.scoring, postings=len(contents) + 1)  # no bound: any match may rank
+    assert store.text_search(A, query_terms("mild weather"), SearchFilter(), 5)
 
 
 def test_consolidation_reads_settled_access_statistics(service: MemoryService, store: Store) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memento.analysis import index_terms
-from memento.storage.terms import COMMON_TERM_MIN_DOCS, Plan, Scoring, common_df, idf, plan, rescore, term_counts
+from memento.storage.terms import COMMON_TERM_MIN_DOCS, Plan, Scoring, common_df, idf, plan, rescore, term_counts, within_budget
 
 TOTAL = 10_000
 DF = {"alic": 2_500, "mother": 40, "live": 90, "say": 800, "day": 3_000, "week": 500}
@@ -42,6 +42,27 @@ def test_a_small_store_searches_with_every_present_term() -> None:
     small = {"alic": 900, "mother": 3}
     chosen = plan(["alic", "mother"], COMMON_TERM_MIN_DOCS - 1, lambda words, cap: {w: small[w] for w in words})
     assert chosen.search == ["alic", "mother"] and chosen.boost == []
+
+
+RARE = {"zanzibar": 3, "lighthous": 40, "harbour": 120, "quiet": 180}
+
+
+def test_rare_terms_select_until_their_matches_reach_the_budget_and_the_rest_score() -> None:
+    chosen = plan(list(RARE), TOTAL, lambda words, cap: {w: RARE[w] for w in words}, Scoring(postings=200))
+    assert (chosen.search, chosen.boost, chosen.newest) == (["zanzibar", "lighthous", "harbour"], ["quiet"], None)
+    assert chosen.df == RARE  # the spilled term still weighs its candidates with its own IDF
+    assert within_budget(["quiet", "zanzibar"], RARE, 10) == (["zanzibar"], ["quiet"])
+
+
+def test_when_the_rarest_term_alone_passes_the_budget_its_newest_matches_are_ranked() -> None:
+    chosen = plan(["day", "say", "week"], TOTAL, counts([]), Scoring(postings=400))  # type: ignore[arg-type]
+    assert (chosen.search, chosen.boost, chosen.newest) == (["week"], ["say", "day"], 400)
+
+
+def test_a_small_store_has_no_budget() -> None:
+    small = {"alic": 900, "mother": 300}
+    chosen = plan(["alic", "mother"], COMMON_TERM_MIN_DOCS - 1, lambda words, cap: {w: small[w] for w in words}, Scoring(postings=100))
+    assert (chosen.search, chosen.newest) == (["alic", "mother"], None)
 
 
 def test_rescoring_weighs_rare_terms_and_forgives_length() -> None:

@@ -282,4 +282,5 @@ def text_scoring(settings: Settings) -> Scoring:
         delta=settings.text_match_bonus,
         pool=settings.text_rescore_pool,
         common_terms=settings.text_common_terms,
+        postings=settings.text_postings_budget,
     )

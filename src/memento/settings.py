@@ -408,6 +408,14 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_TEXT_RESCORE_POOL"),
         description="Full-text candidates (the index's best) that the full-text tier scores again with every query term.",
     )
+    text_postings_budget: int = Field(
+        3000,
+        ge=100,
+        le=1_000_000,
+        validation_alias=AliasChoices("MEMENTO_TEXT_POSTINGS_BUDGET"),
+        description="In a store of 2,000 memories or more: the matches the rarest query terms may bring to the full-text tier;"
+        " rarer terms select until their matches reach it, the others only score (the tier's cost stays bounded at any size).",
+    )
     text_common_terms: Literal["score", "drop"] = Field(
         "score",
         validation_alias=AliasChoices("MEMENTO_TEXT_COMMON_TERMS"),

@@ -32,7 +32,10 @@ from ..settings import RankingConfig
 from ..storage.protocol import SearchFilter, Store
 from .rank import Candidate, Scale
 
-CONTEXT_EXPAND = 300  # candidates that look for their neighbours, best first
+# Candidates that look for their neighbours, best first (at least the recall's limit). On the
+# LoCoMo dev split 40 and 100 rank as 300 did (R@5 69.5 either way, R@10 78.6 / 78.9 / 78.9),
+# while the neighbour reads and the stored vectors they bring in grow with the number.
+CONTEXT_EXPAND = 60
 CONTEXT_DECAY = 0.85  # each further step away lends this much less (the nearest turn first)
 
 

@@ -90,7 +90,7 @@ class PostgresSearch:
             chosen = self.plan(cur, scope, terms)
             if not chosen.search:
                 return []
-            cur.execute(*text_sql(scope, chosen.search, filt, max(limit, self.scoring.pool), chosen.boost))
+            cur.execute(*text_sql(scope, chosen.search, filt, max(limit, self.scoring.pool), chosen.boost, chosen.newest))
             docs = [(r["id"], r["content"], " ".join(r["keywords"] or []), r["topic"]) for r in cur.fetchall()]
             average = self.average_length(cur, scope)
         ranked = terms_policy.rescore(chosen, docs, average, self.scoring)

@@ -89,13 +89,17 @@ def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, l
     )
 
 
-def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int, boost: Sequence[str] = ()) -> tuple[str, list[Any]]:
+def text_sql(
+    scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int, boost: Sequence[str] = (), newest: int | None = None
+) -> tuple[str, list[Any]]:
     """The full-text tier's candidates: fragments holding any of `terms`, best first by
     ts_rank('{0, 0, 0.3, 1}', search, <terms OR-ed>, 1) — for an OR query the sum of the matched
     terms' stored shares (over the number of terms) — plus the shares of the `boost` terms (common
     ones) each candidate holds, probed per candidate so their long posting lists are never read;
     ties newest first. Weights {D, C, B, A}: content and keywords count 1, the topic 0.3 (as bm25
-    on SQLite). Rows: id, rank, content, keywords, topic (terms.rescore scores them again)."""
+    on SQLite). With `newest`, only the newest `newest` term rows of `terms` are ranked (their
+    posting lists exceed the postings budget, terms.plan). Rows: id, rank, content, keywords,
+    topic (terms.rescore scores them again)."""
     where, params = scope_sql(scope)
     twhere, tparams = scope_sql(scope, "t")
     fwhere, fparams = filter_sql(filt, scope)
@@ -108,15 +112,20 @@ def text_sql(scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit:
         )
         eparams = [list(boost)]
     n = float(len(terms) + len(boost))
+    postings = f"agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {twhere}"
+    nparams: list[Any] = []
+    if newest is not None:
+        postings = f"(SELECT t.seq, t.rank FROM {postings} ORDER BY t.seq DESC LIMIT %s) AS t"
+        nparams = [newest]
     return (
         f"WITH m AS MATERIALIZED (SELECT s.seq, CAST((s.rank{extra}) / %s AS real) AS rank FROM"
         " (SELECT t.seq, SUM(CAST(t.rank AS float8)) AS rank"
-        f" FROM agent_memory.fragment_terms t WHERE t.term = ANY(%s) AND {twhere} GROUP BY t.seq) AS s)"
+        f" FROM {postings} GROUP BY t.seq) AS s)"
         f" SELECT f.id, m.rank, f.content, f.keywords, f.topic FROM (SELECT m.seq, m.rank FROM m ORDER BY {order}) AS m"
         " CROSS JOIN LATERAL (SELECT f.id, f.content, f.keywords, f.topic FROM agent_memory.fragments f"
         f" WHERE f.seq = m.seq AND {where} AND {fwhere}) AS f"
         f" ORDER BY {order} LIMIT %s",
-        [*eparams, n, list(terms), *tparams, *params, *fparams, limit],
+        [*eparams, n, list(terms), *tparams, *nparams, *params, *fparams, limit],
     )
 
 

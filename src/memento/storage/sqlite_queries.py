@@ -64,24 +64,31 @@ class SQLiteQueries:
         cwhere, cparams = _scope_sql(scope, "c")
         same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS c.session_id"
 
-        def nearest(direction: str, column: str) -> str:
+        def nearest(direction: str) -> str:
+            """The nearest row's id and creation time in one probe, as 'id created_at' (an id has no space)."""
             order = "DESC" if direction == "<" else "ASC"
             return (
-                f"(SELECT n.{column} FROM fragments n WHERE {same} AND n.seq {direction} c.seq AND {where} AND {fwhere}"
+                f"(SELECT n.id || ' ' || n.created_at FROM fragments n WHERE {same} AND n.seq {direction} c.seq AND {where} AND {fwhere}"
                 f" ORDER BY n.seq {order} LIMIT 1)"
             )
+
+        def split(found: str | None) -> tuple[str | None, datetime | None]:
+            if found is None:
+                return None, None
+            fid, _, at = found.partition(" ")
+            return fid, parse_ts(at)
 
         for i in range(0, len(ids), 400):
             part = list(ids[i : i + 400])
             sql = (
-                f"SELECT c.id, c.created_at, {nearest('<', 'id')}, {nearest('<', 'created_at')}, {nearest('>', 'id')}, {nearest('>', 'created_at')}"
+                f"SELECT c.id, c.created_at, {nearest('<')}, {nearest('>')}"
                 f" FROM fragments c WHERE c.id IN ({','.join('?' * len(part))}) AND {cwhere}"
             )
-            args = [*params, *fparams] * 4
+            args = [*params, *fparams] * 2
             for row in conn.execute(sql, [*args, *part, *cparams]):
                 created = parse_ts(row[1])
                 assert created is not None
-                out[row[0]] = pick(created, row[2], parse_ts(row[3]), row[4], parse_ts(row[5]), window)
+                out[row[0]] = pick(created, *split(row[2]), *split(row[3]), window)
         return out
 
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]:

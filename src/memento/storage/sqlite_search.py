@@ -139,29 +139,35 @@ class SQLiteSearch:
         chosen = self.plan(scope, terms)
         if not chosen.search:
             return []
-        pool = max(limit, self.scoring.pool)
-        rows = self._matches(scope, filt, f"({_fts_query(chosen.search)}) AND ({_fts_query(chosen.boost)})", pool) if chosen.boost else []
-        rows += self._matches(scope, filt, _fts_query(chosen.search), pool)
+        pool, newest = max(limit, self.scoring.pool), chosen.newest
+        both = f"({_fts_query(chosen.search)}) AND ({_fts_query(chosen.boost)})"
+        rows = self._matches(scope, filt, both, pool, newest) if chosen.boost else []
+        rows += self._matches(scope, filt, _fts_query(chosen.search), pool, newest)
         docs: dict[str, tuple[str, str, str, str]] = {}
         for doc_id, content, keywords, topic in rows:
             docs.setdefault(doc_id, (doc_id, content, " ".join(json.loads(keywords)), topic))
         ranked = terms_policy.rescore(chosen, list(docs.values()), self.average_length(scope), self.scoring)
         return [Hit(doc_id, score) for doc_id, score in ranked[:limit]]
 
-    def _matches(self, scope: AgentScope, filt: SearchFilter, match: str, limit: int) -> list[tuple[str, str, str, str]]:
-        """(id, content, keywords, topic) of the best `limit` matches of `match`, by bm25."""
+    def _matches(
+        self, scope: AgentScope, filt: SearchFilter, match: str, limit: int, newest: int | None = None
+    ) -> list[tuple[str, str, str, str]]:
+        """(id, content, keywords, topic) of the best `limit` matches of `match`, by bm25; with
+        `newest`, among the newest `newest` matches only (FTS5 walks its posting lists by rowid
+        and stops there, so a term in half the store costs no more than a rare one)."""
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt, scope)
+        bound, extra = (" ORDER BY rowid DESC LIMIT ?", [newest]) if newest is not None else ("", [])
         return [
             tuple(r)
             for r in self.db.reader().execute(
                 # Materialise the full-text matches first: joined directly, the planner may probe
                 # the FTS index once per fragment row.
                 "WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(fragments_fts, 1.0, 0.3) AS rank"
-                " FROM fragments_fts WHERE fragments_fts MATCH ?)"
+                f" FROM fragments_fts WHERE fragments_fts MATCH ?{bound})"
                 f" SELECT f.id, f.content, f.keywords, f.topic FROM m JOIN fragments f ON f.seq = m.seq"
                 f" WHERE {where} AND {fwhere} ORDER BY m.rank LIMIT ?",
-                [match, *params, *fparams, limit],
+                [match, *extra, *params, *fparams, limit],
             )
         ]
 

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Generic, TypeVar
 
 from ..analysis import index_terms, words
@@ -93,6 +94,7 @@ class Scoring:
     pool: int = 100  # MEMENTO_TEXT_RESCORE_POOL
     common_terms: str = "score"  # MEMENTO_TEXT_COMMON_TERMS: "score" them over the candidates, or "drop" them
     topic_weight: float = 0.3
+    postings: int = 3_000  # MEMENTO_TEXT_POSTINGS_BUDGET: matches the selecting terms may bring in a large store
 
 
 DEFAULT_SCORING = Scoring()
@@ -101,12 +103,15 @@ DEFAULT_SCORING = Scoring()
 @dataclass(frozen=True)
 class Plan:
     """How to search for some query terms in one scope: `search` selects the candidates,
-    `boost` (present common terms) only scores them; `df` holds both's document frequencies."""
+    `boost` (present common terms, and rare ones beyond the postings budget) only scores them;
+    `df` holds both's document frequencies. `newest`: the selecting terms match more than the
+    budget, so the store ranks only their newest `newest` matches (None: all of them)."""
 
     search: list[str]
     boost: list[str]
     df: dict[str, int]
     total: int
+    newest: int | None = None
 
 
 def plan(
@@ -127,14 +132,40 @@ def plan(
     present = [t for t in terms if df.get(t, 0) > 0]
     rare = [t for t in present if df[t] < common]
     frequent = [t for t in present if df[t] >= common]
+    reach = dict(df)  # what the postings budget goes by: a count that stopped at its cap may be far short
     if frequent and (scoring.common_terms == "score" or not rare):
         # Counted further (bounded: COMMON_IDF_SHARE of the scope) for an honest IDF.
-        df.update(capped_df(frequent, max(common, int(total * COMMON_IDF_SHARE) + 1)))
+        cap = max(common, int(total * COMMON_IDF_SHARE) + 1)
+        df.update(capped_df(frequent, cap))
+        reach.update({t: df[t] if df[t] < cap else max(df[t], scoring.postings + 1) for t in frequent})
     if not rare and frequent:
         ordered = sorted(frequent, key=lambda t: df[t])
         rare, frequent = ordered[:2], ordered[2:]
     boost = frequent if scoring.common_terms == "score" else []
-    return Plan(rare, boost, {t: df[t] for t in (*rare, *boost)}, total)
+    newest = None
+    if not small:
+        rare, spilled = within_budget(rare, reach, scoring.postings)
+        boost = [*spilled, *boost]
+        if sum(reach[t] for t in rare) > scoring.postings:
+            newest = scoring.postings
+    return Plan(rare, boost, {t: df[t] for t in (*rare, *boost)}, total, newest)
+
+
+def within_budget(terms: Sequence[str], df: Mapping[str, int], budget: int) -> tuple[list[str], list[str]]:
+    """(selecting, spilled): the rarest terms while their document frequencies add up to at most
+    `budget` (the rarest always selects), and the others, which then only score (MaxScore: the
+    rarer a term, the more a match of it weighs; the cost of ranking the matches is their number,
+    so it stays bounded however large the store grows)."""
+    ordered = sorted(terms, key=lambda t: (df[t], t))
+    chosen: list[str] = []
+    used = 0
+    for term in ordered:
+        if chosen and used + df[term] > budget:
+            break
+        chosen.append(term)
+        used += df[term]
+    keep = set(chosen)
+    return [t for t in terms if t in keep], [t for t in terms if t not in keep]
 
 
 def idf(df: int, total: int) -> float:
@@ -176,7 +207,13 @@ def term_counts(text: str, wanted: Collection[str]) -> dict[str, float]:
         bare = word.replace("'", "")
         if bare.isascii() and bare[:2] not in prefixes:
             continue
-        for term in index_terms(word):
+        for term in _word_terms(word):
             if term in wanted:
                 out[term] = out.get(term, 0.0) + 1.0
     return out
+
+
+@lru_cache(maxsize=65536)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """One word's index terms (the analyser is pure; the words of candidate texts repeat a lot)."""
+    return tuple(index_terms(word))
