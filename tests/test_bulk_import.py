@@ -430,6 +430,7 @@ def test_rebuild_vector_index_sets_the_index_aside_and_builds_the_same_one_after
     err = capsys.readouterr().err
     assert "vector index fragments_embedding_hnsw dropped for the import" in err
     assert "rebuilding vector index fragments_embedding_hnsw over 6 vectors" in err and "rebuilt" in err
+    assert "analyzed fragments, fragment_terms, fragment_keywords" in err  # the plans see the new sizes at once
     assert index_definition(postgres_server) == before
     app = build_app(Settings(DATABASE_URL=postgres_server.app_dsn, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))
     try:
