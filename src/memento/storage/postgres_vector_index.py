@@ -150,8 +150,8 @@ def _watch(dsn: str, pid: int, report: Report, done: threading.Event) -> None:
                 row = conn.execute(
                     "SELECT phase, tuples_done, tuples_total FROM pg_stat_progress_create_index WHERE pid = %s", (pid,)
                 ).fetchone()
-                if row is not None:
-                    share = f" ({100 * row[1] / row[2]:.0f}%)" if row[2] else ""
-                    report(f"  vector index: {row[0]}, {row[1]:,}/{row[2]:,} vectors{share}")
+                if row is not None:  # pgvector counts the tuples it loaded, not always their total
+                    of = f"/{row[2]:,} vectors ({100 * row[1] / row[2]:.0f}%)" if row[2] else " vectors"
+                    report(f"  vector index: {row[0]}, {row[1]:,}{of}")
     except psycopg.Error as exc:  # progress is a courtesy: the build goes on without it
         log.info("vector index progress unavailable: %s", exc)
