@@ -16,7 +16,6 @@ from ..app import build_app
 from ..errors import InvalidArgument
 from ..importers import FORMATS, ImportReport, import_path
 from ..settings import Settings
-from ..storage import postgres_vector_index as vector_index
 
 COMMANDS = ("import",)
 
@@ -132,6 +131,8 @@ def _vector_index(args: argparse.Namespace, settings: Settings) -> AbstractConte
     def report(line: str) -> None:
         if not args.no_progress:
             print(line, file=sys.stderr, flush=True)
+
+    from ..storage import postgres_vector_index as vector_index  # psycopg: the optional postgres extra
 
     return vector_index.paused(settings.database_migration_url or settings.postgres_dsn, report, memory=args.index_memory)
 
