@@ -249,9 +249,11 @@ def main() -> int:
     parser.add_argument(
         "--stage",
         default="all",
-        choices=["all", "export", "measure"],
+        choices=["all", "export", "measure", "time"],
         help="`export` only writes the file into --work (CPU-heavy: run it niced); `measure` imports the file"
-        " an earlier `export` left in --work and times everything (run it under the bench lock)",
+        " an earlier `export` left in --work and times everything (run it under the bench lock); `time` (SQLite)"
+        " opens the store an earlier `measure` left in --work and times recall, remember and recall@10 again"
+        " (after a code change; each run adds --samples probe memories)",
     )
     parser.add_argument(
         "--rebuild-vector-index",
@@ -287,6 +289,15 @@ def run(args: argparse.Namespace, work: Path) -> int:
         f" {MODEL} vectors, the rest mixtures of two (bench/million.py docstring); {len(qtexts)} real queries"
     )
     export = work / "export.jsonl"
+    if args.stage == "time":
+        if args.backend != "sqlite":
+            raise SystemExit("--stage time reopens a kept SQLite store (a PostgreSQL run's server is thrown away)")
+        store = work / "store"
+        if not (store / "memento.db").exists():
+            raise SystemExit(f"no store in {store}: run --stage measure first")
+        settings = Settings(DATABASE_URL=f"sqlite:///{store / 'memento.db'}")
+        figures(args, settings, embedder, qtexts, qvectors, {}, disk=lambda: f"{disk_mb(store, export):,.0f} MB (database + saved index)")
+        return 0
     if args.stage != "measure":
         t0 = time.perf_counter()
         written = write_export(export, corpus(texts, real, args.count, args.seed), args.count)
@@ -374,19 +385,26 @@ def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors,
     app.close()
     size = disk()
     print(f"  disk: {size}")
+    imported = (
+        {
+            "count": int(measured["stored"]),
+            "import_s": round(measured["seconds"], 1),
+            "import_per_s": round(measured["stored"] / measured["seconds"]),
+            "importer_peak_rss_mb": round(measured["peak_rss"]),
+            "rss_base_mb": round(measured["rss_base"]),
+            "rss_open_mb": round(measured["rss_open"]),
+            "first_recall_ms": round(measured["first_recall"]),
+            "rss_after_first_recall_mb": round(measured["rss_first"]),
+        }
+        if measured
+        else {"count": args.count, "stage": "time"}  # the kept store again: no import in this run
+    )
     print(
         json.dumps(
             {
-                "count": int(measured["stored"]),
+                **imported,
                 "backend": args.backend,
                 "rebuild_vector_index": args.rebuild_vector_index,
-                "import_s": round(measured["seconds"], 1),
-                "import_per_s": round(measured["stored"] / measured["seconds"]),
-                "importer_peak_rss_mb": round(measured["peak_rss"]),
-                "rss_base_mb": round(measured["rss_base"]),
-                "rss_open_mb": round(measured["rss_open"]),
-                "first_recall_ms": round(measured["first_recall"]),
-                "rss_after_first_recall_mb": round(measured["rss_first"]),
                 "first_recall_after_restart_ms": round(again),
                 "rss_after_restart_recall_mb": round(loaded),
                 "recall_store_p50_ms": round(float(np.median(m["recall_store"])), 2),

@@ -239,8 +239,15 @@ def run_million(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: Path) -> None:
-    done = run_million(["--count", "2000", *million_inputs(tmp_path)])
-    assert done.returncode == 0, done.stderr[-3000:]
+    inputs = million_inputs(tmp_path)
+
+    def stage(name: str) -> subprocess.CompletedProcess[str]:
+        done = run_million(["--count", "2000", *inputs, "--stage", name])
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    assert "export written: 2,000 memories" in stage("export").stdout
+    done = stage("measure")
     assert "imported 2,000/2,000 memories (100%)" in done.stderr  # the importer's own progress lines
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["count"] > 1900 and figures["backend"] == "sqlite"  # a text masked into another is stored once
@@ -248,7 +255,10 @@ def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: P
         assert figures[key] > 0, key
     assert 0.0 <= figures["recall_at_10"] <= 1.0 and "MB" in figures["disk"]
     assert "first_recall_after_restart_ms" in figures and "rss_after_first_recall_mb" in figures
-    assert not (tmp_path / "work").exists()  # removed without --keep
+    # the kept store timed again (after a code change), without importing anything
+    again = json.loads(stage("time").stdout.strip().splitlines()[-1])
+    assert again["stage"] == "time" and again["recall_store_p50_ms"] > 0 and "import_per_s" not in again
+    assert (tmp_path / "work" / "export.jsonl").exists()  # a staged run keeps its folder
 
 
 @pytest.mark.backends("postgres")

@@ -51,6 +51,7 @@ LAYERS = {
     "memento.endpoint": 3,
     "memento.mcp": 4,
     "memento.rest": 4,
+    "memento.ui": 4,
     "memento.importers": 4,
     "memento.web": 5,
     "memento.cli": 5,

@@ -30,6 +30,7 @@ from memento.models import (
 )
 from memento.service import MemoryService
 from memento.storage.protocol import (
+    AnalyticsStore,
     BulkStore,
     FragmentChanges,
     LinkageStore,
@@ -923,3 +924,50 @@ def test_session_handles_belong_to_one_namespace_and_credential_and_expire(app: 
     assert store.drop_handle(A, "d1", "key:other") is None
     assert store.drop_handle(A, "d1", "key:a") is not None
     assert [h.digest for h in store.expired_handles(gone, 10)] == ["d3"]
+
+
+def test_the_tier_and_pin_filters_apply_at_every_tier_and_in_counts(service: MemoryService, store: Store) -> None:
+    """The dashboard's filters (issue 18): SearchFilter.ttl_tier and .pinned, in SQL and in Python alike."""
+    pinned = put(service, "the gateway certificate renews in march", pinned=True)
+    cold = put(service, "the gateway logs rotate weekly")
+    store.update(A, cold, FragmentChanges(ttl_tier=TTLTier.COLD), "alice", NOW)
+    for filt, expected in (
+        (SearchFilter(pinned=True), {pinned}),
+        (SearchFilter(pinned=False), {cold}),
+        (SearchFilter(ttl_tier=TTLTier.COLD), {cold}),
+        (SearchFilter(ttl_tier=TTLTier.COLD, pinned=True), set()),
+    ):
+        assert {f.id for f in store.recent(A, filt, 10)} == expected, filt
+        assert store.count(A, filt) == len(expected), filt
+        assert {h.id for h in store.text_search(A, query_terms("gateway"), filt, 10)} == expected, filt
+        assert {f.id for f in store.get_many(A, [pinned, cold]) if filt.matches(f)} == expected, filt
+        assert service.embedder is not None
+        vector = service.embedder.embed_query("gateway")
+        assert {h.id for h in store.vector_search(A, vector, filt, 10)} == expected, filt
+
+
+def test_restore_many_brings_back_all_or_none(service: MemoryService, store: Store) -> None:
+    ctx = CallContext(agent_id="alice")
+    gone = [put(service, "the blue kettle is descaled monthly"), put(service, "the red kettle leaks")]
+    live = put(service, "the green kettle is new")
+    store.soft_delete(A, gone, NOW)
+    with pytest.raises(NotFound, match=live):
+        service.restore_many([*gone, live], ctx)
+    assert store.get_many(A, gone) == []  # nothing came back
+    assert sorted(service.restore_many(gone, ctx)) == sorted(gone)
+    assert {f.id for f in store.get_many(A, gone)} == set(gone)
+
+
+def test_field_counts_group_by_tier_system_and_pin(service: MemoryService, store: Store) -> None:
+    """AnalyticsStore.field_counts (the dashboard's breakdown): the caller's memories, working memory apart."""
+    pinned = put(service, "the invoice run starts at noon", pinned=True)
+    cold = put(service, "the old invoice format had seven columns")
+    store.update(A, cold, FragmentChanges(ttl_tier=TTLTier.COLD), "alice", NOW)
+    put(service, "bob's invoice note", "bob")
+    put(service, "a scratch note of this session", session="s-1")
+    analytics = cast(AnalyticsStore, store)
+    assert analytics.field_counts(A, "pinned") == {"true": 1, "false": 1}
+    assert analytics.field_counts(A, "ttl_tier")["cold"] == 1 and sum(analytics.field_counts(A, "ttl_tier").values()) == 2
+    fragment = store.get_many(A, [pinned])[0]
+    assert analytics.field_counts(A, "memory_system")[fragment.memory_system.value] >= 1
+    assert sum(analytics.field_counts(A, "memory_system").values()) == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memento.analysis import index_terms
-from memento.storage.terms import COMMON_TERM_MIN_DOCS, Plan, Scoring, common_df, idf, plan, rescore, term_counts, within_budget
+from memento.storage.terms import COMMON_TERM_MIN_DOCS, CountCache, Plan, Scoring, common_df, idf, plan, rescore, term_counts, within_budget
 
 TOTAL = 10_000
 DF = {"alic": 2_500, "mother": 40, "live": 90, "say": 800, "day": 3_000, "week": 500}
@@ -93,3 +93,16 @@ def test_term_counts_match_the_indexers_analysis() -> None:
         every = index_terms(text)
         wanted = set(every[::2]) | {"absent", "회의", "stud"}
         assert term_counts(text, wanted) == {t: float(every.count(t)) for t in wanted if t in every}
+
+
+def test_count_cache_keeps_fresh_values_up_to_a_bound() -> None:
+    now = [0.0]
+    cache: CountCache[int] = CountCache(ttl_s=10.0, clock=lambda: now[0])
+    cache.put("python", 348_000, keep=2)
+    cache.put("librari", 163_000, keep=2)
+    cache.put("data", 110_000, keep=2)  # full of fresh values: not kept
+    assert (cache.fresh("python"), cache.fresh("data")) == (348_000, None)
+    now[0] = 11.0  # every value stale: fresh() says so, and a new one finds room
+    assert cache.fresh("python") is None
+    cache.put("data", 110_000, keep=2)
+    assert cache.fresh("data") == 110_000

@@ -47,6 +47,9 @@ def test_the_wheel_carries_its_license_types_and_migrations(wheel: Path) -> None
     assert "memento/py.typed" in names
     assert "memento/storage/migrations/sqlite/0004_shared_record.sql" in names
     assert "memento/storage/migrations/postgres/0004_shared_record.sql" in names
+    # The dashboard ships whole in the package (no CDN): its page, scripts, styles and vendored library.
+    assert {"memento/ui/static/index.html", "memento/ui/static/app.js", "memento/ui/static/app.css"} <= set(names)
+    assert {"memento/ui/static/cytoscape.esm.min.js", "memento/ui/static/cytoscape.LICENSE.txt"} <= set(names)
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
     assert "Name: memento-server" in text and "License-Expression: MIT" in text

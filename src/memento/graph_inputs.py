@@ -10,7 +10,7 @@ from pydantic import Field, Strict, StrictBool, StringConstraints, field_validat
 
 from .fields import MAX_LIST_ITEMS, AgentId, Content, FragmentId, OperationInput, ShortText, Tag, Topic, Unit, aware, non_blank, small_json
 from .graph import DEFAULT_RELATION_CONFIDENCE, DEFAULT_STRENGTH, SearchMode
-from .models import FragmentType, MemorySystem
+from .models import FragmentType, MemorySystem, TTLTier
 
 EntityName = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
 EntityType = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, to_lower=True, min_length=1, max_length=100)]
@@ -51,6 +51,9 @@ class SearchFilters(OperationInput):
     )
     source: ShortText | None = Field(default=None, description="Originating source.")
     memory_system: MemorySystem | None = Field(default=None, description="Only this memory system.")
+    topic: Topic | None = Field(default=None, description="Only this topic.")
+    tier: TTLTier | None = Field(default=None, description="Only this TTL tier: hot, warm, cold or permanent.")
+    pinned: StrictBool | None = Field(default=None, description="Only pinned (true) or only unpinned (false) memories.")
 
     _times_aware = field_validator("after_date", "before_date")(aware)
 

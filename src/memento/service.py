@@ -561,6 +561,19 @@ class MemoryService:
         self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         return RestoreResult(id=fragment.id, fragment=FragmentView.of(fragment))
 
+    def restore_many(self, ids: list[str], ctx: CallContext) -> list[str]:
+        """Undo the soft forget of several memories in one transaction: all of them, or none when
+        any is not a soft-forgotten memory of the caller's (NotFound). The dashboard's bulk undo."""
+        scope = self._writable(None, ctx, pool=True)
+        with self.store.atomic():
+            back = self.store.restore(scope, ids)
+            missing = [i for i in ids if i not in set(back)]
+            if missing:
+                raise NotFound(f"fragment {missing[0]!r} is not a soft-forgotten memory of yours; nothing restored")
+        for fragment in self.store.get_many(scope, back):  # committed: each "created" event queues its vector
+            self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
+        return back
+
     def verify_erasure(self, inp: VerifyErasureInput, ctx: CallContext) -> VerifyErasureResult:
         """Check an erasure receipt: its digest, that it is this agent's, that nothing is left."""
         return self.erasure.verify(self._scope(inp.agentId, ctx), inp)

@@ -223,6 +223,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_EVENTS_RING"),
         description="Live events (/api/events) kept per process, and in Redis when on, for Last-Event-ID resumption.",
     )
+    ui_session_idle_minutes: int = Field(
+        30,
+        ge=1,
+        le=1440,
+        validation_alias=AliasChoices("MEMENTO_UI_SESSION_IDLE_MINUTES"),
+        description="Minutes a dashboard (/ui) login session may stay idle before it ends and the key must be entered again.",
+    )
     metrics_public: bool = Field(
         False,
         validation_alias=AliasChoices("MEMENTO_METRICS_PUBLIC"),

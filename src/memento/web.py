@@ -44,6 +44,7 @@ from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer
 from memento.mcp.sse_legacy import LegacySse
 from memento.rest import RestApi, create_rest_api
+from memento.ui import Dashboard, create_dashboard
 
 if TYPE_CHECKING:
     from memento.app import App
@@ -81,16 +82,20 @@ def mcp_endpoint(app: App, features: Sequence[Feature] | None = None) -> McpHttp
     return endpoint
 
 
-def rest_api(app: App, mcp: McpHttp) -> RestApi:
-    """The REST API (/api) behind /mcp's gate, over the entity face's service."""
-    return create_rest_api(app, require_gate(mcp.gate, "the REST API"), app.service.entities)
+def rest_api(app: App, mcp: McpHttp, dashboard: Dashboard | None = None) -> RestApi:
+    """The REST API (/api) behind /mcp's gate, over the entity face's service; with a dashboard,
+    its session cookie counts there too (with the CSRF header: memento.ui.gate)."""
+    gate = require_gate(mcp.gate, "the REST API")
+    return create_rest_api(app, dashboard.api_gate if dashboard is not None else gate, app.service.entities)
 
 
-def routes(app: App, mcp: McpHttp, legacy: LegacySse, rest: RestApi | None = None) -> list[BaseRoute]:
+def routes(app: App, mcp: McpHttp, legacy: LegacySse, rest: RestApi | None = None, dashboard: Dashboard | None = None) -> list[BaseRoute]:
     """Every route of the web app. Routes beside /mcp get its gate (never optional)."""
     gate = require_gate(mcp.gate, "the web app")
-    rest = rest or rest_api(app, mcp)
+    dashboard = dashboard or create_dashboard(app, gate)
+    rest = rest or rest_api(app, mcp, dashboard)
     return [
+        *dashboard.routes(),  # the dashboard (memento.ui) at /ui
         Route("/mcp", mcp.endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]),
         rest.mount("/api"),  # the REST API (memento.rest), same credentials as /mcp
         rest.mount_v1("/v1"),  # seed 003's API (memento.rest.v1), same credentials
@@ -103,7 +108,7 @@ def routes(app: App, mcp: McpHttp, legacy: LegacySse, rest: RestApi | None = Non
 
 
 def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> Starlette:
-    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, the REST API under `/api`, OAuth, `/health`, `/metrics`.
+    """The ASGI application: `/mcp`, the legacy `/sse` + `/message`, the REST API under `/api`, the dashboard at `/ui`, OAuth, `/health`, `/metrics`.
 
     `features` replaces the registry's list (tests plug their own in)."""
     from memento.mcp.cluster import CHANNEL
@@ -114,7 +119,8 @@ def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> S
         app.bus.on(CHANNEL, mcp.on_replica_message)
     legacy = LegacySse(mcp)
     mcp.legacy = legacy
-    rest = rest_api(app, mcp)
+    dashboard = create_dashboard(app, require_gate(mcp.gate, "the dashboard"))
+    rest = rest_api(app, mcp, dashboard)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -129,7 +135,7 @@ def create_http_app(app: App, *, features: Sequence[Feature] | None = None) -> S
             log.info("HTTP server stopped")
 
     asgi = Starlette(
-        routes=routes(app, mcp, legacy, rest),
+        routes=routes(app, mcp, legacy, rest, dashboard),
         middleware=[
             *ops.middleware(app),  # request metrics (outermost, sees the final status), compression
             # Around every route, once: body size and body timeout (http_limits).

@@ -15,9 +15,9 @@ from .. import __version__
 from ..errors import MementoError
 from ..ops.logs import configure_logging
 from ..settings import Settings
-from . import admin, core, evaluate, hooks, transfer
+from . import admin, core, evaluate, hooks, transfer, ui
 
-MODULES: tuple[ModuleType, ...] = (core, admin, transfer, hooks, evaluate)
+MODULES: tuple[ModuleType, ...] = (core, admin, transfer, hooks, evaluate, ui)
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace, Settings], int]]]:

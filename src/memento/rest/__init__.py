@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from ..endpoint import RequestGate
-from . import analytics, entities, lifecycle, memories, problems, sessions, stream, transfer
+from . import analytics, dashboard, entities, lifecycle, memories, problems, sessions, stream, transfer
 from .entity_api import EntityApi
 from .events import EventHub
 from .guard import RestGuard
@@ -77,6 +77,7 @@ def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> Res
         title="Memento REST API", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_PATH, docs_url=None, redoc_url=None
     )
     problems.install(api)
+    api.include_router(dashboard.router(app))  # before /memories/{id}: /memories/bulk
     api.include_router(memories.router(entities_api, app.service))
     api.include_router(memories.erasure_router(app.service))
     api.include_router(sessions.router(app.service))

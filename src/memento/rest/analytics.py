@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..access import call_scope
-from ..models import FragmentType
+from ..models import FragmentType, MemorySystem, TTLTier
 from ..service import MemoryService
 from ..storage.protocol import AnalyticsStore
 from .routing import Ctx, json_response, run
@@ -89,6 +89,14 @@ class ConfidenceHistogram(Out):
     half_life_days: float
 
 
+class Breakdown(Out):
+    """Memories (working memory apart) per TTL tier, per memory system and pinned or not; every value listed, 0 for the absent."""
+
+    tiers: dict[str, int]
+    memory_systems: dict[str, int]
+    pinned: dict[str, int] = Field(description='{"true": n, "false": m}.')
+
+
 def router(store: AnalyticsStore, service: MemoryService) -> APIRouter:
     """The analytics routes over `store`, measured at the service's clock."""
     api = APIRouter(prefix="/analytics", tags=["analytics"])
@@ -113,6 +121,19 @@ def router(store: AnalyticsStore, service: MemoryService) -> APIRouter:
                 oldest_memory=o.oldest_memory,
                 newest_memory=o.newest_memory,
                 half_life_days=settings.confidence_half_life_days,
+            )
+
+        return json_response(await run(compute))
+
+    @api.get("/breakdown", response_model=Breakdown, summary="Counts by tier, memory system and pin")
+    async def breakdown(ctx: Ctx) -> object:
+        def compute() -> Breakdown:
+            scope = call_scope(None, ctx)
+            tiers, systems, pins = (store.field_counts(scope, name) for name in ("ttl_tier", "memory_system", "pinned"))
+            return Breakdown(
+                tiers={t.value: tiers.get(t.value, 0) for t in TTLTier},
+                memory_systems={m.value: systems.get(m.value, 0) for m in MemorySystem},
+                pinned={"true": pins.get("true", 0), "false": pins.get("false", 0)},
             )
 
         return json_response(await run(compute))

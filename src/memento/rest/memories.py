@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from ..graph import SearchMode
 from ..graph_inputs import ConsolidateMemoriesInput, SearchFilters, StoreMemoryInput, UpdateMemoryInput
 from ..graph_results import ConsolidationReport, MemoryHits, MemoryOut, MemoryPage, StoredMemory
-from ..models import ForgetInput, ForgetMode, FragmentType, MemorySystem, RestoreInput, VerifyErasureInput
+from ..models import ForgetInput, ForgetMode, FragmentType, MemorySystem, RestoreInput, TTLTier, VerifyErasureInput
 from ..results import ForgetResult, RestoreResult, VerifyErasureResult
 from ..service import MemoryService
 from .entity_api import EntityApi
@@ -51,6 +51,9 @@ def filters(
     entity_id: Annotated[str | None, Query(min_length=1, max_length=64, description="Associated with this entity.")] = None,
     source: Annotated[str | None, Query(max_length=2000, description="Originating source.")] = None,
     memory_system: Annotated[MemorySystem | None, Query(description="Only this memory system (004 §3).")] = None,
+    topic: Annotated[str | None, Query(min_length=1, max_length=200, description="Only this topic.")] = None,
+    tier: Annotated[TTLTier | None, Query(description="Only this TTL tier: hot, warm, cold or permanent.")] = None,
+    pinned: Annotated[bool | None, Query(description="Only pinned (true) or only unpinned (false) memories.")] = None,
 ) -> SearchFilters:
     """The §5.6 filters of a query string (a value they refuse is the request's fault: 422)."""
     try:
@@ -63,6 +66,9 @@ def filters(
             entity_id=entity_id,
             source=source,
             memory_system=memory_system,
+            topic=topic,
+            tier=tier,
+            pinned=pinned,
         )
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]) from exc

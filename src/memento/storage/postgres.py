@@ -51,6 +51,7 @@ from .postgres_skips import PostgresSkips
 from .postgres_workmem import PostgresWorkMemory
 from .protocol import (
     REINFORCEMENT,
+    BreakdownField,
     ErasureTargets,
     EvaluationCounts,
     EvaluationJob,
@@ -482,6 +483,9 @@ class PostgresStore:
 
     def type_counts(self, scope: AgentScope) -> dict[str, int]:
         return PostgresAnalytics(self.db).type_counts(scope)
+
+    def field_counts(self, scope: AgentScope, name: BreakdownField) -> dict[str, int]:
+        return PostgresAnalytics(self.db).field_counts(scope, name)
 
     def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
         return PostgresAnalytics(self.db).tag_counts(scope, limit, offset)

@@ -10,7 +10,7 @@ from typing import Any
 from ..models import AgentScope
 from .postgres_db import PostgresDatabase
 from .postgres_sql import scope_sql
-from .protocol import GrowthPeriod, MemoryOverview
+from .protocol import BREAKDOWN_COLUMNS, BreakdownField, GrowthPeriod, MemoryOverview
 
 _TRUNC = {"day": "day", "week": "week", "month": "month"}  # date_trunc('week') starts on Monday
 
@@ -76,6 +76,14 @@ class PostgresAnalytics:
                 f"SELECT f.type AS t, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} GROUP BY f.type ORDER BY f.type", params
             )
             return {str(r["t"]): int(r["n"]) for r in cur.fetchall()}
+
+    def field_counts(self, scope: AgentScope, name: BreakdownField) -> dict[str, int]:
+        column = BREAKDOWN_COLUMNS[name]
+        where, params = self._memories(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(f"SELECT {column} AS v, COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} GROUP BY v", params)
+            rows = cur.fetchall()
+        return {str(bool(r["v"])).lower() if name == "pinned" else str(r["v"]): int(r["n"]) for r in rows}
 
     def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
         where, params = self._memories(scope)

@@ -35,6 +35,11 @@ if TYPE_CHECKING:  # records.py builds on SearchFilter (through sqlfilter.py)
     from .records import RecordQuery, RestoreOutcome
 
 
+BreakdownField = Literal["ttl_tier", "memory_system", "pinned"]
+"""The columns AnalyticsStore.field_counts may group by (a closed list: it names SQL columns)."""
+BREAKDOWN_COLUMNS: dict[str, str] = {"ttl_tier": "f.ttl_tier", "memory_system": "f.memory_system", "pinned": "f.pinned"}
+
+
 @dataclass(frozen=True)
 class SearchFilter:
     """Restrictions applied at every retrieval tier."""
@@ -61,6 +66,8 @@ class SearchFilter:
     keyed: bool = False  # only keyed memories (memory_key set)
     memory_key: str | None = None  # only the memory of this key
     owner: str | None = None  # only this agent's own rows (not the shared pool it also sees)
+    ttl_tier: TTLTier | None = None  # only this tier (the dashboard's filter)
+    pinned: bool | None = None  # only pinned (True) or only unpinned (False) memories
 
     def matches(self, fragment: Fragment) -> bool:
         """This filter in Python, exactly as the stores apply it in SQL (for candidates found elsewhere)."""
@@ -95,6 +102,10 @@ class SearchFilter:
         if self.memory_key is not None and fragment.memory_key != self.memory_key:
             return False
         if self.owner is not None and fragment.agent_id != self.owner:
+            return False
+        if self.ttl_tier is not None and fragment.ttl_tier is not self.ttl_tier:
+            return False
+        if self.pinned is not None and fragment.pinned is not self.pinned:
             return False
         if self.min_confidence is not None:
             now = self.now or datetime.now(UTC)
@@ -765,6 +776,11 @@ class AnalyticsStore(Protocol):
         ...
 
     def type_counts(self, scope: AgentScope) -> dict[str, int]: ...
+    def field_counts(self, scope: AgentScope, name: BreakdownField) -> dict[str, int]:
+        """Memories (working memory apart) per value of `name`: `ttl_tier`, `memory_system` or
+        `pinned` (its values "true" and "false"); values no memory has are left out."""
+        ...
+
     def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
         """Tags by how many memories carry them (most first, then by name), and how many tags in all."""
         ...

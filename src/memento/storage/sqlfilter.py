@@ -72,6 +72,8 @@ def narrowing(filt: SearchFilter) -> bool:
         or filt.min_confidence is not None
         or filt.keyed
         or filt.memory_key is not None
+        or filt.ttl_tier is not None
+        or filt.pinned is not None
     )
 
 
@@ -157,6 +159,12 @@ def _record_clauses(filt: SearchFilter, alias: str, dialect: Dialect, agent: str
     if filt.owner is not None:
         clauses.append(f"{alias}.agent_id = {mark}")
         params.append(filt.owner)
+    if filt.ttl_tier is not None:
+        clauses.append(f"{alias}.ttl_tier = {mark}")
+        params.append(filt.ttl_tier.value)
+    if filt.pinned is not None:
+        clauses.append(f"{alias}.pinned = {mark}")
+        params.append(filt.pinned)  # a bool: 0/1 in SQLite, boolean in PostgreSQL
     if filt.min_confidence is not None:
         expr, eparams = dialect.effective_confidence(alias, filt.now or datetime.now(UTC), filt.half_life_days)
         clauses.append(f"{expr} >= {mark}")

@@ -23,6 +23,7 @@ from .access import AccessBuffer, Pending
 from .handles import SessionHandle
 from .protocol import (
     REINFORCEMENT,
+    BreakdownField,
     ErasureTargets,
     EvaluationCounts,
     EvaluationJob,
@@ -470,6 +471,9 @@ class SQLiteStore:
 
     def type_counts(self, scope: AgentScope) -> dict[str, int]:
         return SQLiteAnalytics(self.db).type_counts(scope)
+
+    def field_counts(self, scope: AgentScope, name: BreakdownField) -> dict[str, int]:
+        return SQLiteAnalytics(self.db).field_counts(scope, name)
 
     def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
         return SQLiteAnalytics(self.db).tag_counts(scope, limit, offset)

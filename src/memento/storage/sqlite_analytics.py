@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..models import AgentScope
-from .protocol import GrowthPeriod, MemoryOverview
+from .protocol import BREAKDOWN_COLUMNS, BreakdownField, GrowthPeriod, MemoryOverview
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _scope_sql, parse_ts, ts
 
@@ -76,6 +76,12 @@ class SQLiteAnalytics:
         source, params = self._memories(scope)
         rows = self.db.reader().execute(f"SELECT f.type, COUNT(*) {source} GROUP BY f.type ORDER BY f.type", params).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
+
+    def field_counts(self, scope: AgentScope, name: BreakdownField) -> dict[str, int]:
+        column = BREAKDOWN_COLUMNS[name]
+        source, params = self._memories(scope)
+        rows = self.db.reader().execute(f"SELECT {column} AS v, COUNT(*) {source} GROUP BY v", params).fetchall()
+        return {str(bool(r[0])).lower() if name == "pinned" else str(r[0]): int(r[1]) for r in rows}
 
     def tag_counts(self, scope: AgentScope, limit: int, offset: int) -> tuple[list[tuple[str, int]], int]:
         where, params = _scope_sql(scope, use_index=True)

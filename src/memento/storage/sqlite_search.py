@@ -37,6 +37,9 @@ class SQLiteSearch:
         self.agents = agents
         self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
         self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
+        # FTS5's vocabulary counts a term's documents by reading its whole posting list: a term
+        # in a third of a million memories costs milliseconds each time, so frequent ones are kept.
+        self.frequent: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.FREQUENT_TTL_S)
         self.scoring = scoring
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
@@ -83,8 +86,16 @@ class SQLiteSearch:
         whole = self._whole(scope)
 
         def vocab(words: Sequence[str]) -> dict[str, int]:
-            marks = ",".join("?" * len(words))
-            return dict(conn.execute(f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({marks})", list(words)).fetchall())
+            known = {w: n for w in words if (n := self.frequent.fresh(w)) is not None}
+            asked = [w for w in words if w not in known]
+            if asked:
+                marks = ",".join("?" * len(asked))
+                counted = dict(conn.execute(f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({marks})", asked).fetchall())
+                for w, n in counted.items():
+                    if n >= terms_policy.COMMON_TERM_MIN_DOCS:
+                        self.frequent.put(w, n, keep=terms_policy.FREQUENT_KEEP)
+                known.update(counted)
+            return known
 
         def scoped(word: str, cap: int) -> int:
             where, params = _scope_sql(scope)
@@ -140,9 +151,12 @@ class SQLiteSearch:
         if not chosen.search:
             return []
         pool, newest = max(limit, self.scoring.pool), chosen.newest
-        both = f"({_fts_query(chosen.search)}) AND ({_fts_query(chosen.boost)})"
-        rows = self._matches(scope, filt, both, pool, newest) if chosen.boost else []
-        rows += self._matches(scope, filt, _fts_query(chosen.search), pool, newest)
+        rows = self._matches(scope, filt, _fts_query(chosen.search), pool, newest)
+        if chosen.boost and len(rows) >= pool:
+            # More matches than the pool: those holding a common term as well come first. With
+            # fewer, every match is in already (the combined query would only find a subset).
+            both = f"({_fts_query(chosen.search)}) AND ({_fts_query(chosen.boost)})"
+            rows = self._matches(scope, filt, both, pool, newest) + rows
         docs: dict[str, tuple[str, str, str, str]] = {}
         for doc_id, content, keywords, topic in rows:
             docs.setdefault(doc_id, (doc_id, content, " ".join(json.loads(keywords)), topic))

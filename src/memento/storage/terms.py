@@ -30,6 +30,8 @@ T = TypeVar("T")
 COMMON_TERM_SHARE = 0.02
 COMMON_TERM_MIN_DOCS = 2_000
 COUNT_TTL_S = 10.0  # scope sizes are magnitudes for a heuristic: a few seconds old is fine
+FREQUENT_TTL_S = 300.0  # a term in thousands of memories: its count moves little in minutes
+FREQUENT_KEEP = 4_096  # such counts kept at most (the commonest terms of a store are few)
 
 
 def common_df(total: int) -> int:
@@ -55,6 +57,22 @@ class CountCache(Generic[T]):
         with self._lock:
             self._values[key] = (now + self._ttl, value)
         return value
+
+    def fresh(self, key: Hashable) -> T | None:
+        """The cached value while it is fresh, else None (nothing computed)."""
+        with self._lock:
+            hit = self._values.get(key)
+        return hit[1] if hit is not None and hit[0] > self._clock() else None
+
+    def put(self, key: Hashable, value: T, keep: int | None = None) -> None:
+        """Keep `value` for the TTL; with `keep`, only while fewer than `keep` fresh values are held."""
+        now = self._clock()
+        with self._lock:
+            if keep is not None and len(self._values) >= keep:
+                self._values = {k: v for k, v in self._values.items() if v[0] > now}
+                if len(self._values) >= keep:
+                    return
+            self._values[key] = (now + self._ttl, value)
 
     def peek(self, key: Hashable) -> T | None:
         """The cached value (fresh or not), without computing one."""
