@@ -214,10 +214,10 @@ IMPORTER = (
 )
 
 
-def run_import(path: Path, env: dict[str, str]) -> tuple[float, dict[str, object], float]:
-    """`memento import PATH --defer-embedding --json` as a user runs it: (seconds, its report, its peak RSS MB)."""
+def run_import(path: Path, env: dict[str, str], extra: Sequence[str] = ()) -> tuple[float, dict[str, object], float]:
+    """`memento import PATH --defer-embedding --json [extra]` as a user runs it: (seconds, its report, its peak RSS MB)."""
     peak_file = path.with_suffix(".rss")
-    command = [sys.executable, "-c", IMPORTER, "import", str(path), "--defer-embedding", "--json"]
+    command = [sys.executable, "-c", IMPORTER, "import", str(path), "--defer-embedding", "--json", *extra]
     child_env = {**os.environ, **env, "PYTHONPATH": str(ROOT / "src"), "MILLION_RSS_FILE": str(peak_file)}
     t0 = time.perf_counter()
     proc = subprocess.run(command, env=child_env, stdout=subprocess.PIPE, text=True, check=False)
@@ -255,7 +255,14 @@ def main() -> int:
         " opens the store an earlier `measure` left in --work and times recall, remember and recall@10 again"
         " (after a code change; each run adds --samples probe memories)",
     )
+    parser.add_argument(
+        "--rebuild-vector-index",
+        action="store_true",
+        help="PostgreSQL: import with `--rebuild-vector-index` (the HNSW index dropped for the load, built after; its build is in import_s)",
+    )
     args = parser.parse_args()
+    if args.rebuild_vector_index and args.backend != "postgres":
+        parser.error("--rebuild-vector-index goes with --backend postgres")
     if args.stage != "all" and args.work is None:
         parser.error("--stage export|measure needs a --work folder")
     if args.stage != "all":  # the folder is the caller's: keep it (and the export in it)
@@ -307,7 +314,8 @@ def run(args: argparse.Namespace, work: Path) -> int:
             env = {"DATABASE_URL": server.app_dsn, "DATABASE_MIGRATION_URL": server.owner_dsn}
             settings = Settings(DATABASE_URL=server.app_dsn, DATABASE_MIGRATION_URL=server.owner_dsn)
             build_app(settings, embedder=embedder).close()  # the schema, before the importer and the clock start
-            measured = imported(export, env, written)
+            extra = ["--rebuild-vector-index"] if args.rebuild_vector_index else []
+            measured = imported(export, env, written, extra)
             measured.update(first_session(settings, embedder, qtexts[0], qvectors[0]))
             figures(args, settings, embedder, qtexts, qvectors, measured, disk=lambda: pg_disk(server))
         return 0
@@ -322,9 +330,9 @@ def run(args: argparse.Namespace, work: Path) -> int:
     return 0
 
 
-def imported(export: Path, env: dict[str, str], written: int) -> dict[str, float]:
-    print(f"importing: memento import {export.name} --defer-embedding (progress from the importer follows)", flush=True)
-    seconds, report, peak = run_import(export, env)
+def imported(export: Path, env: dict[str, str], written: int, extra: Sequence[str] = ()) -> dict[str, float]:
+    print(f"importing: memento import {export.name} --defer-embedding {' '.join(extra)}(progress from the importer follows)", flush=True)
+    seconds, report, peak = run_import(export, env, extra)
     stored = int(report["stored"])  # type: ignore[call-overload]
     vectors = report.get("vectors") or {}
     print(
@@ -398,6 +406,7 @@ def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors,
             {
                 **imported,
                 "backend": args.backend,
+                "rebuild_vector_index": args.rebuild_vector_index,
                 "first_recall_after_restart_ms": round(again),
                 "rss_after_restart_recall_mb": round(loaded),
                 "recall_store_p50_ms": round(float(np.median(m["recall_store"])), 2),

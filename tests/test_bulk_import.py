@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -212,7 +213,8 @@ def test_the_command_prints_progress_and_the_vectors_kept(tmp_path: Path, monkey
 # ---------------------------------------------------------------- bench/million.py at a tiny size
 
 
-def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: Path) -> None:
+def million_inputs(tmp_path: Path) -> list[str]:
+    """bench/million.py's arguments for a tiny run: a summaries file and a stand-in vector cache."""
     texts = [f"package number {i} does thing {i % 13} with widgets and gadgets" for i in range(1500)]
     source = tmp_path / "summaries.txt"
     source.write_text("\n".join(texts) + "\n")
@@ -227,12 +229,20 @@ def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: P
     db.executemany("INSERT INTO vectors VALUES (?, ?)", rows)
     db.commit()
     db.close()
-    command = [sys.executable, "bench/million.py", "--count", "2000", "--real", "500", "--samples", "5", "--queries", "5"]
-    command += ["--embed-cache", str(cache), "--distractor-source", str(source), "--work", str(tmp_path / "work")]
+    return ["--embed-cache", str(cache), "--distractor-source", str(source), "--work", str(tmp_path / "work")]
+
+
+def run_million(args: list[str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "bench/million.py", "--real", "500", "--samples", "5", "--queries", "5", *args]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'bench'}"}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: Path) -> None:
+    inputs = million_inputs(tmp_path)
 
     def stage(name: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([*command, "--stage", name], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+        done = run_million(["--count", "2000", *inputs, "--stage", name])
         assert done.returncode == 0, done.stderr[-3000:]
         return done
 
@@ -249,6 +259,17 @@ def test_the_million_bench_runs_at_a_tiny_size_and_prints_its_fields(tmp_path: P
     again = json.loads(stage("time").stdout.strip().splitlines()[-1])
     assert again["stage"] == "time" and again["recall_store_p50_ms"] > 0 and "import_per_s" not in again
     assert (tmp_path / "work" / "export.jsonl").exists()  # a staged run keeps its folder
+
+
+@pytest.mark.backends("postgres")
+def test_the_million_bench_imports_into_postgres_with_the_index_set_aside(tmp_path: Path) -> None:
+    done = run_million(["--count", "600", "--backend", "postgres", "--rebuild-vector-index", *million_inputs(tmp_path)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "vector index fragments_embedding_hnsw dropped for the import" in done.stderr
+    assert re.search(r"rebuilding vector index fragments_embedding_hnsw over \d{3} vectors", done.stderr)
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["backend"] == "postgres" and figures["rebuild_vector_index"] is True
+    assert figures["import_per_s"] > 0 and 0.0 <= figures["recall_at_10"] <= 1.0 and "the HNSW index" in figures["disk"]
 
 
 @pytest.mark.backends("sqlite", "postgres")
@@ -277,3 +298,222 @@ def test_an_export_with_vectors_imports_into_another_store_without_embedding(
     for item in fragments:
         found, score = best(app, wire._vector(item)[0])
         assert found == item["id"] and score > 0.999
+
+
+# ---------------------------------------------------------------- PostgreSQL's bulk path
+# restore_records sends a run of fragments without a session in one pipelined round trip
+# (storage/postgres_records.py); `memento import --rebuild-vector-index` sets the HNSW index
+# aside for the load and builds it again after (storage/postgres_vector_index.py).
+
+OTHER = "other-agent"
+
+
+def rich_export(tmp_path: Path, count: int) -> list[dict[str, Any]]:
+    """An export of `count` memories with vectors (some of another model, some none), an amended
+    one (versions), a link, a memory in a session, and two records that conflict: a second copy of
+    a memory under a new id (the same content) and the same record twice (already present); then
+    another memory under the skipped copy's id."""
+    source = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'rich.db'}", EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))
+    try:
+        ids = []
+        for i in range(count):
+            payload = {"content": f"Pipelined memory {i} on subject {i % 5}", "topic": f"s{i % 5}", "type": "fact", "agentId": AGENT}
+            ids.append(source.service.remember(RememberInput.model_validate(payload), CallContext()).id)
+        from memento.models import AmendInput, LinkInput
+
+        source.service.amend(AmendInput(id=ids[1], content="Pipelined memory 1, amended", agentId=AGENT), CallContext())
+        source.service.link(LinkInput(fromId=ids[2], toId=ids[3], agentId=AGENT), CallContext())
+        from memento.exchange.export import Exporter
+        from memento.storage.records import RecordQuery
+
+        text = "".join(Exporter(source.store, AgentScope("system"), RecordQuery(SearchFilter()), "ndjson").stream())
+    finally:
+        source.close()
+    lines, _ = with_vectors([json.loads(line) for line in text.splitlines()], [HASH_MODEL, None, "other:model"])
+    fragments = [i for i, x in enumerate(lines) if x.get("kind") == "fragment"]
+    lines[fragments[4]] = {**lines[fragments[4]], "sessionId": "session-7"}  # written one by one, between the runs
+    twin = {**lines[fragments[5]], "id": "f" * 32}  # the same content under another id
+    taker = {**lines[fragments[8]], "id": "f" * 32, "content": "A memory under the skipped copy's id", "contentHash": "0" * 16}
+    lines[fragments[-1] + 1 : fragments[-1] + 1] = [twin, lines[fragments[6]], taker]
+    trailer = lines[-1]
+    trailer["counts"]["fragment"] = trailer["counts"]["fragment"] + 3
+    return lines
+
+
+def snapshot(server: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row the restore writes (fragments with their search and vector, the derived term and
+    keyword rows, versions, links), as the owner sees them."""
+    import psycopg
+
+    mine = f"(SELECT id FROM agent_memory.fragments WHERE agent_id = '{AGENT}')"
+    queries = {
+        "fragments": f"SELECT f.*, f.search::text, f.embedding::text FROM agent_memory.fragments f WHERE agent_id = '{AGENT}' ORDER BY seq",
+        "terms": f"SELECT * FROM agent_memory.fragment_terms WHERE agent_id = '{AGENT}' ORDER BY 1, 2",
+        "keywords": f"SELECT * FROM agent_memory.fragment_keywords WHERE agent_id = '{AGENT}' ORDER BY 1, 2",
+        "versions": f"SELECT * FROM agent_memory.fragment_versions WHERE fragment_id IN {mine} ORDER BY 1",
+        "links": f"SELECT * FROM agent_memory.fragment_links WHERE from_id IN {mine} ORDER BY 1, 2",
+    }
+    with psycopg.connect(server.owner_dsn) as conn:
+        conn.execute("SELECT set_config('app.current_agent_id', 'system', false)")
+        return {name: [tuple(r) for r in conn.execute(sql).fetchall()] for name, sql in queries.items()}
+
+
+@pytest.mark.backends("postgres")
+def test_the_pipelined_restore_writes_exactly_what_the_row_by_row_path_wrote(tmp_path: Path, stores: Any, postgres_server: Any) -> None:
+    lines = rich_export(tmp_path, 14)
+    path = write(tmp_path / "rich.jsonl", lines)
+    results = []
+    for pipelined in (False, True):
+        app = stores("target.db")  # empties the server's tables
+        mine = {"content": "Another agent's own memory", "topic": "x", "type": "fact", "agentId": OTHER}
+        other = app.service.remember(RememberInput.model_validate(mine), CallContext())
+        app.store.records.pipelined = pipelined
+        report = import_path(app.service, path).as_dict()
+        assert [f.content for f in app.store.get_many(AgentScope(OTHER), [other.id])] == [mine["content"]]  # untouched
+        results.append((report, snapshot(postgres_server)))
+    (slow_report, slow_rows), (fast_report, fast_rows) = results
+    assert fast_report == slow_report
+    assert fast_rows == slow_rows
+    assert (fast_report["stored"], fast_report["alreadyKnown"]) == (15, 1)
+    assert len(fast_rows["versions"]) == 1 and len(fast_rows["links"]) == 1 and len(fast_rows["terms"]) > 14
+    fragments = [x for x in lines if x.get("kind") == "fragment"]  # the copy under a new id skips only itself, saying why
+    assert fast_report["skipped"] == [
+        {"where": f"fragment {'f' * 32}", "reason": f"the same content is already stored as {fragments[5]['id']}"}
+    ]
+
+
+@pytest.mark.backends("postgres")
+def test_an_interrupted_pipelined_import_resumes_where_it_stopped(tmp_path: Path, stores: Any, postgres_server: Any) -> None:
+    from memento.exchange.restore import restore
+
+    lines = rich_export(tmp_path, 14)
+    path = write(tmp_path / "rich.jsonl", lines)
+    app = stores("target.db")
+    batches = []
+
+    def stop_after_two(done: int, total: int) -> None:
+        batches.append(done)
+        if len(batches) == 2:
+            raise KeyboardInterrupt  # the operator's ^C between two batches
+
+    texts = [wire.line(x) for x in lines]
+    with pytest.raises(KeyboardInterrupt):
+        restore(app.store, AgentScope("system"), texts, "rich.jsonl", model=(HASH_MODEL, 256), progress=stop_after_two, batch_size=4)
+    first = len(snapshot(postgres_server)["fragments"])
+    assert first == 8  # two whole batches, each its own transaction
+    report = import_path(app.service, path, defer_embedding=True)
+    assert (report.stored, report.already_known) == (15 - first, first + 1)  # + the record given twice
+    assert len(snapshot(postgres_server)["fragments"]) == 15
+
+
+def index_definition(server: Any) -> str | None:
+    import psycopg
+
+    with psycopg.connect(server.owner_dsn) as conn:
+        row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'fragments_embedding_hnsw'").fetchone()
+        return None if row is None else str(row[0])
+
+
+def cli_env(monkeypatch: pytest.MonkeyPatch, url: str, owner: str | None) -> None:
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "256")
+    monkeypatch.setenv("DATABASE_URL", url)
+    if owner is None:
+        monkeypatch.delenv("DATABASE_MIGRATION_URL", raising=False)
+    else:
+        monkeypatch.setenv("DATABASE_MIGRATION_URL", owner)
+
+
+@pytest.mark.backends("postgres")
+def test_rebuild_vector_index_sets_the_index_aside_and_builds_the_same_one_after(
+    tmp_path: Path, stores: Any, postgres_server: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from memento.cli import main
+
+    lines, vectors = with_vectors(export_lines(tmp_path, 6), [HASH_MODEL])
+    path = write(tmp_path / "export.jsonl", lines)
+    stores("target.db").close()  # the schema, the index typed for 256 dimensions
+    before = index_definition(postgres_server)
+    assert before is not None and "hnsw" in before
+    cli_env(monkeypatch, postgres_server.app_dsn, postgres_server.owner_dsn)
+    assert main(["import", str(path), "--defer-embedding", "--rebuild-vector-index"]) == 0
+    err = capsys.readouterr().err
+    assert "vector index fragments_embedding_hnsw dropped for the import" in err
+    assert "rebuilding vector index fragments_embedding_hnsw over 6 vectors" in err and "rebuilt" in err
+    assert "analyzed fragments, fragment_terms, fragment_keywords" in err  # the plans see the new sizes at once
+    assert index_definition(postgres_server) == before
+    app = build_app(Settings(DATABASE_URL=postgres_server.app_dsn, EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(256))
+    try:
+        for fid, vector in vectors.items():  # searched through the rebuilt index
+            assert best(app, vector)[0] == fid
+    finally:
+        app.close()
+
+
+@pytest.mark.backends("postgres")
+def test_the_index_is_rebuilt_when_the_import_fails_and_nothing_is_imported(
+    tmp_path: Path, stores: Any, postgres_server: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from memento.cli import main
+
+    lines, _ = with_vectors(export_lines(tmp_path, 4), [HASH_MODEL])
+    path = write(tmp_path / "cut.jsonl", lines[:-1])  # cut short: no closing line
+    app = stores("target.db")
+    before = index_definition(postgres_server)
+    cli_env(monkeypatch, postgres_server.app_dsn, postgres_server.owner_dsn)
+    assert main(["import", str(path), "--rebuild-vector-index"]) == 1
+    err = capsys.readouterr().err
+    assert "the export was cut short" in err and "vector index fragments_embedding_hnsw rebuilt" in err
+    assert index_definition(postgres_server) == before
+    assert app.store.count(AgentScope(AGENT), SearchFilter()) == 0
+
+
+@pytest.mark.backends("postgres")
+def test_a_start_up_builds_the_vector_index_an_interrupted_import_left_missing(stores: Any, postgres_server: Any) -> None:
+    import psycopg
+
+    stores("target.db").close()
+    before = index_definition(postgres_server)
+    with psycopg.connect(postgres_server.owner_dsn, autocommit=True) as conn:  # as if the importer was killed mid-way
+        conn.execute("DROP INDEX agent_memory.fragments_embedding_hnsw")
+    assert index_definition(postgres_server) is None
+    stores("target.db")
+    assert index_definition(postgres_server) == before
+
+
+@pytest.mark.backends("postgres")
+def test_rebuild_vector_index_needs_the_owner_and_stops_before_importing(
+    tmp_path: Path, stores: Any, postgres_server: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from memento.cli import main
+
+    path = write(tmp_path / "export.jsonl", with_vectors(export_lines(tmp_path, 3), [HASH_MODEL])[0])
+    app = stores("target.db")
+    before = index_definition(postgres_server)
+    cli_env(monkeypatch, postgres_server.app_dsn, None)  # the application role owns nothing
+    assert main(["import", str(path), "--rebuild-vector-index"]) == 1
+    assert "needs the table's owner: set DATABASE_MIGRATION_URL" in capsys.readouterr().err
+    assert index_definition(postgres_server) == before
+    assert app.store.count(AgentScope(AGENT), SearchFilter()) == 0
+
+
+def test_rebuild_vector_index_is_refused_on_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from memento.cli import main
+
+    path = write(tmp_path / "export.jsonl", export_lines(tmp_path, 2))
+    cli_env(monkeypatch, f"sqlite:///{tmp_path / 'cli.db'}", None)
+    assert main(["import", str(path), "--rebuild-vector-index"]) == 1
+    assert "--rebuild-vector-index applies to PostgreSQL" in capsys.readouterr().err
+    assert main(["import", str(path), "--index-memory", "64"]) == 1
+    assert "--index-memory goes with --rebuild-vector-index" in capsys.readouterr().err
+    assert main(["import", str(path), "--no-progress"]) == 0  # nothing was imported before
+    assert "2 stored" in capsys.readouterr().out
+
+
+def test_the_memory_of_an_index_build_grows_with_the_vectors_within_bounds() -> None:
+    from memento.storage.postgres_vector_index import MAX_MEMORY_MB, MIN_MEMORY_MB, definition, memory_mb
+
+    assert memory_mb(0, 384) == MIN_MEMORY_MB
+    assert MIN_MEMORY_MB < memory_mb(100_000, 384) < memory_mb(1_000_000, 384) <= MAX_MEMORY_MB
+    assert memory_mb(100_000_000, 1024) == MAX_MEMORY_MB
+    assert definition().startswith("CREATE INDEX fragments_embedding_hnsw ON agent_memory.fragments") and "m = 16" in definition()

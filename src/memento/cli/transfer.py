@@ -8,10 +8,12 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..app import build_app
+from ..errors import InvalidArgument
 from ..importers import FORMATS, ImportReport, import_path
 from ..settings import Settings
 
@@ -32,6 +34,15 @@ def register(sub: Any) -> None:
         help="Memento's export: store memories the file carries no vector for without one; the server's embedding worker embeds them",
     )
     imp.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    imp.add_argument(
+        "--rebuild-vector-index",
+        action="store_true",
+        help="PostgreSQL, a large import: drop the HNSW vector index before it and build it again after, even if the import"
+        " fails (needs the table owner: DATABASE_MIGRATION_URL); meanwhile vector search scans exactly (docs/import.md)",
+    )
+    imp.add_argument(
+        "--index-memory", type=int, metavar="MB", help="with --rebuild-vector-index: maintenance_work_mem of the build (default: estimated)"
+    )
 
 
 class RateProgress:
@@ -83,15 +94,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     app = build_app(settings)
     try:
         progress = None if args.dry_run or args.no_progress else RateProgress(sys.stderr)
-        report = import_path(
-            app.service,
-            args.path,
-            fmt=args.fmt,
-            agent=args.agent_id,
-            dry=args.dry_run,
-            progress=progress,
-            defer_embedding=args.defer_embedding,
-        )
+        with _vector_index(args, settings):
+            report = import_path(
+                app.service,
+                args.path,
+                fmt=args.fmt,
+                agent=args.agent_id,
+                dry=args.dry_run,
+                progress=progress,
+                defer_embedding=args.defer_embedding,
+            )
     finally:
         app.close()
     if args.json:
@@ -99,6 +111,30 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(describe(report))
     return 0
+
+
+def _vector_index(args: argparse.Namespace, settings: Settings) -> AbstractContextManager[None]:
+    """--rebuild-vector-index: the HNSW index set aside for the import and built again after it."""
+    if not args.rebuild_vector_index:
+        if args.index_memory is not None:
+            raise InvalidArgument("--index-memory goes with --rebuild-vector-index; nothing imported")
+        return nullcontext()
+    if settings.backend != "postgres":
+        raise InvalidArgument(
+            "--rebuild-vector-index applies to PostgreSQL (SQLite builds its vector index when first used); nothing imported"
+        )
+    if args.index_memory is not None and args.index_memory < 1:
+        raise InvalidArgument("--index-memory is a size in MB, at least 1; nothing imported")
+    if args.dry_run:
+        return nullcontext()
+
+    def report(line: str) -> None:
+        if not args.no_progress:
+            print(line, file=sys.stderr, flush=True)
+
+    from ..storage import postgres_vector_index as vector_index  # psycopg: the optional postgres extra
+
+    return vector_index.paused(settings.database_migration_url or settings.postgres_dsn, report, memory=args.index_memory)
 
 
 def describe(report: ImportReport) -> str:

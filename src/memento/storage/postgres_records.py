@@ -40,9 +40,10 @@ from .workmem import folded_text
 class PostgresRecords:
     """Reads and restores, each in one transaction as the scope's agent."""
 
-    def __init__(self, db: PostgresDatabase, embedding_model: str | None) -> None:
+    def __init__(self, db: PostgresDatabase, embedding_model: str | None, *, pipelined: bool = True) -> None:
         self.db = db
         self.embedding_model = embedding_model
+        self.pipelined = pipelined  # False: every fragment its own round trip (the path the tests compare against)
 
     def record_owners(self, scope: AgentScope, query: RecordQuery) -> dict[str, int]:
         sql, params = owners_sql(scope, query, POSTGRES)
@@ -80,14 +81,24 @@ class PostgresRecords:
     def restore_records(self, scope: AgentScope, records: Sequence[tuple[str, dict[str, object]]]) -> RestoreOutcome:
         outcome = RestoreOutcome()
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            run: dict[object, dict[str, object]] = {}  # consecutive fragments without a session, by id: sent together
             for table, row in records:
                 spec = record_table(table)
                 if spec.nested:
                     raise ValueError(f"{table} rows travel inside their fragment's record")
+                if spec is FRAGMENTS and row.get("session_id") is None and self.pipelined:
+                    if row["id"] in run:  # an id again: the first one's skip is explained before the second is written
+                        self._fragments(cur, scope, list(run.values()), outcome)
+                        run = {}
+                    run[row["id"]] = row
+                    continue
+                self._fragments(cur, scope, list(run.values()), outcome)
+                run = {}
                 if spec is FRAGMENTS:
                     self._fragment(cur, scope, row, outcome)
                 else:
                     self._row(cur, scope, spec, row, outcome)
+            self._fragments(cur, scope, list(run.values()), outcome)
         return outcome
 
     # ------------------------------------------------------------ fragments
@@ -99,21 +110,43 @@ class PostgresRecords:
         if session is not None and _claimed_elsewhere(cur, scope, str(session), agent):
             outcome.skip(FRAGMENTS.table, fid, f"session {session!r} belongs to another namespace")
             return
+        cur.execute(_FRAGMENT_INSERT, self._values(own))
+        self._settle(cur, scope, own, nested, cur.fetchone() is not None, outcome)
+
+    def _fragments(self, cur: Cursor, scope: AgentScope, rows: list[dict[str, object]], outcome: RestoreOutcome) -> None:
+        """Fragments without a session (no namespace claim to check first), as `_fragment` writes
+        them one by one, but in one pipelined round trip: the same statements in the same order,
+        then each row's result read in turn (a conflict explained as before)."""
+        if not rows:
+            return
+        for row in rows:
+            check_owner(scope, FRAGMENTS, row)
+        split = [split_nested(row) for row in rows]
+        cur.executemany(_FRAGMENT_INSERT, [self._values(own) for own, _ in split], returning=True)
+        written: list[bool] = []
+        for _ in split:  # one result per row, in order
+            written.append(cur.fetchone() is not None)
+            cur.nextset()
+        for (own, nested), stored in zip(split, written, strict=True):
+            self._settle(cur, scope, own, nested, stored, outcome)
+
+    def _values(self, own: dict[str, object]) -> list[object]:
         vector = own.get("embedding")
         embedded = vector is not None and self.embedding_model is not None
-        names = [*FRAGMENTS.columns, "search", "embedding", "embedding_model"]
-        marks = ["%s"] * len(FRAGMENTS.columns) + [_SEARCH, "%s", "%s"]
         keywords = [str(k) for k in own["keywords"]]  # type: ignore[attr-defined]
-        cur.execute(
-            f"INSERT INTO agent_memory.fragments ({', '.join(names)}) VALUES ({', '.join(marks)}) ON CONFLICT DO NOTHING RETURNING seq",
-            [
-                *(_pg_value(c, own.get(c)) for c in FRAGMENTS.columns),
-                search_vector(str(own["content"]), keywords, str(own["topic"])),
-                np.ascontiguousarray(vector, dtype=np.float32) if embedded else None,
-                self.embedding_model if embedded else None,
-            ],
-        )
-        if cur.fetchone() is None:
+        return [
+            *(_pg_value(c, own.get(c)) for c in FRAGMENTS.columns),
+            search_vector(str(own["content"]), keywords, str(own["topic"])),
+            np.ascontiguousarray(vector, dtype=np.float32) if embedded else None,
+            self.embedding_model if embedded else None,
+        ]
+
+    def _settle(
+        self, cur: Cursor, scope: AgentScope, own: dict[str, object], nested: NestedRows, stored: bool, outcome: RestoreOutcome
+    ) -> None:
+        """After a fragment's insert: its nested rows and its count, or why it was skipped."""
+        fid = str(own["id"])
+        if not stored:
             outcome.skip(FRAGMENTS.table, fid, _fragment_conflict(cur, scope, own))
             return
         for child, rows in nested.items():
@@ -162,6 +195,13 @@ class PostgresRecords:
                 (row["to_id"], row["from_id"], row["to_id"]),
             )
         outcome.count(spec.table)
+
+
+_FRAGMENT_INSERT = (
+    f"INSERT INTO agent_memory.fragments ({', '.join([*FRAGMENTS.columns, 'search', 'embedding', 'embedding_model'])})"
+    f" VALUES ({', '.join(['%s'] * len(FRAGMENTS.columns) + [_SEARCH, '%s', '%s'])}) ON CONFLICT DO NOTHING RETURNING seq"
+)
+NestedRows = dict[RecordTable, list[dict[str, object]]]
 
 
 def _plain(row: dict[str, Any]) -> dict[str, object]:

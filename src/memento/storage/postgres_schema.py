@@ -8,6 +8,8 @@ that is empty (a single-role deployment; FORCE ROW LEVEL SECURITY still binds th
 nothing pending it changes nothing, so a non-owner application role can run it too. The
 embedding column's `vector(N)` follows the embedder: the templated `vector_dimensions`
 migration runs (and is recorded as `vector_dimensions_<N>`) whenever N differs from the column.
+A missing HNSW index (an import that set it aside stopped before rebuilding it) is built again
+(postgres_vector_index.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import Unavailable
+from . import postgres_vector_index as vector_index
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,7 @@ def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = N
                 "INSERT INTO agent_memory.schema_migrations (name) VALUES (%s) ON CONFLICT (name) DO UPDATE SET applied_at = NOW()", (name,)
             )
             ran.append(name)
+        vector_index.ensure(conn)  # missing only when an import that set it aside was cut short
         current = conn.execute("SELECT current_user").fetchone()
         if app_role and current is not None and app_role != current[0]:
             _grant(conn, app_role)
