@@ -34,7 +34,7 @@ def test_drop_keeps_the_rule_before_rescoring() -> None:
 
 
 def test_when_every_term_is_common_the_two_rarest_select_and_the_others_score() -> None:
-    chosen = plan(["day", "say", "week"], TOTAL, counts([]))  # type: ignore[arg-type]
+    chosen = plan(["day", "say", "week"], TOTAL, counts([]), Scoring(postings=3_000))  # type: ignore[arg-type]
     assert chosen.search == ["week", "say"] and chosen.boost == ["day"]
 
 

@@ -416,7 +416,7 @@ class Settings(BaseSettings):
         description="Full-text candidates (the index's best) that the full-text tier scores again with every query term.",
     )
     text_postings_budget: int = Field(
-        3000,
+        1000,
         ge=100,
         le=1_000_000,
         validation_alias=AliasChoices("MEMENTO_TEXT_POSTINGS_BUDGET"),

@@ -112,7 +112,7 @@ class Scoring:
     pool: int = 100  # MEMENTO_TEXT_RESCORE_POOL
     common_terms: str = "score"  # MEMENTO_TEXT_COMMON_TERMS: "score" them over the candidates, or "drop" them
     topic_weight: float = 0.3
-    postings: int = 3_000  # MEMENTO_TEXT_POSTINGS_BUDGET: matches the selecting terms may bring in a large store
+    postings: int = 1_000  # MEMENTO_TEXT_POSTINGS_BUDGET: matches the selecting terms may bring in a large store
 
 
 DEFAULT_SCORING = Scoring()
