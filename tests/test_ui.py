@@ -234,3 +234,28 @@ async def test_behind_a_proxy_the_public_origin_counts_and_the_cookie_is_secure(
             assert (await http.post("/api/memories", json={"content": "Proxied writes work"}, headers=headers)).status_code == 201
     finally:
         app.close()
+
+
+def test_a_bulk_unit_of_work_announces_its_changes_only_once_it_committed(tmp_path: Path) -> None:
+    """Change events inside `held_events` wait for the block: a rollback (a refused item further
+    down a bulk selection) sends none of them, a commit sends them all, after it."""
+    from memento.models import CallContext, ForgetInput, RememberInput
+
+    app = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash"), embedder=HashEmbedder(64))
+    try:
+        service, ctx = app.service, CallContext()
+        ids = [service.remember(RememberInput(content=f"note {i} about herons", topic="birds", type="fact"), ctx).id for i in range(2)]
+        seen: list[str] = []
+        service.add_listener(lambda event: seen.append(event.kind))
+        with pytest.raises(RuntimeError), service.held_events(), app.store.atomic():
+            service.forget(ForgetInput(id=ids[0]), ctx)
+            assert seen == []  # held while the transaction is open
+            raise RuntimeError("the next item is refused")
+        assert seen == [] and {f.id for f in app.store.get_many(service._scope(None, ctx), ids)} == set(ids)
+        with service.held_events(), app.store.atomic():
+            service.forget(ForgetInput(id=ids[0]), ctx)
+            service.forget(ForgetInput(id=ids[1]), ctx)
+            assert seen == []
+        assert len(seen) == 2 and app.store.get_many(service._scope(None, ctx), ids) == []
+    finally:
+        app.close()

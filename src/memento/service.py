@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar, cast
@@ -235,6 +237,7 @@ class MemoryService:
             coverage_threshold=settings.coverage_threshold,
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
+        self._held = threading.local()  # a unit of work's change events, sent when it commits (held_events)
         # Every backend is an AppStore, so the store is its erasure store too (004 §5.1 forget mode=hard).
         self.erasure_store = cast(ErasureStore, store)
         self.erasure = Erasure(self.erasure_store, settings.backend, clock)
@@ -274,7 +277,29 @@ class MemoryService:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
+    @contextmanager
+    def held_events(self) -> Iterator[None]:
+        """Hold the change events of the calls inside (in this thread) until the block ends: sent
+        then if it ends normally, dropped if it raises. Wrap a unit of work (`store.atomic()`)
+        in it, so a rollback announces nothing that did not happen. Nested, the outer one decides."""
+        if getattr(self._held, "events", None) is not None:
+            yield
+            return
+        self._held.events = []
+        try:
+            yield
+        except BaseException:
+            self._held.events = None
+            raise
+        events, self._held.events = self._held.events, None
+        for event in events:
+            self._emit(event)
+
     def _emit(self, event: ChangeEvent) -> None:
+        held = getattr(self._held, "events", None)
+        if held is not None:
+            held.append(event)
+            return
         if event.kind in ("created", "amended") and event.fragment_ids:  # committed: the worker embeds what has no vector
             self.outbox.fragments_owed(event.agent_id, event.fragment_ids)
         for listener in list(self._listeners):

@@ -123,7 +123,7 @@ def bulk(store: Store, memory: MemoryService, body: BulkBody, ctx: CallContext) 
         back = memory.restore_many(ids, ctx)
         return BulkResult(action=body.action, ids=back, count=len(back))
     changed: list[str] = []
-    with store.atomic():
+    with memory.held_events(), store.atomic():  # the live events go out once the whole selection committed
         seen = {f.id for f in store.get_many(call_scope(None, ctx), ids)}
         missing = [i for i in ids if i not in seen]
         if missing:
