@@ -6,6 +6,7 @@ happens to mask still fails here."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -971,3 +972,26 @@ def test_field_counts_group_by_tier_system_and_pin(service: MemoryService, store
     fragment = store.get_many(A, [pinned])[0]
     assert analytics.field_counts(A, "memory_system")[fragment.memory_system.value] >= 1
     assert sum(analytics.field_counts(A, "memory_system").values()) == 2
+
+
+def test_a_unit_of_work_is_known_to_the_thread_inside_it_only(service: MemoryService, store: Store) -> None:
+    # Recall reads its vector tier on another thread only outside a unit of work (retrieval/beside.py):
+    # another thread's reads would not see the unit's own writes.
+    assert not store.unit_of_work_open()
+    seen_elsewhere: list[bool] = []
+    with store.atomic():
+        assert store.unit_of_work_open()
+        with store.atomic():
+            assert store.unit_of_work_open()
+        assert store.unit_of_work_open()
+        worker = threading.Thread(target=lambda: seen_elsewhere.append(store.unit_of_work_open()))
+        worker.start()
+        worker.join()
+    assert seen_elsewhere == [False]
+    assert not store.unit_of_work_open()
+    with store.rehearsal():
+        assert store.unit_of_work_open()
+    assert not store.unit_of_work_open()
+    with pytest.raises(RuntimeError, match="boom"), store.atomic():
+        raise RuntimeError("boom")
+    assert not store.unit_of_work_open()

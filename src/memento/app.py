@@ -69,6 +69,7 @@ class App:
         # Once the other workers stopped writing: the embeddings this process acknowledged, for at
         # most MEMENTO_EMBED_DRAIN_S; the rest stays pending in the store (logged) for the next start.
         self.service.outbox.stop(self.settings.embed_drain_s)
+        self.service.beside.close()
         if self.bus is not None:
             self.bus.close()
         if self.keyword_index is not None:

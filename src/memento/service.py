@@ -90,6 +90,7 @@ from .results import (
     VerifyErasureResult,
     preview,
 )
+from .retrieval.beside import Beside, workers_for
 from .retrieval.context import explore, load_context
 from .retrieval.profile import Profile003, Profile004, ScoreProfile
 from .retrieval.recall import CANDIDATE_POOL, Recall, recall_filter  # noqa: F401 - CANDIDATE_POOL: benchmarks read it here
@@ -224,7 +225,9 @@ class MemoryService:
         )
         self.views = MemoryViews(store, settings, self._scope, self._own_session)
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
-        self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query)
+        # The threads a recall runs its query's embedding and vector tier on (retrieval/beside.py).
+        self.beside = Beside(workers_for(settings.recall_workers))
+        self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query, self.beside)
         self.recaller = Recall(
             store,
             settings.memory,
@@ -235,6 +238,7 @@ class MemoryService:
             self.searcher,
             profile=score_profile(settings),
             coverage_threshold=settings.coverage_threshold,
+            beside=self.beside,
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
         self._held = threading.local()  # a unit of work's change events, sent when it commits (held_events)
@@ -746,12 +750,17 @@ class MemoryService:
         only when the mode needs it)."""
         scope = self._scope(inp.agentId, ctx)
         self._own_session(scope, inp.sessionId, ctx)
-        if vector is None and embed and inp.text and inp.mode is None:
-            vector = self.vectors.query(inp.text)
-        if inp.text and (vector is not None or inp.mode is not None):  # the vector tier runs: its own writes first
-            self.settle_for(scope)
         filt = recall_filter(inp, inp.sessionId or ctx.session_id, self.settings.confidence_half_life_days)
-        return self.recaller.run(scope, inp, filt, vector, self.clock(), ctx.payload_copies)
+        return self.recaller.run(
+            scope,
+            inp,
+            filt,
+            vector,
+            self.clock(),
+            ctx.payload_copies,
+            embed=embed,
+            settle=lambda: self.settle_for(scope),  # the vector tier runs: its own writes first
+        )
 
     def context(self, inp: ContextInput, ctx: CallContext) -> ContextResult:
         """Core memory (important fragments of the given types) plus the session's working memory."""

@@ -332,6 +332,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMENTO_EMBED_THREADS"),
         description="CPU threads of the local model per call: auto (a single text on one thread while the machine is idle, on every core while other tasks want the CPU; a batch on every core) or a fixed number for every call.",
     )
+    recall_workers: str = Field(
+        "auto",
+        validation_alias=AliasChoices("MEMENTO_RECALL_WORKERS"),
+        description="Threads a recall embeds its query and reads the vector tier on while it reads the keyword and full-text tiers:"
+        " auto (one per core beyond the first, at most 4; none on one core) or a number (0: the tiers run one after another).",
+    )
     embedding_dimensions: int | None = Field(
         None,
         ge=8,
@@ -769,6 +775,14 @@ class Settings(BaseSettings):
         if self.evaluator_provider == "gemini" and not self.gemini_api_key:
             raise ValueError("MEMENTO_EVALUATOR_PROVIDER=gemini needs GEMINI_API_KEY")
         return self
+
+    @field_validator("recall_workers")
+    @classmethod
+    def _recall_workers(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value == "auto" or (value.isdigit() and 0 <= int(value) <= 64):
+            return value
+        raise ValueError("MEMENTO_RECALL_WORKERS must be auto or a number of threads from 0 to 64")
 
     @field_validator("embed_threads")
     @classmethod

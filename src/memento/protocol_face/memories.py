@@ -190,10 +190,7 @@ class Memories:
                 tokenBudget=RECALL_BUDGET,
             )
             filt = replace(recall_filter(inp, None, service.settings.confidence_half_life_days), owner=scope.agent_id)
-            vector = service.vectors.query(text) if text else None
-            if vector is not None:  # read-your-writes by meaning
-                service.settle_for(scope)
-            result = service.recaller.run(scope, inp, filt, vector, service.clock())
+            result = service.recaller.run(scope, inp, filt, None, service.clock(), embed=True, settle=lambda: service.settle_for(scope))
         finally:
             service.observers.recall(time.perf_counter() - started)
         items = result.fragments

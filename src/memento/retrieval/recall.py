@@ -16,6 +16,7 @@ from ..models import AgentScope, Fragment, FragmentType, MemorySystem, RecallFil
 from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, RankFeatures, SearchFilter, Store
+from .beside import Beside, Pending
 from .budget import Counter, WireBudget
 from .coverage import DEFAULT_THRESHOLD, Assessment, Evidence, assess
 from .neighbours import add_context
@@ -71,8 +72,10 @@ class Recall:
         search: Search | None = None,
         profile: ScoreProfile | None = None,
         coverage_threshold: float = DEFAULT_THRESHOLD,
+        beside: Beside | None = None,
     ) -> None:
         self.store = store
+        self.beside = beside or Beside(0)  # the threads the vector tier runs on beside the others
         self.coverage_threshold = coverage_threshold  # MEMENTO_COVERAGE_THRESHOLD: below it, noGoodMatch
         self.profile = profile  # the score profile 004 or 003 (MEMENTO_SCORE_PROFILE); None: 000's ranking
         self.search = search
@@ -83,13 +86,28 @@ class Recall:
         self.keyword_index = keyword_index
 
     def run(
-        self, scope: AgentScope, inp: RecallInput, filt: SearchFilter, vector: np.ndarray | None, now: datetime, copies: int = 1
+        self,
+        scope: AgentScope,
+        inp: RecallInput,
+        filt: SearchFilter,
+        vector: np.ndarray | None,
+        now: datetime,
+        copies: int = 1,
+        *,
+        embed: bool = False,
+        settle: Callable[[], None] | None = None,
     ) -> RecallResult:
         """Answer `inp` within `scope` and `filt`; `vector` is the query's embedding when there is one;
         `copies`: how often the face sends the result (the budget counts each). With `inp.mode`
-        and a query, the search mode answers (retrieval/search.py) instead of the cascade."""
+        and a query, the search mode answers (retrieval/search.py) instead of the cascade.
+
+        `embed`: without a `vector`, embed the query text here; `settle`: called before the
+        vector tier reads a text query's neighbours (read-your-writes by meaning). Both run with
+        the vector tier beside the keyword and full-text tiers when a thread is free (beside.py)."""
         searched = inp.text or " ".join(normalise_keyword(k) for k in inp.keywords or [])
         if inp.mode is not None and searched and self.search is not None:
+            if inp.text and settle is not None:
+                settle()
             return self._searched(scope, inp, searched, filt, vector, now, copies)
         pool = max(CANDIDATE_POOL, inp.limit * 3)
         keywords = [normalise_keyword(k) for k in inp.keywords or []]
@@ -104,19 +122,30 @@ class Recall:
         # each memory's few keywords).
         query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
         lexical = inp.text or " ".join(keywords)
-        if lexical and not query:
-            tiers["text"] = self.store.text_search(scope, search_terms(lexical), filt, pool)
+        nearest: Pending[tuple[np.ndarray | None, list[Hit]]] | None = None
         if query:
-            tiers["text"] = self.store.text_search(scope, search_terms(query), filt, pool)
-            if vector is None and inp.text is None and keywords:
-                vector = self.embed_query(query)
+            text = query
+
+            def by_meaning() -> tuple[np.ndarray | None, list[Hit]]:
+                found = vector
+                if found is None and (embed or (inp.text is None and keywords)):
+                    found = self.embed_query(text)
+                if found is None:
+                    return None, []
+                if inp.text and settle is not None:
+                    settle()
+                return found, self.store.vector_search(scope, found, filt, pool)
+
+            nearest = self.beside.start(by_meaning, allowed=not self.store.unit_of_work_open())
+        if lexical:
+            tiers["text"] = self.store.text_search(scope, search_terms(lexical), filt, pool)
+        if nearest is not None:
+            vector, hits = nearest.result()
             if vector is not None:
                 semantic = "used"
-                exempt = {h.id for hits in tiers.values() for h in hits}
+                exempt = {h.id for found in tiers.values() for h in found}
                 tiers["semantic"] = [
-                    h
-                    for h in self.store.vector_search(scope, vector, filt, pool)
-                    if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
+                    h for h in hits if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
                 ]
             elif self.search_mode() == "keyword-only":
                 semantic = "disabled (keyword-only mode)"

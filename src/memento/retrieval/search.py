@@ -22,6 +22,7 @@ from ..graph import SearchMode, effective_confidence
 from ..models import AgentScope, Fragment
 from ..settings import Settings
 from ..storage.protocol import EntityStore, Hit, SearchFilter, Store
+from .beside import Beside
 from .coverage import Assessment, Evidence, assess
 
 MAX_LIMIT = 100  # 001 §5.6
@@ -110,8 +111,16 @@ class _Seen:
 class Search:
     """The four search modes over the store's tiers and the entity graph."""
 
-    def __init__(self, store: Store, entities: EntityStore, settings: Settings, embed_query: Callable[[str], np.ndarray | None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        entities: EntityStore,
+        settings: Settings,
+        embed_query: Callable[[str], np.ndarray | None],
+        beside: Beside | None = None,
+    ) -> None:
         self.store = store
+        self.beside = beside or Beside(0)  # hybrid: the vector tier beside the keyword tier (beside.py)
         self.entities = entities
         self.settings = settings
         self.embed_query = embed_query
@@ -141,11 +150,15 @@ class Search:
             for fid, (score, via) in self._graph(scope, query, request.depth, vector).items():
                 out[fid] = _Parts(graph=score, via=via)
             return out
+        nearest = None
+        if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):  # beside the keyword tier when a thread is free
+            allowed = mode is SearchMode.HYBRID and not self.store.unit_of_work_open()
+            nearest = self.beside.start(lambda: self._nearest(scope, query, filt, pool, vector), allowed=allowed)
         if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
             for fid, kw in self._keyword(scope, query, filt, pool, seen).items():
                 out.setdefault(fid, _Parts()).keyword = kw
-        if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):
-            for fid, sem in self._semantic(scope, query, filt, pool, vector, seen).items():
+        if nearest is not None:
+            for fid, sem in self._semantic(nearest.result(), seen).items():
                 out.setdefault(fid, _Parts()).semantic = sem
         return out
 
@@ -156,17 +169,20 @@ class Search:
         seen.tiers.append([h.id for h in hits])
         return min_max(hits)
 
-    def _semantic(
-        self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, vector: np.ndarray | None, seen: _Seen
-    ) -> dict[str, float]:
-        """Vector hits whose calibrated similarity reaches the floor (§5.3)."""
+    def _nearest(self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, vector: np.ndarray | None) -> list[Hit] | None:
+        """The vector tier's hits for the query (embedded here without `vector`); None without a vector."""
         if vector is None and query.strip():
             vector = self.embed_query(query)
         if vector is None:
+            return None
+        return self.store.vector_search(scope, vector, filt, pool)
+
+    def _semantic(self, hits: list[Hit] | None, seen: _Seen) -> dict[str, float]:
+        """Vector hits whose calibrated similarity reaches the floor (§5.3)."""
+        if hits is None:
             return {}
         floor, base = self.settings.search_min_similarity, self.baseline
         out: dict[str, float] = {}
-        hits = self.store.vector_search(scope, vector, filt, pool)
         seen.similarities.extend(calibrate(h.score, base) for h in hits)
         seen.tiers.append([h.id for h in hits])
         for hit in hits:

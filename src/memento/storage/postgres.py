@@ -140,6 +140,10 @@ class PostgresStore:
         with self.db.tx(SYSTEM):
             yield
 
+    def unit_of_work_open(self) -> bool:
+        """Whether this thread is inside atomic() or rehearsal() (its reads stay on this thread)."""
+        return self.db.in_transaction()
+
     @contextmanager
     def rehearsal(self) -> Iterator[None]:
         """The store calls inside run for real in one transaction that is rolled back (a dry run)."""

@@ -106,6 +106,10 @@ class PostgresDatabase:
         register_vector(conn)
         conn.commit()
 
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside tx() or rehearsal()."""
+        return getattr(self._local, "open", None) is not None
+
     @contextmanager
     def tx(self, agent: str, pool: PoolWrites = PoolWrites.ALL) -> Iterator[Cursor]:
         """One transaction whose row-level security context is `agent`, allowed to change the

@@ -144,6 +144,10 @@ class SQLiteStore:
         with self.db.tx():
             yield
 
+    def unit_of_work_open(self) -> bool:
+        """Whether this thread is inside atomic() or rehearsal() (its reads stay on this thread)."""
+        return self.db.in_transaction()
+
     @contextmanager
     def rehearsal(self) -> Iterator[None]:
         """The store calls inside run for real in one transaction that is rolled back (a dry run)."""

@@ -89,12 +89,24 @@ class SQLiteDatabase:
                 self._readers.append(conn)
         return conn
 
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside tx() or rehearsal()."""
+        return getattr(self._local, "tx_depth", 0) > 0
+
+    @contextmanager
+    def _on_this_thread(self) -> Iterator[None]:
+        self._local.tx_depth = getattr(self._local, "tx_depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.tx_depth -= 1
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on the single writer connection. Inside another one (on this
         thread: the writer lock is re-entrant) it joins it: the outermost commits or rolls back
         everything, so a multi-step write built from single-step ones stays one transaction."""
-        with self._write_lock:
+        with self._write_lock, self._on_this_thread():
             conn = self.writer
             if self._depth:
                 self._depth += 1
@@ -123,7 +135,7 @@ class SQLiteDatabase:
         thread) run for real, read what they wrote, and leave nothing behind — no row, and no
         after-commit hook (the vector index is never told). Holds the write lock throughout: other
         writers wait until it ends."""
-        with self._write_lock:
+        with self._write_lock, self._on_this_thread():
             if self._depth:
                 raise RuntimeError("rehearsal() inside a write transaction")
             conn = self.writer

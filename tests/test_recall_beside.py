@@ -1,0 +1,222 @@
+"""A recall embeds its query and reads the vector tier beside its keyword and full-text tiers
+(retrieval/beside.py, MEMENTO_RECALL_WORKERS): the same answers as one tier after another, on a
+helper thread only when one is free and the caller is outside a unit of work."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from memento.app import App, build_app
+from memento.embeddings import cpu
+from memento.embeddings.cpu import SIBLINGS, ThreadBudget
+from memento.embeddings.hashing import HashEmbedder
+from memento.graph import SearchMode
+from memento.models import CallContext, FragmentType, RecallInput, RememberInput
+from memento.retrieval import beside as beside_module
+from memento.retrieval.beside import Beside, workers_for
+from memento.settings import Settings
+
+TRACE: contextvars.ContextVar[str] = contextvars.ContextVar("trace", default="none")
+
+
+class TestBeside:
+    def test_the_call_runs_on_a_helper_thread_with_the_callers_context(self) -> None:
+        pool = Beside(1)
+        try:
+            TRACE.set("request-7")
+            seen: dict[str, Any] = {}
+
+            def call() -> str:
+                seen.update(thread=threading.current_thread().name, trace=TRACE.get(), siblings=SIBLINGS.get())
+                return "done"
+
+            pending = pool.start(call)
+            assert pending.beside and pending.result() == "done"
+            assert seen == {"thread": seen["thread"], "trace": "request-7", "siblings": 1}
+            assert seen["thread"].startswith("memento-recall") and seen["thread"] != threading.current_thread().name
+            assert SIBLINGS.get() == 0  # the caller's own context is untouched
+        finally:
+            pool.close()
+
+    def test_with_every_thread_busy_the_call_runs_in_the_caller_when_asked_for(self) -> None:
+        pool = Beside(1)
+        release, started = threading.Event(), threading.Event()
+        try:
+
+            def hold() -> bool:
+                started.set()
+                return release.wait(10)
+
+            blocking = pool.start(hold)
+            assert blocking.beside and started.wait(10)
+            ran: list[str] = []
+
+            def note() -> int:
+                ran.append(threading.current_thread().name)
+                return len(ran)
+
+            deferred = pool.start(note)
+            assert not deferred.beside and ran == []  # nothing ran yet: it waits for its result
+            assert deferred.result() == 1 and ran == [threading.current_thread().name]
+            release.set()
+            assert blocking.result() is True
+            assert pool.start(lambda: 3).beside  # the thread is free again
+        finally:
+            release.set()
+            pool.close()
+
+    def test_not_allowed_no_threads_or_closed_runs_in_the_caller(self) -> None:
+        me = threading.current_thread().name
+        pool = Beside(2)
+        assert not pool.start(lambda: 1, allowed=False).beside
+        pool.close()
+        after = pool.start(lambda: threading.current_thread().name)
+        assert not after.beside and after.result() == me
+        none = Beside(0)
+        assert not none.start(lambda: 1).beside and none.start(lambda: 2).result() == 2
+        none.close()
+
+    def test_an_exception_reaches_the_caller_and_frees_the_thread(self) -> None:
+        pool = Beside(1)
+        try:
+
+            def fail() -> None:
+                raise ValueError("tier failed")
+
+            pending = pool.start(fail)
+            assert pending.beside
+            with pytest.raises(ValueError, match="tier failed"):
+                pending.result()
+            assert pool.start(lambda: 1).beside
+        finally:
+            pool.close()
+
+    def test_the_worker_count_setting(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for cores, expected in ((1, 0), (2, 1), (4, 3), (16, 4)):
+            monkeypatch.setattr(beside_module, "usable_cores", lambda cores=cores: cores)
+            assert workers_for("auto") == workers_for(" AUTO ") == expected
+        assert workers_for("0") == 0 and workers_for("3") == 3
+        for bad in ("-1", "two", "65", ""):
+            with pytest.raises(ValueError, match="MEMENTO_RECALL_WORKERS"):
+                workers_for(bad)
+            with pytest.raises(ValidationError, match="MEMENTO_RECALL_WORKERS"):
+                Settings(MEMENTO_RECALL_WORKERS=bad)
+        assert Settings().recall_workers == "auto"
+
+    def test_a_query_embedding_beside_the_callers_reads_does_not_count_them_as_load(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        budget = ThreadBudget("auto")
+        budget.cores = 2
+        monkeypatch.setattr(cpu, "others_running", lambda path=cpu.LOADAVG: 1)
+        assert budget.apply(1) == 2  # another task wants the CPU: every core
+        token = SIBLINGS.set(1)
+        try:
+            assert budget.apply(1) == 1  # the one running is the recall's own caller
+            monkeypatch.setattr(cpu, "others_running", lambda path=cpu.LOADAVG: 3)
+            assert budget.apply(1) == 2  # and two more besides
+            assert budget.apply(8) == 2  # a batch is never cut down
+        finally:
+            SIBLINGS.reset(token)
+
+
+WRITES = [
+    ("We adopted a beagle named Biscuit in March", "pets"),
+    ("Biscuit chewed through the garden hose", "pets"),
+    ("The quarterly report is due on the fifth", "work"),
+    ("Standup moved to 9:30 because of the new office hours", "work"),
+    ("The garden needs a new hose and some tomato stakes", "home"),
+    ("My sister visits from Lisbon next week", "family"),
+    ("Lisbon trip: book the tram tour and the fado evening", "travel"),
+    ("The beagle is afraid of the vacuum cleaner", "pets"),
+]
+QUESTIONS = ["What is the dog called?", "garden hose", "when is the report due", "who is visiting from Lisbon", "fado"]
+
+
+def build(tmp_path: Path, name: str, workers: str) -> App:
+    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / name}", EMBEDDING_PROVIDER="hash", MEMENTO_RECALL_WORKERS=workers)
+    return build_app(settings, embedder=HashEmbedder(256))
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[App, App]]:
+    apps = build(tmp_path, "serial.db", "0"), build(tmp_path, "beside.db", "2")
+    ctx = CallContext(agent_id="alice", session_id="s1")
+    for app in apps:
+        for content, topic in WRITES:
+            app.service.remember(RememberInput(content=content, topic=topic, type=FragmentType.FACT), ctx)
+    yield apps
+    for app in apps:
+        app.close()
+
+
+def record_threads(app: App, method: str) -> list[str]:
+    """The names of the threads `app.store.<method>` is called on, from now on."""
+    names: list[str] = []
+    inner = getattr(app.store, method)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        names.append(threading.current_thread().name)
+        return inner(*args, **kwargs)
+
+    setattr(app.store, method, spy)
+    return names
+
+
+def answers(app: App, **kw: Any) -> list[list[tuple[str, float | None]]]:
+    ctx = CallContext(agent_id="alice", session_id="s1")
+    out = []
+    for q in QUESTIONS:
+        result = app.service.recall(RecallInput(text=q, limit=5, includeLinks=False, verbose=True, **kw), ctx)
+        out.append([(f.content, f.score) for f in result.fragments])
+    return out
+
+
+def test_a_recall_answers_the_same_with_its_tiers_beside_each_other(pair: tuple[App, App]) -> None:
+    serial, parallel = pair
+    assert serial.service.beside.workers == 0 and parallel.service.beside.workers == 2
+    on_threads = record_threads(parallel, "vector_search")
+    text_threads = record_threads(parallel, "text_search")
+    assert answers(serial) == answers(parallel)
+    assert answers(serial, mode=SearchMode.HYBRID) == answers(parallel, mode=SearchMode.HYBRID)
+    me = threading.current_thread().name
+    assert on_threads and all(name.startswith("memento-recall") for name in on_threads)
+    assert text_threads and set(text_threads) == {me}
+    result = parallel.service.recall(RecallInput(text="beagle", limit=3, verbose=True), CallContext(agent_id="alice"))
+    assert result.tiers is not None and result.tiers.semantic != "unused" and result.tiers.text > 0
+
+
+def test_inside_a_unit_of_work_the_vector_tier_stays_on_the_callers_thread(pair: tuple[App, App]) -> None:
+    _, parallel = pair
+    on_threads = record_threads(parallel, "vector_search")
+    ctx = CallContext(agent_id="alice")
+    with parallel.store.rehearsal():
+        parallel.service.recall(RecallInput(text="beagle", limit=3), ctx)
+    with parallel.store.atomic():
+        parallel.service.recall(RecallInput(text="garden", limit=3), ctx)
+    assert on_threads == [threading.current_thread().name] * 2
+    parallel.service.recall(RecallInput(text="garden", limit=3), ctx)
+    assert on_threads[-1].startswith("memento-recall")
+
+
+def test_a_failing_vector_tier_fails_the_recall_and_the_next_one_works(pair: tuple[App, App]) -> None:
+    _, parallel = pair
+    inner = parallel.store.vector_search
+    calls = {"n": 0}
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("index unreadable")
+        return inner(*args, **kwargs)
+
+    parallel.store.vector_search = broken  # type: ignore[method-assign]
+    ctx = CallContext(agent_id="alice")
+    with pytest.raises(RuntimeError, match="index unreadable"):
+        parallel.service.recall(RecallInput(text="beagle", limit=3), ctx)
+    assert parallel.service.recall(RecallInput(text="beagle", limit=3), ctx).count > 0
