@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,12 @@ from memento.embeddings import cpu
 from memento.embeddings.cpu import SIBLINGS, ThreadBudget
 from memento.embeddings.hashing import HashEmbedder
 from memento.graph import SearchMode
-from memento.models import CallContext, FragmentType, RecallInput, RememberInput
+from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RememberInput
 from memento.retrieval import beside as beside_module
 from memento.retrieval.beside import Beside, workers_for
+from memento.retrieval.readahead import ReadAhead
 from memento.settings import Settings
+from memento.storage.protocol import SearchFilter
 
 TRACE: contextvars.ContextVar[str] = contextvars.ContextVar("trace", default="none")
 
@@ -220,3 +224,93 @@ def test_a_failing_vector_tier_fails_the_recall_and_the_next_one_works(pair: tup
     with pytest.raises(RuntimeError, match="index unreadable"):
         parallel.service.recall(RecallInput(text="beagle", limit=3), ctx)
     assert parallel.service.recall(RecallInput(text="beagle", limit=3), ctx).count > 0
+
+
+class SlowEmbedder(HashEmbedder):
+    """The hashing embedder taking as long for a query as the local model does (~20 ms)."""
+
+    def embed_query(self, text: str) -> Any:
+        time.sleep(0.02)
+        return super().embed_query(text)
+
+
+CONVERSATION = [
+    "Where did you and Sam decide to live?",
+    "We rented a flat near the station in the end",
+    "Is it big enough for the piano?",
+    "Barely, the piano sits in the hallway",
+    "What about the beagle?",
+    "Biscuit loves the park across the road",
+    "Did the move go well?",
+    "The movers dropped a box of plates",
+]
+
+
+def conversation_app(tmp_path: Path, name: str, workers: str) -> App:
+    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / name}", EMBEDDING_PROVIDER="hash", MEMENTO_RECALL_WORKERS=workers)
+    app = build_app(settings, embedder=SlowEmbedder(256))
+    ctx = CallContext(agent_id="alice", session_id="chat")
+    for turn in CONVERSATION:
+        app.service.remember(RememberInput(content=turn, topic="chat", type=FragmentType.EPISODE), ctx)
+    return app
+
+
+def test_ranking_reads_ahead_while_the_query_embeds_and_ranks_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    serial, parallel = conversation_app(tmp_path, "s.db", "0"), conversation_app(tmp_path, "p.db", "1")
+    try:
+        ahead: list[int] = []
+        prefetch = ReadAhead.prefetch
+
+        def spy(self: ReadAhead, *args: Any, **kwargs: Any) -> None:
+            prefetch(self, *args, **kwargs)
+            ahead.append(self.ahead)
+
+        monkeypatch.setattr(ReadAhead, "prefetch", spy)
+        ctx = CallContext(agent_id="alice", session_id="chat")
+        for question in ("where do they live now", "piano hallway", "what happened to the plates", "park"):
+            one = serial.service.recall(RecallInput(text=question, limit=4, includeLinks=False, verbose=True), ctx)
+            two = parallel.service.recall(RecallInput(text=question, limit=4, includeLinks=False, verbose=True), ctx)
+            assert [(f.content, f.score, f.recall_reason) for f in one.fragments] == [
+                (f.content, f.score, f.recall_reason) for f in two.fragments
+            ]
+        assert len(ahead) == 4 and all(n > 0 for n in ahead)  # only the parallel app read ahead, every time
+    finally:
+        serial.close()
+        parallel.close()
+
+
+def test_read_ahead_gives_what_the_store_gives_and_reads_each_id_once(tmp_path: Path) -> None:
+    app = conversation_app(tmp_path, "r.db", "0")
+    try:
+        store, scope, filt = app.store, AgentScope("alice"), SearchFilter()
+        ids = [f.id for f in store.recent(scope, filt, 20)]
+        asked: list[list[str]] = []
+        inner = store.sequence_neighbours
+
+        def counting(scope_: AgentScope, wanted: Any, filt_: SearchFilter, window: timedelta) -> Any:
+            asked.append(list(wanted))
+            return inner(scope_, wanted, filt_, window)
+
+        store.sequence_neighbours = counting  # type: ignore[method-assign, assignment]
+        reads = ReadAhead(store, scope, filt)
+        window = timedelta(minutes=30)
+        unknown = "no-such-memory"
+        reads.prefetch(ids[:3], 2, window, stop=lambda: False)
+        assert reads.ahead >= 3
+        assert reads.sequence_neighbours(scope, [*ids, unknown], filt, window) == inner(scope, [*ids, unknown], filt, window)
+        assert reads.rank_features(scope, [*ids, unknown]) == store.rank_features(scope, [*ids, unknown])
+        by_id = {f.id: f for f in store.get_many(scope, ids)}
+        assert reads.get_many(scope, [*ids, unknown]) == [by_id[i] for i in ids]  # in the order asked, the unknown one left out
+        got = reads.embeddings_of(scope, [*ids, unknown])
+        want = store.embeddings_of(scope, ids)
+        assert got.keys() == want.keys() and all((got[k] == want[k]).all() for k in got)
+        before = len(asked)
+        reads.sequence_neighbours(scope, [*ids, unknown], filt, window)
+        assert len(asked) == before  # every id (the unknown one too) was read once
+        flat = [i for call in asked for i in call]
+        assert len(flat) == len(set(flat))
+        nothing = ReadAhead(store, scope, filt)
+        nothing.prefetch(ids, 2, window, stop=lambda: True)
+        assert nothing.ahead == 0 and len(asked) == before
+    finally:
+        app.close()

@@ -53,6 +53,10 @@ class Pending(Generic[T]):
         """Whether the work runs on another thread (False: it runs when its result is asked for)."""
         return self._future is not None
 
+    def done(self) -> bool:
+        """Whether work started beside has finished (work run in the caller: not before result())."""
+        return self._future is not None and self._future.done()
+
     def result(self) -> T:
         """The work's value (waiting for it); its exception is raised here."""
         if self._future is None:

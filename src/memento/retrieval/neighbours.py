@@ -23,13 +23,16 @@ candidate of the tiers (the best CONTEXT_EXPAND when there are more) looks for i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Protocol
 
 import numpy as np
 
 from ..models import AgentScope
 from ..settings import RankingConfig
-from ..storage.protocol import SearchFilter, Store
+from ..storage.protocol import SearchFilter
+from ..storage.sequence import SequenceNeighbours
 from .rank import Candidate, Scale
 
 # Candidates that look for their neighbours, best first (at least the recall's limit). On the
@@ -39,8 +42,17 @@ CONTEXT_EXPAND = 60
 CONTEXT_DECAY = 0.85  # each further step away lends this much less (the nearest turn first)
 
 
+class ContextReads(Protocol):
+    """What context reads: the store, or a recall's ReadAhead over it (readahead.py)."""
+
+    def sequence_neighbours(
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+    ) -> dict[str, SequenceNeighbours]: ...
+    def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+
 def add_context(
-    store: Store,
+    store: ContextReads,
     scope: AgentScope,
     cands: dict[str, Candidate],
     filt: SearchFilter,

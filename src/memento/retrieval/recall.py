@@ -22,6 +22,7 @@ from .coverage import DEFAULT_THRESHOLD, Assessment, Evidence, assess
 from .neighbours import add_context
 from .profile import ScoreProfile, penalise_duplicates
 from .rank import Candidate, Scale, composite, fuse, fuse_linear, prior, reason
+from .readahead import ReadAhead
 from .search import MAX_LIMIT, Search, SearchPage, SearchRequest, baseline_for, calibrate
 from .temporal import named_span
 
@@ -139,6 +140,13 @@ class Recall:
             nearest = self.beside.start(by_meaning, allowed=not self.store.unit_of_work_open())
         if lexical:
             tiers["text"] = self.store.text_search(scope, search_terms(lexical), filt, pool)
+        reads = ReadAhead(self.store, scope, filt)
+        if nearest is not None and nearest.beside and not nearest.done():  # read ahead while the query embeds
+            cfg = self.config.ranking
+            context = cfg.contextBefore > 0 or cfg.contextAfter > 0
+            window = timedelta(minutes=cfg.contextWindowMinutes) if context else None
+            ahead = [h.id for hits in tiers.values() for h in hits]
+            reads.prefetch(ahead, cfg.contextReach, window, stop=nearest.done)
         if nearest is not None:
             vector, hits = nearest.result()
             if vector is not None:
@@ -152,7 +160,7 @@ class Recall:
             else:
                 semantic = "unavailable (embedding provider failed; keyword tiers only)"
         ranked = (
-            self._rank_query(scope, tiers, now, inp.limit, filt, vector, query, inp.threshold, inp.text is not None)
+            self._rank_query(scope, tiers, now, inp.limit, filt, vector, query, inp.threshold, inp.text is not None, reads)
             if tiers
             else self._rank_listing(scope, filt, now, inp.limit)
         )
@@ -239,6 +247,7 @@ class Recall:
         query: str | None,
         threshold: float | None = None,
         free_text: bool = True,
+        reads: ReadAhead | None = None,
     ) -> Ranked:
         """Fuse the tiers, add conversational context (neighbours.py) and the time the query
         names (temporal.py), then rank with the composite score or the score profile."""
@@ -249,10 +258,11 @@ class Recall:
             cands = fuse(tiers, weights)
         else:
             cands, scale = fuse_linear(tiers, weights, max(CANDIDATE_POOL, limit * 3))
-        add_context(self.store, scope, cands, filt, vector, scale, cfg, limit, threshold, admit=free_text)
+        reads = reads or ReadAhead(self.store, scope, filt)
+        add_context(reads, scope, cands, filt, vector, scale, cfg, limit, threshold, admit=free_text)
         if not cands:
             return []
-        features = self.store.rank_features(scope, list(cands))
+        features = reads.rank_features(scope, list(cands))
         present = [c for c in cands.values() if c.id in features]
         span = named_span(query, now) if query and cfg.temporalBoost > 0 else None
         if span is not None:
@@ -271,7 +281,7 @@ class Recall:
             ]
             scored.sort(key=lambda t: -t[1])
         top = scored[:limit]
-        fragments = {f.id: f for f in self.store.get_many(scope, [c.id for c, _ in top])}
+        fragments = {f.id: f for f in reads.get_many(scope, [c.id for c, _ in top])}
         return [(fragments[c.id], c, score) for c, score in top if c.id in fragments]
 
     def _profiled(
