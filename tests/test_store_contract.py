@@ -1007,3 +1007,22 @@ def test_the_full_text_tier_finds_a_scopes_few_matches_behind_many_better_ones_i
     assert sorted(h.id for h in found) == sorted([*mine, tagged])
     assert [h.id for h in store.text_search(A, query_terms("zebra"), SearchFilter(tags_all=("home",)), 10)] == [tagged]
     assert len(store.text_search(B, query_terms("zebra"), SearchFilter(), 10)) == 10
+
+
+def test_the_full_text_tier_weighs_terms_by_the_latest_memories(service: MemoryService, store: Store) -> None:
+    """With an IDF window: a word everywhere in the latest memories weighs little however rare in
+    the scope as a whole (the same on both backends); another agent's memories are not counted."""
+    search = store.search  # type: ignore[attr-defined]
+    search.scoring = dataclasses.replace(search.scoring, idf_window=60, pool=400)  # every match rescored
+    import_fragments(service, "alice", [f"an old note about the cat number {i}" for i in range(240)])
+    old_cat = put(service, "a cat photo from the archive", created=NOW - timedelta(days=30))
+    recent = [put(service, f"the garden party planning, item {i}", created=NOW + timedelta(minutes=i)) for i in range(59)]
+    for i in range(100):  # bob's garden does not change alice's statistics
+        put(service, f"bob keeps a cat in the garden shed, {i}", "bob")
+    hits = store.text_search(A, query_terms("garden cat"), SearchFilter(), 400)
+    ranked = [h.id for h in hits]
+    # the latest 60 of alice's memories hold "garden" 59 times and "cat" once: the cat weighs more
+    assert ranked.index(old_cat) < min(ranked.index(r) for r in recent)
+    search.scoring = dataclasses.replace(search.scoring, idf_window=0)  # weighed over the whole scope: "garden" is the rarer
+    ranked = [h.id for h in store.text_search(A, query_terms("garden cat"), SearchFilter(), 400)]
+    assert ranked.index(old_cat) > max(ranked.index(r) for r in recent)

@@ -5,7 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memento.analysis import index_terms
-from memento.storage.terms import COMMON_TERM_MIN_DOCS, CountCache, Plan, Scoring, common_df, idf, plan, rescore, term_counts, within_budget
+from memento.storage.terms import (
+    COMMON_TERM_MIN_DOCS,
+    CountCache,
+    Plan,
+    Scoring,
+    common_df,
+    idf,
+    plan,
+    rescore,
+    term_counts,
+    window,
+    within_budget,
+)
 
 TOTAL = 10_000
 DF = {"alic": 2_500, "mother": 40, "live": 90, "say": 800, "day": 3_000, "week": 500}
@@ -106,3 +118,34 @@ def test_count_cache_keeps_fresh_values_up_to_a_bound() -> None:
     assert cache.fresh("python") is None
     cache.put("data", 110_000, keep=2)
     assert cache.fresh("data") == 110_000
+
+
+def test_terms_are_weighed_by_the_latest_memories_in_a_larger_scope() -> None:
+    chosen = plan(["feel", "lisbon", "data"], 100_000, lambda terms, cap: {"feel": 300, "lisbon": 40, "data": 20_000})
+    asked: list[list[str]] = []
+
+    def latest(terms: Sequence[str]) -> dict[str, int]:
+        asked.append(list(terms))
+        return {"feel": 250, "lisbon": 35}
+
+    weighed = window(chosen, 2_000, latest)
+    assert asked == [["feel", "lisbon"]]  # the common term is not counted: its share is the scope's
+    assert weighed.df == {"feel": 250, "lisbon": 35, "data": 400} and weighed.total == 2_000
+    assert (weighed.search, weighed.boost, weighed.newest) == (chosen.search, chosen.boost, chosen.newest)  # selection unchanged
+    assert weighed.weighed_over == 2_000
+    scores = dict(rescore(weighed, [("a", "I feel great", "", "t"), ("b", "lisbon came", "", "t")], 20.0, Scoring()))
+    before = dict(rescore(chosen, [("a", "I feel great", "", "t"), ("b", "lisbon came", "", "t")], 20.0, Scoring()))
+    assert scores["b"] > scores["a"] and scores["a"] / scores["b"] < before["a"] / before["b"]  # "feel" is everyday in the window
+
+
+def test_a_scope_within_the_window_or_no_window_is_weighed_whole() -> None:
+    chosen = plan(["feel"], 1_500, lambda terms, cap: {"feel": 30})
+
+    def never(terms: Sequence[str]) -> dict[str, int]:
+        raise AssertionError("nothing to count")
+
+    assert window(chosen, 2_000, never) is chosen
+    big = plan(["feel"], 50_000, lambda terms, cap: {"feel": 30})
+    assert window(big, 0, never) is big
+    small = plan(["feel", "cat"], 300, lambda terms, cap: {"feel": 30, "cat": 250})
+    assert window(small, 50, lambda terms: {"feel": 50, "cat": 0}).df == {"feel": 50, "cat": 0}  # a small scope: every term counted

@@ -284,4 +284,5 @@ def text_scoring(settings: Settings) -> Scoring:
         pool=settings.text_rescore_pool,
         common_terms=settings.text_common_terms,
         postings=settings.text_postings_budget,
+        idf_window=settings.text_idf_window,
     )

@@ -429,6 +429,14 @@ class Settings(BaseSettings):
         description="In a store of 2,000 memories or more: the matches the rarest query terms may bring to the full-text tier;"
         " rarer terms select until their matches reach it, the others only score (the tier's cost stays bounded at any size).",
     )
+    text_idf_window: int = Field(
+        2000,
+        ge=0,
+        le=10_000_000,
+        validation_alias=AliasChoices("MEMENTO_TEXT_IDF_WINDOW"),
+        description="In a larger scope: the latest memories whose statistics weigh the query terms (IDF) in the full-text tier;"
+        " 0 weighs them over the whole scope.",
+    )
     text_common_terms: Literal["score", "drop"] = Field(
         "score",
         validation_alias=AliasChoices("MEMENTO_TEXT_COMMON_TERMS"),

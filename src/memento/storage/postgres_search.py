@@ -11,7 +11,7 @@ import numpy as np
 from ..models import AgentScope
 from . import terms as terms_policy
 from .postgres_db import Cursor, PostgresDatabase
-from .postgres_sql import df_sql, filter_sql, keyword_sql, scope_sql, text_sql
+from .postgres_sql import df_sql, filter_sql, keyword_sql, latest_df_sql, scope_sql, text_sql
 from .protocol import Hit, SearchFilter
 from .sqlfilter import narrowing
 
@@ -33,6 +33,7 @@ class PostgresSearch:
         self.ef_search = ef_search
         self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
         self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
+        self.latest: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)  # terms.window
         self.scoring = scoring
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
@@ -55,6 +56,31 @@ class PostgresSearch:
     def selective_terms(self, cur: Cursor, scope: AgentScope, terms: list[str]) -> list[str]:
         """The terms that select full-text candidates in `scope` (the others only score them)."""
         return self.plan(cur, scope, terms).search
+
+    def _latest_counts(self, cur: Cursor, scope: AgentScope, words: Sequence[str]) -> dict[str, int]:
+        """Each word's documents among the scope's latest `idf_window` memories (terms.window;
+        only words under the common-term threshold are asked, so their term rows are few; kept
+        AVERAGE_TTL_S)."""
+        size, key = self.scoring.idf_window, scope.visible_agents()
+        where, params = scope_sql(scope)
+
+        def first() -> int:
+            cur.execute(
+                f"SELECT f.seq FROM agent_memory.fragments f WHERE {where} ORDER BY f.seq DESC OFFSET %s LIMIT 1", [*params, size - 1]
+            )
+            row = cur.fetchone()
+            return int(row["seq"]) if row else 0
+
+        start = self.latest.get(("first", key), first)
+        out = {w: n for w in words if (n := self.latest.fresh((key, start, w))) is not None}
+        asked = [w for w in words if w not in out]
+        if asked:
+            cur.execute(*latest_df_sql(scope, asked, start))
+            counted = {r["term"]: int(r["n"]) for r in cur.fetchall()}
+            for w in asked:
+                out[w] = counted.get(w, 0)
+                self.latest.put((key, start, w), out[w], keep=terms_policy.FREQUENT_KEEP)
+        return out
 
     def scope_size(self, cur: Cursor, scope: AgentScope) -> int:
         """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
@@ -90,6 +116,7 @@ class PostgresSearch:
             chosen = self.plan(cur, scope, terms)
             if not chosen.search:
                 return []
+            chosen = terms_policy.window(chosen, self.scoring.idf_window, lambda words: self._latest_counts(cur, scope, words))
             cur.execute(*text_sql(scope, chosen.search, filt, max(limit, self.scoring.pool), chosen.boost, chosen.newest))
             docs = [(r["id"], r["content"], " ".join(r["keywords"] or []), r["topic"]) for r in cur.fetchall()]
             average = self.average_length(cur, scope)

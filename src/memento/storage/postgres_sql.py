@@ -89,6 +89,17 @@ def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, l
     )
 
 
+def latest_df_sql(scope: AgentScope, terms: Sequence[str], start: int) -> tuple[str, list[Any]]:
+    """Each term's document frequency among the fragments from `start` (a seq) on; for terms
+    under the common-term threshold (terms.window), whose term rows are few."""
+    where, params = scope_sql(scope, "t")
+    return (
+        "SELECT q.term, (SELECT COUNT(*) FROM agent_memory.fragment_terms t"
+        f" WHERE t.term = q.term AND t.seq >= %s AND {where}) AS n FROM unnest(CAST(%s AS text[])) AS q(term)",
+        [start, *params, list(terms)],
+    )
+
+
 def text_sql(
     scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int, boost: Sequence[str] = (), newest: int | None = None
 ) -> tuple[str, list[Any]]:

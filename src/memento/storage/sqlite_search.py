@@ -40,6 +40,7 @@ class SQLiteSearch:
         self.agents = agents
         self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
         self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
+        self.latest: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)  # terms.window
         # FTS5's vocabulary counts a term's documents by reading its whole posting list: a term
         # in a third of a million memories costs milliseconds each time, so frequent ones are kept.
         self.frequent: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.FREQUENT_TTL_S)
@@ -118,6 +119,39 @@ class SQLiteSearch:
         """The terms that select full-text candidates in `scope` (the others only score them)."""
         return self.plan(scope, terms).search
 
+    def _latest_counts(self, scope: AgentScope, words: Sequence[str]) -> dict[str, int]:
+        """Each word's documents among the scope's latest `idf_window` memories (terms.window),
+        through the full-text index from the window's first row on (kept AVERAGE_TTL_S)."""
+        size, key = self.scoring.idf_window, scope.visible_agents()
+        where, params = _scope_sql(scope)
+        conn = self.db.reader()
+
+        def first() -> int:
+            row = conn.execute(
+                f"SELECT f.seq FROM fragments f WHERE {where} ORDER BY f.seq DESC LIMIT 1 OFFSET ?", [*params, size - 1]
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        start = self.latest.get(("first", key), first)
+        whole = self._whole(scope)
+        out: dict[str, int] = {}
+        for word in words:
+            known = self.latest.fresh((key, start, word))
+            if known is None:
+                match = [_fts_query([word]), start]
+                if whole:
+                    sql, args = "SELECT COUNT(*) FROM fragments_fts WHERE fragments_fts MATCH ? AND rowid >= ?", match
+                else:
+                    sql = (
+                        "SELECT COUNT(*) FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid"
+                        f" WHERE fragments_fts MATCH ? AND m.rowid >= ? AND {where}"
+                    )
+                    args = [*match, *params]
+                known = int(conn.execute(sql, args).fetchone()[0])
+                self.latest.put((key, start, word), known, keep=terms_policy.FREQUENT_KEEP)
+            out[word] = known
+        return out
+
     def scope_size(self, scope: AgentScope, whole: bool) -> int:
         """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
         key = None if whole else scope.visible_agents()
@@ -153,6 +187,7 @@ class SQLiteSearch:
         chosen = self.plan(scope, terms)
         if not chosen.search:
             return []
+        chosen = terms_policy.window(chosen, self.scoring.idf_window, lambda words: self._latest_counts(scope, words))
         pool, newest = max(limit, self.scoring.pool), chosen.newest
         rows = self._matches(scope, filt, _fts_query(chosen.search), pool, newest)
         if chosen.boost and len(rows) >= pool:
