@@ -1026,3 +1026,23 @@ def test_the_full_text_tier_weighs_terms_by_the_latest_memories(service: MemoryS
     search.scoring = dataclasses.replace(search.scoring, idf_window=0)  # weighed over the whole scope: "garden" is the rarer
     ranked = [h.id for h in store.text_search(A, query_terms("garden cat"), SearchFilter(), 400)]
     assert ranked.index(old_cat) > max(ranked.index(r) for r in recent)
+
+
+def test_the_full_text_tier_scores_given_memories_beyond_its_pool_as_it_would_in_it(service: MemoryService, store: Store) -> None:
+    # text_scores: what recall asks for the memories the vector tier found that the full-text
+    # tier's pool left out; the same score the tier gives, nothing for a memory without the words,
+    # nothing of another agent's.
+    notes = [put(service, f"the harbour ferry timetable, page {i}") for i in range(12)]
+    other = put(service, "we watched the ferry leave the harbour at dawn with our coffee")
+    unrelated = put(service, "a recipe for lentil soup")
+    bobs = put(service, "bob's harbour ferry notes", "bob")
+    terms = query_terms("harbour ferry")
+    whole = {h.id: h.score for h in store.text_search(A, terms, SearchFilter(), 50)}
+    assert set(whole) == {*notes, other}
+    few = {h.id for h in store.text_search(A, terms, SearchFilter(), 3)}
+    beyond = [i for i in [*notes, other] if i not in few]
+    scores = store.text_scores(A, terms, [*beyond, unrelated, bobs, "no-such-id"])
+    assert set(scores) == set(beyond)
+    assert all(abs(scores[i] - whole[i]) < 1e-9 for i in beyond)
+    assert store.text_scores(A, [], notes) == {} and store.text_scores(A, terms, []) == {}
+    assert set(store.text_scores(B, terms, [bobs, other])) == {bobs}

@@ -6,6 +6,7 @@ scope and filter); this engine decides what comes back and in which order.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
@@ -123,23 +124,30 @@ class Recall:
         # each memory's few keywords).
         query = inp.text or (" ".join(keywords) if keywords and not tiers["keywords"] else None)
         lexical = inp.text or " ".join(keywords)
-        nearest: Pending[tuple[np.ndarray | None, list[Hit]]] | None = None
+        nearest: Pending[tuple[np.ndarray | None, list[Hit], dict[str, float] | None]] | None = None
+        found_text: int | None = None
+        text_terms = search_terms(lexical) if lexical else []
         if query:
             text = query
+            caller = threading.current_thread()
 
-            def by_meaning() -> tuple[np.ndarray | None, list[Hit]]:
+            def by_meaning() -> tuple[np.ndarray | None, list[Hit], dict[str, float] | None]:
                 found = vector
                 if found is None and (embed or (inp.text is None and keywords)):
                     found = self.embed_query(text)
                 if found is None:
-                    return None, []
+                    return None, [], None
                 if inp.text and settle is not None:
                     settle()
-                return found, self.store.vector_search(scope, found, filt, pool)
+                hits = self.store.vector_search(scope, found, filt, pool)
+                # On a helper thread, the text scores of what it found come along (the caller is
+                # reading ahead meanwhile); in the caller, only those the text tier misses are asked.
+                beside = threading.current_thread() is not caller and bool(text_terms)
+                return found, hits, self.store.text_scores(scope, text_terms, [h.id for h in hits]) if beside else None
 
             nearest = self.beside.start(by_meaning, allowed=not self.store.unit_of_work_open())
         if lexical:
-            tiers["text"] = self.store.text_search(scope, search_terms(lexical), filt, pool)
+            tiers["text"] = self.store.text_search(scope, text_terms, filt, pool)
         reads = ReadAhead(self.store, scope, filt)
         if nearest is not None and nearest.beside and not nearest.done():  # read ahead while the query embeds
             cfg = self.config.ranking
@@ -148,13 +156,16 @@ class Recall:
             ahead = [h.id for hits in tiers.values() for h in hits]
             reads.prefetch(ahead, cfg.contextReach, window, stop=nearest.done)
         if nearest is not None:
-            vector, hits = nearest.result()
+            vector, hits, text_scores = nearest.result()
             if vector is not None:
                 semantic = "used"
                 exempt = {h.id for found in tiers.values() for h in found}
                 tiers["semantic"] = [
                     h for h in hits if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
                 ]
+                found_text = len(tiers.get("text", []))
+                if found_text >= pool:
+                    self._complete_text(scope, tiers, text_terms, text_scores)
             elif self.search_mode() == "keyword-only":
                 semantic = "disabled (keyword-only mode)"
             else:
@@ -166,12 +177,24 @@ class Recall:
         )
         report = RecallTiers(
             keywords=len(tiers.get("keywords", [])),
-            text=len(tiers.get("text", [])),
+            text=found_text if found_text is not None else len(tiers.get("text", [])),
             semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic,
             l1=l1,
         )
         covered = self._coverage(searched, tiers, ranked[: inp.limit]) if tiers else None
         return self._assemble(scope, inp, ranked[: inp.limit], now, report, copies, assessment=covered)
+
+    def _complete_text(self, scope: AgentScope, tiers: dict[str, list[Hit]], terms: list[str], known: dict[str, float] | None) -> None:
+        """Give the full-text tier's score to what the vector tier found beyond the full-text
+        tier's pool. When the words match more memories than the pool holds (a large store, or
+        unrelated memories sharing a common word), a memory close in meaning that also holds the
+        words would otherwise be fused as if it held none of them (docs/retrieval.md)."""
+        have = {h.id for h in tiers["text"]}
+        missing = [h.id for h in tiers["semantic"] if h.id not in have]
+        if not missing or not terms:
+            return
+        scores = self.store.text_scores(scope, terms, missing) if known is None else {i: known[i] for i in missing if i in known}
+        tiers["text"] = tiers["text"] + sorted((Hit(i, s) for i, s in scores.items()), key=lambda h: -h.score)
 
     def _searched(
         self, scope: AgentScope, inp: RecallInput, query: str, filt: SearchFilter, vector: np.ndarray | None, now: datetime, copies: int

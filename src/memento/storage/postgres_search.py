@@ -123,6 +123,25 @@ class PostgresSearch:
         ranked = terms_policy.rescore(chosen, docs, average, self.scoring)
         return [Hit(doc_id, score) for doc_id, score in ranked[:limit]]
 
+    def text_scores(self, scope: AgentScope, terms: Sequence[str], ids: Sequence[str]) -> dict[str, float]:
+        """text_search's scores of these visible fragments, with the terms weighed as it weighs
+        them (those holding none of the terms left out)."""
+        if not terms or not ids:
+            return {}
+        where, params = scope_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            chosen = self.plan(cur, scope, terms)
+            if not chosen.search:
+                return {}
+            chosen = terms_policy.window(chosen, self.scoring.idf_window, lambda words: self._latest_counts(cur, scope, words))
+            cur.execute(
+                f"SELECT f.id, f.content, f.keywords, f.topic FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
+                [list(dict.fromkeys(ids)), *params],
+            )
+            docs = [(r["id"], r["content"], " ".join(r["keywords"] or []), r["topic"]) for r in cur.fetchall()]
+            average = self.average_length(cur, scope)
+        return {doc_id: score for doc_id, score in terms_policy.rescore(chosen, docs, average, self.scoring) if score > 0}
+
     def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
         if self.embedding_model is None:
             return []

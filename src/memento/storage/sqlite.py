@@ -385,6 +385,9 @@ class SQLiteStore:
     def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
         return self.search.text_search(scope, terms, filt, limit)
 
+    def text_scores(self, scope: AgentScope, terms: Sequence[str], ids: Sequence[str]) -> dict[str, float]:
+        return self.search.text_scores(scope, terms, ids)
+
     def vector_search(self, scope: AgentScope, vector: np.ndarray, filt: SearchFilter, limit: int) -> list[Hit]:
         return self.search.vector_search(scope, vector, filt, limit)
 

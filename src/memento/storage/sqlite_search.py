@@ -201,6 +201,31 @@ class SQLiteSearch:
         ranked = terms_policy.rescore(chosen, list(docs.values()), self.average_length(scope), self.scoring)
         return [Hit(doc_id, score) for doc_id, score in ranked[:limit]]
 
+    def text_scores(self, scope: AgentScope, terms: Sequence[str], ids: Sequence[str]) -> dict[str, float]:
+        """text_search's scores of these visible fragments, with the terms weighed as it weighs
+        them (those holding none of the terms left out): the score a fragment that another tier
+        found would have had had it been in the full-text tier's pool."""
+        if not terms or not ids:
+            return {}
+        chosen = self.plan(scope, terms)
+        if not chosen.search:
+            return {}
+        chosen = terms_policy.window(chosen, self.scoring.idf_window, lambda words: self._latest_counts(scope, words))
+        where, params = _scope_sql(scope)
+        wanted = list(dict.fromkeys(ids))
+        rows = (
+            self.db.reader()
+            .execute(
+                f"SELECT f.id, f.content, f.keywords, f.topic FROM fragments f WHERE f.id IN ({','.join('?' * len(wanted))}) AND {where}",
+                [*wanted, *params],
+            )
+            .fetchall()
+        )
+        docs = [(doc_id, content, " ".join(json.loads(keywords)), topic) for doc_id, content, keywords, topic in rows]
+        return {
+            doc_id: score for doc_id, score in terms_policy.rescore(chosen, docs, self.average_length(scope), self.scoring) if score > 0
+        }
+
     def _matches(
         self, scope: AgentScope, filt: SearchFilter, match: str, limit: int, newest: int | None = None
     ) -> list[tuple[str, str, str, str]]:
