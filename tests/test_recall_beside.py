@@ -16,8 +16,6 @@ import pytest
 from pydantic import ValidationError
 
 from memento.app import App, build_app
-from memento.embeddings import cpu
-from memento.embeddings.cpu import SIBLINGS, ThreadBudget
 from memento.embeddings.hashing import HashEmbedder
 from memento.graph import SearchMode
 from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RememberInput
@@ -38,14 +36,13 @@ class TestBeside:
             seen: dict[str, Any] = {}
 
             def call() -> str:
-                seen.update(thread=threading.current_thread().name, trace=TRACE.get(), siblings=SIBLINGS.get())
+                seen.update(thread=threading.current_thread().name, trace=TRACE.get())
                 return "done"
 
             pending = pool.start(call)
             assert pending.beside and pending.result() == "done"
-            assert seen == {"thread": seen["thread"], "trace": "request-7", "siblings": 1}
+            assert seen == {"thread": seen["thread"], "trace": "request-7"}
             assert seen["thread"].startswith("memento-recall") and seen["thread"] != threading.current_thread().name
-            assert SIBLINGS.get() == 0  # the caller's own context is untouched
         finally:
             pool.close()
 
@@ -113,20 +110,6 @@ class TestBeside:
             with pytest.raises(ValidationError, match="MEMENTO_RECALL_WORKERS"):
                 Settings(MEMENTO_RECALL_WORKERS=bad)
         assert Settings().recall_workers == "auto"
-
-    def test_a_query_embedding_beside_the_callers_reads_does_not_count_them_as_load(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        budget = ThreadBudget("auto")
-        budget.cores = 2
-        monkeypatch.setattr(cpu, "others_running", lambda path=cpu.LOADAVG: 1)
-        assert budget.apply(1) == 2  # another task wants the CPU: every core
-        token = SIBLINGS.set(1)
-        try:
-            assert budget.apply(1) == 1  # the one running is the recall's own caller
-            monkeypatch.setattr(cpu, "others_running", lambda path=cpu.LOADAVG: 3)
-            assert budget.apply(1) == 2  # and two more besides
-            assert budget.apply(8) == 2  # a batch is never cut down
-        finally:
-            SIBLINGS.reset(token)
 
 
 WRITES = [
@@ -282,6 +265,7 @@ def test_ranking_reads_ahead_while_the_query_embeds_and_ranks_the_same(tmp_path:
 def test_read_ahead_gives_what_the_store_gives_and_reads_each_id_once(tmp_path: Path) -> None:
     app = conversation_app(tmp_path, "r.db", "0")
     try:
+        assert app.service.settle(30)  # the background embedding of the writes has nothing left to change
         store, scope, filt = app.store, AgentScope("alice"), SearchFilter()
         ids = [f.id for f in store.recent(scope, filt, 20)]
         asked: list[list[str]] = []
@@ -314,3 +298,64 @@ def test_read_ahead_gives_what_the_store_gives_and_reads_each_id_once(tmp_path: 
         assert nothing.ahead == 0 and len(asked) == before
     finally:
         app.close()
+
+
+class CoreFillingEmbedder(HashEmbedder):
+    """The hashing embedder saying, as the local model does, whether a query takes every core."""
+
+    def __init__(self, fills: bool) -> None:
+        super().__init__(256)
+        self.fills = fills
+        self.events: list[tuple[str, str]] = []
+
+    def query_fills_cores(self) -> bool:
+        return self.fills
+
+    def embed_query(self, text: str) -> Any:
+        self.events.append(("embed", threading.current_thread().name))
+        return super().embed_query(text)
+
+
+@pytest.mark.parametrize("fills", [True, False])
+def test_a_query_that_fills_the_cores_is_embedded_before_the_other_tiers(tmp_path: Path, fills: bool) -> None:
+    # The local model runs a query on every core: beside it the lexical reads would stall its
+    # threads at every barrier, so the caller embeds first and only the vector search goes beside.
+    # A query that leaves a core free (a remote provider, a fixed thread count) embeds beside.
+    serial = build(tmp_path, "serial.db", "0")
+    embedder = CoreFillingEmbedder(fills)
+    app = build_app(
+        Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'ordered.db'}", EMBEDDING_PROVIDER="hash", MEMENTO_RECALL_WORKERS="2"),
+        embedder=embedder,
+    )
+    try:
+        ctx = CallContext(agent_id="alice", session_id="s1")
+        for content, topic in WRITES:
+            app.service.remember(RememberInput(content=content, topic=topic, type=FragmentType.FACT), ctx)
+            serial.service.remember(RememberInput(content=content, topic=topic, type=FragmentType.FACT), ctx)
+        assert app.service.vectors.query_first() is fills and serial.service.vectors.query_first() is False
+        for name in ("text_search", "vector_search"):
+            inner = getattr(app.store, name)
+
+            def spy(*args: Any, _inner: Any = inner, _name: str = name, **kwargs: Any) -> Any:
+                embedder.events.append((_name, threading.current_thread().name))
+                return _inner(*args, **kwargs)
+
+            setattr(app.store, name, spy)
+        me = threading.current_thread().name
+        for mode in (None, SearchMode.HYBRID):
+            embedder.events.clear()
+            kw: dict[str, Any] = {"mode": mode} if mode else {}
+            assert answers(app, **kw) == answers(serial, **kw)
+            embeds = [(i, thread) for i, (what, thread) in enumerate(embedder.events) if what == "embed"]
+            texts = [i for i, (what, _) in enumerate(embedder.events) if what == "text_search"]
+            assert len(embeds) == len(texts) == len(QUESTIONS)
+            vectors = [thread for what, thread in embedder.events if what == "vector_search"]
+            assert vectors and all(t.startswith("memento-recall") for t in vectors)  # the vector search beside, either way
+            if fills:
+                assert all(thread == me for _, thread in embeds)
+                assert all(i < t for (i, _), t in zip(embeds, texts))  # each query embedded before its text tier
+            else:
+                assert all(thread.startswith("memento-recall") for _, thread in embeds)
+    finally:
+        app.close()
+        serial.close()

@@ -227,7 +227,7 @@ class MemoryService:
         # Every backend is an AppStore (storage/protocol.py), so the store is its entity store too.
         # The threads a recall runs its query's embedding and vector tier on (retrieval/beside.py).
         self.beside = Beside(workers_for(settings.recall_workers))
-        self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query, self.beside)
+        self.searcher = Search(store, cast(EntityStore, store), settings, self.vectors.query, self.beside, self.vectors.query_first)
         self.recaller = Recall(
             store,
             settings.memory,
@@ -239,6 +239,7 @@ class MemoryService:
             profile=score_profile(settings),
             coverage_threshold=settings.coverage_threshold,
             beside=self.beside,
+            query_first=self.vectors.query_first,
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
         self._held = threading.local()  # a unit of work's change events, sent when it commits (held_events)

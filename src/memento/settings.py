@@ -330,7 +330,7 @@ class Settings(BaseSettings):
     embed_threads: str = Field(
         "auto",
         validation_alias=AliasChoices("MEMENTO_EMBED_THREADS"),
-        description="CPU threads of the local model per call: auto (a single text on one thread while the machine is idle, on every core while other tasks want the CPU; a batch on every core) or a fixed number for every call.",
+        description="CPU threads of the local model per call: auto (every call on every core, a batch on at most one thread a text; on an otherwise idle machine a recall embeds its query before its other reads) or a fixed number for every call.",
     )
     recall_workers: str = Field(
         "auto",

@@ -111,6 +111,14 @@ class Vectorizer:
             log.warning("query embedding failed, recall is keyword-only: %s", exc)
             return None
 
+    def query_first(self) -> bool:
+        """Whether a query's embedding takes every core of this machine (the local model, whose
+        engine says so): a recall then embeds its query before reading its other tiers instead
+        of beside them, and runs only the vector search beside them (retrieval/recall.py). A
+        remote provider's call waits on the network and goes beside."""
+        fills = getattr(self.embedder, "query_fills_cores", None)
+        return bool(fills is not None and fills())
+
     def passages(self, texts: list[str]) -> np.ndarray:
         """Passage vectors for `texts` (raises when the provider fails)."""
         embedder = self.embedder

@@ -139,5 +139,9 @@ class LocalE5Embedder:
     def embed_query(self, text: str) -> numpy.ndarray:
         return numpy.asarray(self._run([_clean(text)], True)[0])
 
+    def query_fills_cores(self) -> bool:
+        """Whether a query's embedding takes every core this process may use (embeddings/cpu.py)."""
+        return self.threads.query_fills_cores()
+
     def __repr__(self) -> str:
         return f"LocalE5Embedder(variant={self.variant!r})"

@@ -9,9 +9,9 @@ their sum (bench/recall_stdio.py, bench/million.py --stage time; docs/benchmarks
 
 `Beside` never queues work: when all its threads are busy (many recalls at once) the call runs
 on the caller's thread when its result is asked for, as it would without threads at all. The
-work carries the caller's context variables (log and trace context) to the thread, and tells the
-local model that the caller is busy beside it (`SIBLINGS`): a query embedding on a quiet machine
-then keeps to one thread instead of taking the core the caller's reads are using.
+work carries the caller's context variables (log and trace context) to the thread. A query the
+local model embeds on every core of an otherwise idle machine is embedded before the other tiers
+instead, and only the vector search goes beside them (embeddings/cpu.py, retrieval/recall.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from ..embeddings.cpu import SIBLINGS, usable_cores
+from ..embeddings.cpu import usable_cores
 
 T = TypeVar("T")
 
@@ -80,13 +80,9 @@ class Beside:
             return Pending(None, call)
         context = contextvars.copy_context()
 
-        def beside_the_caller() -> T:
-            SIBLINGS.set(SIBLINGS.get() + 1)  # the caller works on meanwhile (embeddings/cpu.py)
-            return call()
-
         def run() -> T:
             try:
-                return context.run(beside_the_caller)
+                return context.run(call)
             finally:
                 free.release()
 

@@ -75,9 +75,13 @@ class Recall:
         profile: ScoreProfile | None = None,
         coverage_threshold: float = DEFAULT_THRESHOLD,
         beside: Beside | None = None,
+        query_first: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self.beside = beside or Beside(0)  # the threads the vector tier runs on beside the others
+        # Whether a query's embedding takes every core (the local model): then it comes before the
+        # other tiers, and only the vector search runs beside them (vectorizer.py).
+        self.query_first = query_first
         self.coverage_threshold = coverage_threshold  # MEMENTO_COVERAGE_THRESHOLD: below it, noGoodMatch
         self.profile = profile  # the score profile 004 or 003 (MEMENTO_SCORE_PROFILE); None: 000's ranking
         self.search = search
@@ -130,11 +134,14 @@ class Recall:
         if query:
             text = query
             caller = threading.current_thread()
+            embedding = vector is None and bool(embed or (inp.text is None and keywords))
+            if embedding and self.query_first():
+                # The model takes every core: beside it the lexical reads would only slow its
+                # threads at every barrier, so it embeds first (docs/embeddings.md, "Local embedder and threads").
+                vector, embedding = self.embed_query(text), False
 
             def by_meaning() -> tuple[np.ndarray | None, list[Hit], dict[str, float] | None]:
-                found = vector
-                if found is None and (embed or (inp.text is None and keywords)):
-                    found = self.embed_query(text)
+                found = self.embed_query(text) if embedding else vector
                 if found is None:
                     return None, [], None
                 if inp.text and settle is not None:

@@ -118,9 +118,11 @@ class Search:
         settings: Settings,
         embed_query: Callable[[str], np.ndarray | None],
         beside: Beside | None = None,
+        query_first: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self.beside = beside or Beside(0)  # hybrid: the vector tier beside the keyword tier (beside.py)
+        self.query_first = query_first  # the query's embedding takes every core: embed it first (recall.py)
         self.entities = entities
         self.settings = settings
         self.embed_query = embed_query
@@ -151,9 +153,12 @@ class Search:
                 out[fid] = _Parts(graph=score, via=via)
             return out
         nearest = None
+        embed = True
+        if mode is SearchMode.HYBRID and vector is None and query.strip() and self.query_first():
+            vector, embed = self.embed_query(query), False  # on every core: before the keyword tier, not beside it
         if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):  # beside the keyword tier when a thread is free
             allowed = mode is SearchMode.HYBRID and not self.store.unit_of_work_open()
-            nearest = self.beside.start(lambda: self._nearest(scope, query, filt, pool, vector), allowed=allowed)
+            nearest = self.beside.start(lambda: self._nearest(scope, query, filt, pool, vector, embed), allowed=allowed)
         if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
             for fid, kw in self._keyword(scope, query, filt, pool, seen).items():
                 out.setdefault(fid, _Parts()).keyword = kw
@@ -169,9 +174,11 @@ class Search:
         seen.tiers.append([h.id for h in hits])
         return min_max(hits)
 
-    def _nearest(self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, vector: np.ndarray | None) -> list[Hit] | None:
-        """The vector tier's hits for the query (embedded here without `vector`); None without a vector."""
-        if vector is None and query.strip():
+    def _nearest(
+        self, scope: AgentScope, query: str, filt: SearchFilter, pool: int, vector: np.ndarray | None, embed: bool = True
+    ) -> list[Hit] | None:
+        """The vector tier's hits for the query (embedded here without `vector` when `embed`); None without a vector."""
+        if vector is None and embed and query.strip():
             vector = self.embed_query(query)
         if vector is None:
             return None

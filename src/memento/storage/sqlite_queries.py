@@ -197,11 +197,14 @@ class SQLiteQueries:
         id_marks = ",".join("?" * len(ids))
         rel_marks = ",".join("?" * len(relations))
         rels = [r.value for r in relations]
+        # CROSS JOIN keeps the links outside: found through the ids, they are few. Left to choose,
+        # SQLite scanned every fragment of a small store once ~200 ids were asked (recall's check of
+        # its candidates' successors: 9.6 ms at 1,000 memories and no link at all, 0.4 this way).
         rows = (
             self.db.reader()
             .execute(
                 f"SELECT l.from_id AS l_from, l.to_id AS l_to, l.relation_type AS l_rel, l.created_at AS l_created,"
-                f" {_FRAGMENT_COLUMNS} FROM fragment_links l JOIN fragments f"
+                f" {_FRAGMENT_COLUMNS} FROM fragment_links l CROSS JOIN fragments f"
                 " ON (f.id = l.to_id AND l.from_id IN ({ids})) OR (f.id = l.from_id AND l.to_id IN ({ids}))"
                 f" WHERE l.relation_type IN ({rel_marks}) AND {where} ORDER BY l.id LIMIT ?".replace("{ids}", id_marks),
                 [*ids, *ids, *rels, *params, limit],
