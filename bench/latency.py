@@ -197,7 +197,7 @@ def _vector_sql(app, vec):  # type: ignore[no-untyped-def]
     from memento.storage.postgres_sql import filter_sql, scope_sql
 
     where, params = scope_sql(AgentScope(AGENT))
-    fwhere, fparams = filter_sql(SearchFilter())
+    fwhere, fparams = filter_sql(SearchFilter(), AgentScope(AGENT))
     query = np.ascontiguousarray(vec, dtype=np.float32)
     text = (
         "SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"

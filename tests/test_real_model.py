@@ -37,7 +37,10 @@ def data(result: CallToolResult) -> dict[str, Any]:
 
 
 async def test_default_model_finds_memories_by_meaning(tmp_path: Path) -> None:
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'real.db'}"}  # default provider: the local model
+    # Default provider: the local model. The recall below waits for the writes' embeddings (read-
+    # your-writes) for up to MEMENTO_EMBED_SETTLE_MS; on a machine busy with the rest of the
+    # suite, 250 ms behind the model's first load was once too short, so the wait is longer here.
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'real.db'}", "MEMENTO_EMBED_SETTLE_MS": "10000"}
     params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--transport", "stdio"], env=env)
     async with Client(params, read_timeout_seconds=120) as client:
         ids = {}
@@ -46,7 +49,7 @@ async def test_default_model_finds_memories_by_meaning(tmp_path: Path) -> None:
             ids[content] = result["id"]  # embedded by the server's embedding worker
 
         # No word in common with the stored text: only the vector tier can find it (the recall waits
-        # for the worker, which embeds behind the model's first load, at most MEMENTO_EMBED_SETTLE_MS).
+        # for the worker, which embeds behind the model's first load).
         found = data(await client.call_tool("recall", {"verbose": True, "text": "When is the financial summary due?", "limit": 3}))
         stats = data(await client.call_tool("memory_stats", {}))
         assert stats["embeddingModel"] == "local:multilingual-e5-small-q4" and stats["embeddingCoverage"] == 1.0

@@ -22,6 +22,7 @@ from memento.models import (
     CallContext,
     FeedbackEvent,
     FragmentType,
+    LinkInput,
     MemorySystem,
     PoolWrites,
     RecallInput,
@@ -150,6 +151,30 @@ def test_supersede_links_lowers_the_original_and_is_one_transaction(service: Mem
     with pytest.raises(Conflict):  # superseding with the original's own content
         store.supersede(A, old, new(service, "deploys happen on fridays"), 0.5, NOW)
     assert store.get_many(A, [old])[0].importance == pytest.approx(0.125)
+
+
+def test_neighbours_follow_links_both_ways_within_the_scope(service: MemoryService, store: Store) -> None:
+    a, b, c, d = (
+        put(service, text)
+        for text in ("the harbour opens at six", "the ferry leaves at seven", "the cafe by the pier", "tickets are sold on board")
+    )
+    ctx = CallContext(agent_id="alice")
+    service.link(LinkInput(fromId=a, toId=b, relationType=RelationType.CAUSED_BY), ctx)
+    service.link(LinkInput(fromId=c, toId=a, relationType=RelationType.RELATED), ctx)
+    service.link(LinkInput(fromId=b, toId=d, relationType=RelationType.RELATED), ctx)
+    put(service, "bob keeps his own harbour notes", "bob")
+
+    def found(scope: AgentScope, ids: list[str], relations: list[RelationType], limit: int) -> list[tuple[str, str, str, str]]:
+        return [(link.from_id, link.to_id, link.relation_type.value, f.id) for link, f in store.neighbours(scope, ids, relations, limit)]
+
+    every = found(A, [a, b], list(RelationType), 10)
+    # a link with both ends asked comes once for each end's other side; links in creation order
+    assert sorted(every[:2]) == sorted([(a, b, "caused_by", b), (a, b, "caused_by", a)])
+    assert every[2:] == [(c, a, "related", c), (b, d, "related", d)]
+    assert found(A, [a, b], [RelationType.RELATED], 10) == [(c, a, "related", c), (b, d, "related", d)]
+    assert found(A, [d], list(RelationType), 10) == [(b, d, "related", b)]
+    assert len(found(A, [a, b], list(RelationType), 1)) == 1
+    assert found(B, [a, b], list(RelationType), 10) == []  # bob sees none of alice's memories
 
 
 def test_delete_find_by_topic_and_pool_rules(service: MemoryService, store: Store) -> None:

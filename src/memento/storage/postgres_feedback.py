@@ -84,6 +84,7 @@ class PostgresFeedback:
                 "SELECT f.id, f.embedding FROM agent_memory.fragments f WHERE f.embedding IS NOT NULL AND f.embedding_model = %s"
                 f" AND f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.created_at DESC, f.seq DESC LIMIT %s",
                 [self.embedding_model, *params, limit],
+                binary=True,  # vectors as bytes, not text to parse
             )
             rows = cur.fetchall()
         out: list[tuple[str, np.ndarray]] = []
@@ -102,6 +103,7 @@ class PostgresFeedback:
                 "SELECT f.id, f.embedding FROM agent_memory.fragments f"
                 f" WHERE f.id = ANY(%s) AND f.embedding IS NOT NULL AND f.embedding_model = %s AND {where}",
                 [list(ids), self.embedding_model, *params],
+                binary=True,  # vectors as bytes: parsing ~100 of them from text took ~12 ms a recall
             )
             rows = cur.fetchall()
         out: dict[str, np.ndarray] = {}
