@@ -338,3 +338,31 @@ def test_the_access_flush_skips_rows_another_transaction_holds_and_writes_them_l
     assert counts == dict(
         owner_query(postgres_server, "SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY(%s)", ([free, held],))
     )
+
+
+def test_a_recall_reads_in_a_few_transactions_not_one_per_store_call(pg_app: App) -> None:
+    # Each store call alone is a transaction of its own: a pooled connection, BEGIN, the security
+    # context, COMMIT. Recall's reads on its calling thread share a read-only session per phase
+    # (Store.reading), and the vector tier's reads on its helper one more.
+    service, ctx = pg_app.service, CallContext(agent_id="alice")
+    for i in range(30):
+        turn = f"turn {i} of a long talk about the harbour, the ferries and the weather at sea"
+        service.remember(RememberInput(content=turn, topic="harbour", type="fact"), ctx)
+    assert service.settle(30)
+    store = pg_app.store
+    assert isinstance(store, PostgresStore)
+    db = store.db
+    opened: list[int] = []
+    checkout = db._checkout
+
+    def counted() -> Any:
+        opened.append(1)
+        return checkout()
+
+    db._checkout = counted  # type: ignore[method-assign]
+    try:
+        result = service.recall(RecallInput(text="which ferries leave the harbour", limit=5), ctx)
+    finally:
+        db._checkout = checkout  # type: ignore[method-assign]
+    assert result.fragments and all("harbour" in f.content for f in result.fragments)
+    assert len(opened) <= 4, f"{len(opened)} transactions for one recall"

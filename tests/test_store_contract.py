@@ -1022,6 +1022,40 @@ def test_a_unit_of_work_is_known_to_the_thread_inside_it_only(service: MemorySer
     assert not store.unit_of_work_open()
 
 
+def test_a_read_session_reads_as_alone_is_no_unit_of_work_and_refuses_writes(service: MemoryService, store: Store) -> None:
+    # Recall's caller reads inside Store.reading (on PostgreSQL one read-only transaction instead
+    # of one per call): what they return must not change, the vector tier's helper thread must
+    # still run beside, and a write slipped inside must fail and leave nothing behind.
+    first = put(service, "the lighthouse keeper logs the ships at dawn")
+    second = put(service, "the lighthouse lamp needs a new wick before winter")
+    put(service, "bob keeps his own lighthouse notes", "bob")
+    terms = ["lighthous"]
+    alone = (store.get_many(A, [first, second]), store.text_search(A, terms, SearchFilter(), 10), store.rank_features(A, [first, second]))
+    with store.reading(A):
+        assert not store.unit_of_work_open()
+        inside = (
+            store.get_many(A, [first, second]),
+            store.text_search(A, terms, SearchFilter(), 10),
+            store.rank_features(A, [first, second]),
+        )
+        with store.reading(A):  # nested: the same session
+            assert [f.id for f in store.get_many(A, [first])] == [first]
+    assert inside == alone
+    assert {h.id for h in inside[1]} == {first, second}  # bob's note stays out
+    with pytest.raises(Exception, match="(?i)read.only") as refused, store.reading(A):
+        store.insert(A, new(service, "written inside a read session"))
+    assert "INSERT" in str(refused.value) or "read-only session" in str(refused.value)
+    assert not store.unit_of_work_open()
+    assert store.text_search(A, ["written"], SearchFilter(), 10) == []
+    # The session ends cleanly after a failed write: the next calls work as before.
+    assert [f.id for f in store.get_many(A, [first])] == [first]
+    with store.atomic():  # inside a unit of work, reading() is that unit: its writes go on
+        with store.reading(A):
+            assert store.unit_of_work_open()
+        store.insert(A, new(service, "written inside a unit of work"))
+    assert [h.id for h in store.text_search(A, ["written"], SearchFilter(), 10)]
+
+
 def test_the_full_text_tier_finds_a_scopes_few_matches_behind_many_better_ones_it_cannot_see(service: MemoryService, store: Store) -> None:
     # SQLite ranks the matches before reading their rows and reads only the best few hundred; when
     # the scope (or a filter) leaves too few of those, every match is read, as before.

@@ -146,22 +146,28 @@ class Recall:
                     return None, [], None
                 if inp.text and settle is not None:
                     settle()
-                hits = self.store.vector_search(scope, found, filt, pool)
                 # On a helper thread, the text scores of what it found come along (the caller is
                 # reading ahead meanwhile); in the caller, only those the text tier misses are asked.
                 beside = threading.current_thread() is not caller and bool(text_terms)
-                return found, hits, self.store.text_scores(scope, text_terms, [h.id for h in hits]) if beside else None
+                with self.store.reading(scope):
+                    hits = self.store.vector_search(scope, found, filt, pool)
+                    return found, hits, self.store.text_scores(scope, text_terms, [h.id for h in hits]) if beside else None
 
             nearest = self.beside.start(by_meaning, allowed=not self.store.unit_of_work_open())
-        if lexical:
-            tiers["text"] = self.store.text_search(scope, text_terms, filt, pool)
+        # The caller's reads share a read-only session (Store.reading: on PostgreSQL one transaction
+        # instead of one per call), but not while it waits for the vector tier, whose settling for
+        # read-your-writes may take a while: a session holds a pooled connection.
         reads = ReadAhead(self.store, scope, filt)
-        if nearest is not None and nearest.beside and not nearest.done():  # read ahead while the query embeds
-            cfg = self.config.ranking
-            context = cfg.contextBefore > 0 or cfg.contextAfter > 0
-            window = timedelta(minutes=cfg.contextWindowMinutes) if context else None
-            ahead = [h.id for hits in tiers.values() for h in hits]
-            reads.prefetch(ahead, cfg.contextReach, window, stop=nearest.done)
+        with self.store.reading(scope):
+            if lexical:
+                tiers["text"] = self.store.text_search(scope, text_terms, filt, pool)
+            if nearest is not None and nearest.beside and not nearest.done():  # read ahead while the query embeds
+                cfg = self.config.ranking
+                context = cfg.contextBefore > 0 or cfg.contextAfter > 0
+                window = timedelta(minutes=cfg.contextWindowMinutes) if context else None
+                ahead = [h.id for hits in tiers.values() for h in hits]
+                reads.prefetch(ahead, cfg.contextReach, window, stop=nearest.done)
+        text_scores: dict[str, float] | None = None
         if nearest is not None:
             vector, hits, text_scores = nearest.result()
             if vector is not None:
@@ -171,25 +177,26 @@ class Recall:
                     h for h in hits if h.id in exempt or (h.score > 0 and (inp.threshold is None or h.score >= inp.threshold))
                 ]
                 found_text = len(tiers.get("text", []))
-                if found_text >= pool:
-                    self._complete_text(scope, tiers, text_terms, text_scores)
             elif self.search_mode() == "keyword-only":
                 semantic = "disabled (keyword-only mode)"
             else:
                 semantic = "unavailable (embedding provider failed; keyword tiers only)"
-        ranked = (
-            self._rank_query(scope, tiers, now, inp.limit, filt, vector, query, inp.threshold, inp.text is not None, reads)
-            if tiers
-            else self._rank_listing(scope, filt, now, inp.limit)
-        )
-        report = RecallTiers(
-            keywords=len(tiers.get("keywords", [])),
-            text=found_text if found_text is not None else len(tiers.get("text", [])),
-            semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic,
-            l1=l1,
-        )
-        covered = self._coverage(searched, tiers, ranked[: inp.limit]) if tiers else None
-        return self._assemble(scope, inp, ranked[: inp.limit], now, report, copies, assessment=covered)
+        with self.store.reading(scope):
+            if found_text is not None and found_text >= pool:
+                self._complete_text(scope, tiers, text_terms, text_scores)
+            ranked = (
+                self._rank_query(scope, tiers, now, inp.limit, filt, vector, query, inp.threshold, inp.text is not None, reads)
+                if tiers
+                else self._rank_listing(scope, filt, now, inp.limit)
+            )
+            report = RecallTiers(
+                keywords=len(tiers.get("keywords", [])),
+                text=found_text if found_text is not None else len(tiers.get("text", [])),
+                semantic=len(tiers["semantic"]) if "semantic" in tiers else semantic,
+                l1=l1,
+            )
+            covered = self._coverage(searched, tiers, ranked[: inp.limit]) if tiers else None
+            return self._assemble(scope, inp, ranked[: inp.limit], now, report, copies, assessment=covered)
 
     def _complete_text(self, scope: AgentScope, tiers: dict[str, list[Hit]], terms: list[str], known: dict[str, float] | None) -> None:
         """Give the full-text tier's score to what the vector tier found beyond the full-text

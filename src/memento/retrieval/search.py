@@ -136,7 +136,8 @@ class Search:
         pool = max(POOL, request.offset + request.limit + MARGIN)
         seen = _Seen()
         parts = self._parts(scope, request, pool, vector, seen)
-        scored = self._score(scope, request.mode, request.filt, parts, now)
+        with self.store.reading(scope):  # one read-only session (Store.reading)
+            scored = self._score(scope, request.mode, request.filt, parts, now)
         scored.sort(key=lambda m: (-m.score, m.fragment.id))
         hits = scored[request.offset : request.offset + request.limit]
         results = [(m.fragment.id, m.fragment.detail or m.fragment.content) for m in hits]
@@ -160,7 +161,9 @@ class Search:
             allowed = mode is SearchMode.HYBRID and not self.store.unit_of_work_open()
             nearest = self.beside.start(lambda: self._nearest(scope, query, filt, pool, vector, embed), allowed=allowed)
         if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
-            for fid, kw in self._keyword(scope, query, filt, pool, seen).items():
+            with self.store.reading(scope):  # the full-text tier's statements share one read-only session
+                keyword = self._keyword(scope, query, filt, pool, seen)
+            for fid, kw in keyword.items():
                 out.setdefault(fid, _Parts()).keyword = kw
         if nearest is not None:
             for fid, sem in self._semantic(nearest.result(), seen).items():

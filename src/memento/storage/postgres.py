@@ -140,6 +140,12 @@ class PostgresStore:
         with self.db.tx(SYSTEM):
             yield
 
+    @contextmanager
+    def reading(self, scope: AgentScope) -> Iterator[None]:
+        """The calls inside are `scope`'s reads (Store.reading)."""
+        with self.db.reading(scope.agent_id, scope.pool_writes):
+            yield
+
     def unit_of_work_open(self) -> bool:
         """Whether this thread is inside atomic() or rehearsal() (its reads stay on this thread)."""
         return self.db.in_transaction()

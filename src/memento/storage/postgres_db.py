@@ -107,11 +107,11 @@ class PostgresDatabase:
         conn.commit()
 
     def in_transaction(self) -> bool:
-        """Whether this thread is inside tx() or rehearsal()."""
-        return getattr(self._local, "open", None) is not None
+        """Whether this thread is inside tx() or rehearsal() (a reading() session is not a unit of work)."""
+        return getattr(self._local, "open", None) is not None and not getattr(self._local, "reading", False)
 
     @contextmanager
-    def tx(self, agent: str, pool: PoolWrites = PoolWrites.ALL) -> Iterator[Cursor]:
+    def tx(self, agent: str, pool: PoolWrites = PoolWrites.ALL, *, read_only: bool = False) -> Iterator[Cursor]:
         """One transaction whose row-level security context is `agent`, allowed to change the
         shared pool as far as `pool` says (the restrictive policies of migration 0003). Inside
         another one on this thread it joins it (with its own context until it ends): the
@@ -119,20 +119,23 @@ class PostgresDatabase:
         outer: tuple[Cursor, str, PoolWrites] | None = getattr(self._local, "open", None)
         if outer is not None:
             cur, outer_agent, outer_pool = outer
-            self._set_context(cur, agent, pool)
+            same = (agent, pool) == (outer_agent, outer_pool)  # then no round trip to set it, nor to restore it
+            if not same:
+                self._set_context(cur, agent, pool)
             self._local.open = (cur, agent, pool)
             try:
                 yield cur
             finally:
                 self._local.open = outer
-            self._set_context(cur, outer_agent, outer_pool)
+            if not same:
+                self._set_context(cur, outer_agent, outer_pool)
             return
         try:
             conn = self._checkout()
             _thread.depth = getattr(_thread, "depth", 0) + 1
             try:
                 with conn, conn.cursor() as cur:  # commits, or rolls back on an exception
-                    self._set_context(cur, agent, pool)
+                    self._set_context(cur, agent, pool, read_only)
                     self._local.open = (cur, agent, pool)
                     try:
                         yield cur
@@ -146,6 +149,25 @@ class PostgresDatabase:
         except psycopg.OperationalError as exc:
             reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]  # libpq adds hint lines
             raise Unavailable(f"the database is unavailable: {reason}") from exc
+
+    @contextmanager
+    def reading(self, agent: str, pool: PoolWrites = PoolWrites.ALL) -> Iterator[None]:
+        """One read-only transaction around the store calls made inside it on this thread: each
+        joins it instead of opening its own, which saves it a connection checkout and the round
+        trips of BEGIN, the security context and COMMIT (~0.4 ms a call on a local server; a
+        recall makes ten). Each statement still sees what was committed before it (READ
+        COMMITTED), as it would alone. Not a unit of work: in_transaction() stays False, so work
+        beside it on other threads goes on; a write inside fails (read only) and changes nothing.
+        Inside another transaction on this thread it is that one."""
+        if getattr(self._local, "open", None) is not None:
+            yield
+            return
+        with self.tx(agent, pool, read_only=True):
+            self._local.reading = True
+            try:
+                yield
+            finally:
+                self._local.reading = False
 
     @contextmanager
     def rehearsal(self) -> Iterator[None]:
@@ -177,8 +199,13 @@ class PostgresDatabase:
             self._pool.putconn(conn)
 
     @staticmethod
-    def _set_context(cur: Cursor, agent: str, pool: PoolWrites) -> None:
-        cur.execute("SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true)", (agent, pool.value))
+    def _set_context(cur: Cursor, agent: str, pool: PoolWrites, read_only: bool = False) -> None:
+        """The transaction's row-level security context (and, `read_only`, its access mode: SET
+        TRANSACTION READ ONLY in the same round trip)."""
+        also = ", set_config('transaction_read_only', 'on', true)" if read_only else ""
+        cur.execute(
+            f"SELECT set_config('app.current_agent_id', %s, true), set_config('app.pool_writes', %s, true){also}", (agent, pool.value)
+        )
 
     def _checkout(self) -> psycopg.Connection[dict[str, Any]]:
         """A pooled connection the server has not closed. One it closed while idle means

@@ -220,6 +220,10 @@ class FeedbackTally:
     scores: dict[str, float]
 
 
+class ReadOnlySession(RuntimeError):
+    """A write attempted inside Store.reading() (a programming error: the session is for reads)."""
+
+
 class Store(Protocol):
     """Everything the service needs from persistence. Every method enforces `scope`."""
 
@@ -233,6 +237,14 @@ class Store(Protocol):
     def rehearsal(self) -> AbstractContextManager[None]:
         """One transaction around the store calls made inside it (on this thread), always rolled
         back: they run for real and read their own writes, and nothing is kept (a dry run)."""
+        ...
+
+    def reading(self, scope: AgentScope) -> AbstractContextManager[None]:
+        """The store calls made inside it on this thread are `scope`'s reads, and may share one
+        read-only transaction (PostgreSQL: one connection and no BEGIN/COMMIT per call). Each
+        still sees the last commit, as it would alone. Not a unit of work (unit_of_work_open()
+        stays False); a write inside fails and changes nothing. Inside atomic() or rehearsal(),
+        it is that unit."""
         ...
 
     def unit_of_work_open(self) -> bool:

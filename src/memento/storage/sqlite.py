@@ -144,6 +144,12 @@ class SQLiteStore:
         with self.db.tx():
             yield
 
+    @contextmanager
+    def reading(self, scope: AgentScope) -> Iterator[None]:
+        """The calls inside are `scope`'s reads (Store.reading)."""
+        with self.db.reading():
+            yield
+
     def unit_of_work_open(self) -> bool:
         """Whether this thread is inside atomic() or rehearsal() (its reads stay on this thread)."""
         return self.db.in_transaction()

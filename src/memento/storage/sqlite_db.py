@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pysqlite3.dbapi2 as sqlite3
 
+from .protocol import ReadOnlySession
 from .sqlfilter import SQLITE_CONFIDENCE_FUNCTION, sqlite_effective_confidence
 from .sqlite_sql import ts
 
@@ -102,10 +103,27 @@ class SQLiteDatabase:
             self._local.tx_depth -= 1
 
     @contextmanager
+    def reading(self) -> Iterator[None]:
+        """The store calls made inside it on this thread are reads (Store.reading): each reads the
+        last commit as it would alone (SQLite gains nothing from sharing a read transaction), and
+        a write inside fails before it begins, as it does in PostgreSQL's read-only transaction."""
+        before = getattr(self._local, "reading", False)
+        self._local.reading = not self.in_transaction()  # inside a unit of work it is that unit
+        try:
+            yield
+        finally:
+            self._local.reading = before
+
+    def _refuse_in_reading(self) -> None:
+        if getattr(self._local, "reading", False):
+            raise ReadOnlySession("a write inside a read-only session (Store.reading)")
+
+    @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on the single writer connection. Inside another one (on this
         thread: the writer lock is re-entrant) it joins it: the outermost commits or rolls back
         everything, so a multi-step write built from single-step ones stays one transaction."""
+        self._refuse_in_reading()
         with self._write_lock, self._on_this_thread():
             conn = self.writer
             if self._depth:
@@ -135,6 +153,7 @@ class SQLiteDatabase:
         thread) run for real, read what they wrote, and leave nothing behind — no row, and no
         after-commit hook (the vector index is never told). Holds the write lock throughout: other
         writers wait until it ends."""
+        self._refuse_in_reading()
         with self._write_lock, self._on_this_thread():
             if self._depth:
                 raise RuntimeError("rehearsal() inside a write transaction")
