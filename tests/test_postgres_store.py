@@ -366,3 +366,40 @@ def test_a_recall_reads_in_a_few_transactions_not_one_per_store_call(pg_app: App
         db._checkout = checkout  # type: ignore[method-assign]
     assert result.fragments and all("harbour" in f.content for f in result.fragments)
     assert len(opened) <= 4, f"{len(opened)} transactions for one recall"
+
+
+def test_a_common_terms_count_is_kept_for_minutes_and_a_rare_one_is_counted_every_time(
+    pg_app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counting a term common in the scope reads up to a cap of its term rows each time (twice a
+    # plan: once to find it common, once further for its IDF); its count is kept, as SQLite keeps
+    # FTS5's vocabulary counts. A rare term is counted every time: a write can make it present.
+    from test_store_contract import import_fragments
+
+    import memento.storage.postgres_search as search_module
+    import memento.storage.postgres_sql as sql_module
+    from memento.analysis import query_terms
+    from memento.storage.terms import COMMON_TERM_MIN_DOCS
+
+    service, scope = pg_app.service, AgentScope("alice")
+    names = ["Alice", "Bob", "Carol", "Dave", "Erin"]
+    import_fragments(service, "alice", [f"{names[i % 5]}: the weather on day {i} was mild" for i in range(COMMON_TERM_MIN_DOCS + 100)])
+    asked: list[list[str]] = []
+    counted = sql_module.df_sql
+
+    def recording(scope_: AgentScope, terms: Any, common: int) -> Any:
+        asked.append(list(terms))
+        return counted(scope_, terms, common)
+
+    monkeypatch.setattr(search_module, "df_sql", recording)
+    terms = query_terms("Where does Alice's mother live in Lisbon?")
+    first = pg_app.store.text_search(scope, terms, SearchFilter(), 5)
+    assert any("alic" in words for words in asked)
+    asked.clear()
+    assert pg_app.store.text_search(scope, terms, SearchFilter(), 5) == first
+    assert asked and all("alic" not in words for words in asked)  # the common name: from the count kept
+    assert all("lisbon" in words for words in asked[:1])  # the rare terms: counted again
+    answer = service.remember(
+        RememberInput(content="Alice: my mother lives in Lisbon now", topic="family", type="fact"), CallContext(agent_id="alice")
+    )
+    assert pg_app.store.text_search(scope, terms, SearchFilter(), 5)[0].id == answer.id  # found at once

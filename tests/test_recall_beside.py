@@ -271,9 +271,9 @@ def test_read_ahead_gives_what_the_store_gives_and_reads_each_id_once(tmp_path: 
         asked: list[list[str]] = []
         inner = store.sequence_neighbours
 
-        def counting(scope_: AgentScope, wanted: Any, filt_: SearchFilter, window: timedelta) -> Any:
+        def counting(scope_: AgentScope, wanted: Any, filt_: SearchFilter, window: timedelta, steps: int = 1) -> Any:
             asked.append(list(wanted))
-            return inner(scope_, wanted, filt_, window)
+            return inner(scope_, wanted, filt_, window, steps)
 
         store.sequence_neighbours = counting  # type: ignore[method-assign, assignment]
         reads = ReadAhead(store, scope, filt)
@@ -281,6 +281,9 @@ def test_read_ahead_gives_what_the_store_gives_and_reads_each_id_once(tmp_path: 
         unknown = "no-such-memory"
         reads.prefetch(ids[:3], 2, window, stop=lambda: False)
         assert reads.ahead >= 3
+        assert len(asked) == 1  # two steps away in one read
+        assert reads.sequence_neighbours(scope, ids[:3], filt, window, 2) == inner(scope, ids[:3], filt, window, 2)
+        assert len(asked) == 1
         assert reads.sequence_neighbours(scope, [*ids, unknown], filt, window) == inner(scope, [*ids, unknown], filt, window)
         assert reads.rank_features(scope, [*ids, unknown]) == store.rank_features(scope, [*ids, unknown])
         by_id = {f.id: f for f in store.get_many(scope, ids)}

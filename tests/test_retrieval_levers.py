@@ -234,6 +234,32 @@ def test_neighbours_skip_forgotten_and_filtered_memories(plain: App) -> None:
 
 
 @both
+def test_two_steps_in_one_read_give_what_asking_again_gives(plain: App) -> None:
+    # Recall reaches two memories each way: one statement gives the entries of the asked memories
+    # and of the ones they name, exactly as a second statement for those would.
+    at = NOW - timedelta(days=1)
+    lines = [
+        remember(plain, f"line {i} of the talk", createdAt=(at + timedelta(minutes=i)).isoformat(), type="decision" if i == 4 else "fact")
+        for i in range(9)
+    ]
+    late = remember(plain, "a line much later", createdAt=(at + timedelta(hours=5)).isoformat())
+    plain.service.forget(ForgetInput(id=lines[6]), CallContext())
+    scope = plain.service._scope(None, CallContext())
+    window = timedelta(minutes=60)
+    for filt in (SearchFilter(), SearchFilter(types=(FragmentType.FACT,))):
+        for asked in ([lines[2]], [lines[4]], [lines[0], lines[5], lines[8]], [lines[1], lines[2], lines[3]], [late, lines[7]]):
+            one = plain.store.sequence_neighbours(scope, asked, filt, window)
+            named = sorted({n for nb in one.values() for n in (nb.previous, nb.next) if n is not None})
+            want = {**plain.store.sequence_neighbours(scope, named, filt, window), **one}
+            got = plain.store.sequence_neighbours(scope, asked, filt, window, steps=2)
+            assert {k: got[k] for k in want} == want, (filt, asked)
+    # The decision (line 4) is left out by the filter: lines 3 and 5 are each other's neighbours.
+    facts = plain.store.sequence_neighbours(scope, [lines[4]], SearchFilter(types=(FragmentType.FACT,)), window, steps=2)
+    assert facts[lines[3]].next == lines[5] and facts[lines[5]].previous == lines[3]
+    assert facts[lines[5]].next == lines[7]  # line 6 was forgotten
+
+
+@both
 def test_another_agents_memories_are_never_neighbours(plain: App) -> None:
     at = NOW - timedelta(days=2)
     a, b = CallContext(agent_id="agent-a"), CallContext(agent_id="agent-b")

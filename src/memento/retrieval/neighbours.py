@@ -18,12 +18,13 @@ A candidate reads the `contextReach` (2) memories written before it and as many 
 each step away lending CONTEXT_DECAY as much as the one before (the question two turns up
 still lends to its answer, a little less than the turn right after it). Every
 candidate of the tiers (the best CONTEXT_EXPAND when there are more) looks for its neighbours:
-`contextReach` statements and one read of stored vectors per recall, whatever the store's size.
+one statement per two steps of `contextReach` and one read of stored vectors per recall, whatever
+the store's size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -40,15 +41,46 @@ from .rank import Candidate, Scale
 # while the neighbour reads and the stored vectors they bring in grow with the number.
 CONTEXT_EXPAND = 60
 CONTEXT_DECAY = 0.85  # each further step away lends this much less (the nearest turn first)
+STEPS_PER_READ = 2  # steps away from the candidates one sequence_neighbours statement covers
 
 
 class ContextReads(Protocol):
     """What context reads: the store, or a recall's ReadAhead over it (readahead.py)."""
 
     def sequence_neighbours(
-        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta, steps: int = 1
     ) -> dict[str, SequenceNeighbours]: ...
     def embeddings_of(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+
+def walk(
+    store: ContextReads,
+    scope: AgentScope,
+    frontier: Sequence[str],
+    seen: set[str],
+    filt: SearchFilter,
+    window: timedelta,
+    reach: int,
+    stop: Callable[[], bool] = lambda: False,
+) -> Iterator[dict[str, SequenceNeighbours]]:
+    """The sequence entries of `frontier`, then of the memories they name that are not in `seen`
+    yet, and so on, `reach` steps away (one step: one set of entries). STEPS_PER_READ steps come
+    from one statement (`steps=2`). `seen` grows with every memory reached; `stop()` true ends the walk
+    before its next read."""
+    left, frontier = reach, list(frontier)
+    while left > 0 and frontier:
+        if stop():
+            return
+        steps = min(STEPS_PER_READ, left)
+        found = store.sequence_neighbours(scope, frontier, filt, window, steps)
+        for _ in range(steps):
+            entries = {fid: found[fid] for fid in frontier if fid in found}
+            yield entries
+            frontier = sorted({n for nb in entries.values() for n in (nb.previous, nb.next) if n is not None} - seen)
+            seen.update(frontier)
+            left -= 1
+            if not frontier:
+                return
 
 
 def add_context(
@@ -75,17 +107,12 @@ def add_context(
     following: dict[str, str] = {}
     frontier = [c.id for c in sorted(cands.values(), key=lambda c: -c.relevance)[: max(CONTEXT_EXPAND, limit)]]
     seen = set(cands)
-    for _ in range(reach):  # one statement per step away from the candidates
-        found = store.sequence_neighbours(scope, frontier, filt, window)
+    for found in walk(store, scope, frontier, seen, filt, window, reach):  # one statement per two steps away
         for fid, nb in found.items():
             if nb.previous is not None:
                 previous[fid], following[nb.previous] = nb.previous, fid
             if nb.next is not None:
                 following[fid], previous[nb.next] = nb.next, fid
-        frontier = sorted({n for nb in found.values() for n in (nb.previous, nb.next) if n is not None} - seen)
-        seen.update(frontier)
-        if not frontier:
-            break
     fresh = sorted(seen - set(cands))
     similarity: dict[str, float] = {}
     stored = store.embeddings_of(scope, fresh) if fresh and vector is not None and scale is not None else {}

@@ -20,7 +20,7 @@ import numpy as np
 from ..models import AgentScope, Fragment
 from ..storage.protocol import RankFeatures, SearchFilter, Store
 from ..storage.sequence import SequenceNeighbours
-from .neighbours import CONTEXT_EXPAND
+from .neighbours import CONTEXT_EXPAND, walk
 
 
 class ReadAhead:
@@ -47,15 +47,10 @@ class ReadAhead:
             return
         seen = set(ids)
         if window is not None and reach >= 1:
-            frontier = ids
-            for _ in range(reach):
-                if stop():
-                    return
-                found = self.sequence_neighbours(self.scope, frontier, self.filt, window)
-                frontier = sorted({n for nb in found.values() for n in (nb.previous, nb.next) if n is not None} - seen)
-                seen.update(frontier)
-                if not frontier:
-                    break
+            for _ in walk(self, self.scope, ids, seen, self.filt, window, reach, stop):
+                pass
+            if stop():
+                return
         for read in (
             lambda: self.rank_features(self.scope, sorted(seen)),
             lambda: self.embeddings_of(self.scope, sorted(seen - set(ids))),
@@ -67,16 +62,31 @@ class ReadAhead:
         self.ahead = len(seen)
 
     def sequence_neighbours(
-        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta, steps: int = 1
     ) -> dict[str, SequenceNeighbours]:
         if scope is not self.scope or filt is not self.filt or (self._window is not None and window != self._window):
-            return self.store.sequence_neighbours(scope, ids, filt, window)
+            return self.store.sequence_neighbours(scope, ids, filt, window, steps)
         self._window = window
-        missing = [i for i in dict.fromkeys(ids) if i not in self._sequence]
+        wanted = list(dict.fromkeys(ids))
+        known = self._sequence
+
+        def named(fid: str) -> tuple[str, ...]:
+            nb = known.get(fid)
+            return () if nb is None else tuple(n for n in (nb.previous, nb.next) if n is not None)
+
+        missing = [i for i in wanted if i not in known or (steps >= 2 and any(n not in known for n in named(i)))]
         if missing:
-            found = self.store.sequence_neighbours(scope, missing, filt, window)
-            self._sequence.update({i: found.get(i) for i in missing})
-        return {i: nb for i in ids if (nb := self._sequence[i]) is not None}
+            found = self.store.sequence_neighbours(scope, missing, filt, window, steps)
+            known.update({i: found.get(i) for i in missing})
+            for fid, entry in found.items():  # the entries of the neighbours (steps=2)
+                known.setdefault(fid, entry)
+        out = {i: nb for i in wanted if (nb := known[i]) is not None}
+        if steps >= 2:
+            for fid in wanted:
+                for n in named(fid):
+                    if n not in out and (far := known.get(n)) is not None:
+                        out[n] = far
+        return out
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         if scope is not self.scope:

@@ -12,7 +12,7 @@ from .postgres_db import SYSTEM, PostgresDatabase
 from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
-from .sequence import SequenceNeighbours, pick
+from .sequence import SequenceNeighbours, pick, two_steps
 
 
 class PostgresQueries:
@@ -93,32 +93,63 @@ class PostgresQueries:
             return [r["id"] for r in cur.fetchall()]
 
     def sequence_neighbours(
-        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta, steps: int = 1
     ) -> dict[str, SequenceNeighbours]:
-        """storage/sequence.py: the visible rows written just before and after each of `ids`."""
+        """storage/sequence.py: the visible rows written just before and after each of `ids` (with
+        `steps=2`, and the entries of those rows, from the same statement)."""
         if not ids:
             return {}
         where, params = scope_sql(scope, "n")
         fwhere, fparams = filter_sql(filt, scope, "n")
         cwhere, cparams = scope_sql(scope, "c")
         same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS NOT DISTINCT FROM c.session_id"
+        probe = [*params, *fparams]
 
-        def nearest(direction: str) -> str:
+        def nearest(direction: str, than: str = "c") -> str:
             order = "DESC" if direction == "<" else "ASC"
             return (
-                f"LEFT JOIN LATERAL (SELECT n.id, n.created_at FROM agent_memory.fragments n WHERE {same} AND n.seq {direction} c.seq"
-                f" AND {where} AND {fwhere} ORDER BY n.seq {order} LIMIT 1)"
+                f"LEFT JOIN LATERAL (SELECT n.id, n.created_at, n.seq FROM agent_memory.fragments n WHERE {same}"
+                f" AND n.seq {direction} {than}.seq AND {where} AND {fwhere} ORDER BY n.seq {order} LIMIT 1)"
             )
 
+        if steps < 2:
+            sql = (
+                "SELECT c.id, c.created_at, p.id AS prev_id, p.created_at AS prev_at, x.id AS next_id, x.created_at AS next_at"
+                f" FROM agent_memory.fragments c {nearest('<')} p ON TRUE {nearest('>')} x ON TRUE"
+                f" WHERE c.id = ANY(%s) AND {cwhere}"
+            )
+            with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+                cur.execute(sql, [*probe, *probe, list(ids), *cparams])
+                rows = cur.fetchall()
+            return {r["id"]: pick(r["created_at"], r["prev_id"], r["prev_at"], r["next_id"], r["next_at"], window) for r in rows}
+        # Two steps: the second neighbours are the first ones' nearest rows on the far side.
+        passes, pparams = filter_sql(filt, scope, "c")
         sql = (
-            "SELECT c.id, c.created_at, p.id AS prev_id, p.created_at AS prev_at, x.id AS next_id, x.created_at AS next_at"
-            f" FROM agent_memory.fragments c {nearest('<')} p ON TRUE {nearest('>')} x ON TRUE"
+            f"SELECT c.id, c.created_at, ({passes}) AS passes, p.id AS p_id, p.created_at AS p_at, pp.id AS pp_id,"
+            " pp.created_at AS pp_at, x.id AS x_id, x.created_at AS x_at, xx.id AS xx_id, xx.created_at AS xx_at"
+            f" FROM agent_memory.fragments c {nearest('<')} p ON TRUE {nearest('<', 'p')} pp ON TRUE"
+            f" {nearest('>')} x ON TRUE {nearest('>', 'x')} xx ON TRUE"
             f" WHERE c.id = ANY(%s) AND {cwhere}"
         )
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            cur.execute(sql, [*params, *fparams, *params, *fparams, list(ids), *cparams])
+            cur.execute(sql, [*pparams, *probe, *probe, *probe, *probe, list(ids), *cparams])
             rows = cur.fetchall()
-        return {r["id"]: pick(r["created_at"], r["prev_id"], r["prev_at"], r["next_id"], r["next_at"], window) for r in rows}
+        out: dict[str, SequenceNeighbours] = {}
+        extra: dict[str, SequenceNeighbours] = {}
+        for r in rows:
+            found = two_steps(
+                r["id"],
+                r["created_at"],
+                bool(r["passes"]),
+                (r["p_id"], r["p_at"]),
+                (r["pp_id"], r["pp_at"]),
+                (r["x_id"], r["x_at"]),
+                (r["xx_id"], r["xx_at"]),
+                window,
+            )
+            out[r["id"]] = found.pop(r["id"])
+            extra.update(found)
+        return {**extra, **out}
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         if not ids:

@@ -34,6 +34,10 @@ class PostgresSearch:
         self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
         self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
         self.latest: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)  # terms.window
+        # A term in thousands of a scope's memories: its count (and the cap it was counted up to)
+        # is kept for minutes, as SQLite keeps FTS5's vocabulary counts (sqlite_search.py). Counting
+        # one reads up to a cap of its term rows each time; its count moves little in minutes.
+        self.frequent: terms_policy.CountCache[tuple[int, int]] = terms_policy.CountCache(terms_policy.FREQUENT_TTL_S)
         self.scoring = scoring
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
@@ -47,11 +51,26 @@ class PostgresSearch:
     def plan(self, cur: Cursor, scope: AgentScope, terms: Sequence[str]) -> terms_policy.Plan:
         """The common-term policy (storage/terms.py) with counts taken within `scope`."""
 
-        def capped(words: Sequence[str], cap: int) -> dict[str, int]:
-            cur.execute(*df_sql(scope, words, cap))
-            return {r["term"]: int(r["n"]) for r in cur.fetchall()}
+        key, total = scope.visible_agents(), self.scope_size(cur, scope)
+        common = terms_policy.common_df(total)  # a term at least this frequent only scores (terms.plan)
 
-        return terms_policy.plan(terms, self.scope_size(cur, scope), capped, self.scoring)
+        def capped(words: Sequence[str], cap: int) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for word in words:
+                kept = self.frequent.fresh((key, word))
+                # A count below the cap it was taken with is exact; one that reached it is a floor.
+                if kept is not None and (kept[0] < kept[1] or cap <= kept[1]):
+                    out[word] = min(kept[0], cap)
+            asked = [w for w in words if w not in out]
+            if asked:
+                cur.execute(*df_sql(scope, asked, cap))
+                for r in cur.fetchall():
+                    n = out[r["term"]] = int(r["n"])
+                    if total >= terms_policy.COMMON_TERM_MIN_DOCS and n >= common:  # a rare term's count stays exact
+                        self.frequent.put((key, r["term"]), (n, cap), keep=terms_policy.FREQUENT_KEEP)
+            return out
+
+        return terms_policy.plan(terms, total, capped, self.scoring)
 
     def selective_terms(self, cur: Cursor, scope: AgentScope, terms: list[str]) -> list[str]:
         """The terms that select full-text candidates in `scope` (the others only score them)."""

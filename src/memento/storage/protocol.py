@@ -276,11 +276,13 @@ class Store(Protocol):
     def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]: ...
     def ids_with_prefix(self, scope: AgentScope, prefix: str, limit: int) -> list[str]: ...
     def sequence_neighbours(
-        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta, steps: int = 1
     ) -> dict[str, SequenceNeighbours]:
         """For each of `ids` the caller sees, the nearest visible memory passing `filt` written
         before and after it in the same conversation: same namespace, topic and session, created
-        within `window` of it (storage/sequence.py); recall's conversational context."""
+        within `window` of it (storage/sequence.py); recall's conversational context. With
+        `steps=2`, in the same statement, also the entry of each memory those entries name, as
+        asking for it would give it (two memories each way in one read)."""
         ...
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]: ...

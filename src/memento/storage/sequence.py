@@ -7,6 +7,10 @@ order is the order of writing (the store's insertion counter). Both backends ans
 statement: for each asked id, the nearest earlier and later row of that kind which the caller
 sees and which passes the recall's filter. The window is checked here, on the timestamps the
 statement returns, so the SQL stays the same on both backends.
+
+With `steps=2` the statement also reads each row's second neighbour on either side, and the
+entries of the first neighbours come back along with those asked for (`two_steps`): recall's
+context reaches two memories each way in one statement instead of two.
 """
 
 from __future__ import annotations
@@ -34,3 +38,26 @@ def pick(
         prev_id if prev_id is not None and within(created, prev_at, window) else None,
         next_id if next_id is not None and within(created, next_at, window) else None,
     )
+
+
+Found = tuple[str | None, datetime | None]  # a neighbour's id and creation time (None, None: there is none)
+
+
+def two_steps(
+    asked: str, created: datetime, passes: bool, before: Found, before_that: Found, after: Found, after_that: Found, window: timedelta
+) -> dict[str, SequenceNeighbours]:
+    """The entries of one asked row and of its neighbours, from the rows next to it in writing
+    order: `before` (the nearest visible row before it that passes the filter) and `before_that`
+    (the same, before `before`), `after` and `after_that`. `passes`: whether the asked row passes
+    the filter itself; if not, it is nobody's neighbour, and its two neighbours are each other's.
+    Each entry is what asking for that row alone gives (`pick`)."""
+    out = {asked: pick(created, *before, *after, window)}
+    prev_id, prev_at = before
+    next_id, next_at = after
+    if prev_id is not None and prev_at is not None:
+        follower = (asked, created) if passes else after
+        out[prev_id] = pick(prev_at, *before_that, *follower, window)
+    if next_id is not None and next_at is not None:
+        leader = (asked, created) if passes else before
+        out[next_id] = pick(next_at, *leader, *after_that, window)
+    return out

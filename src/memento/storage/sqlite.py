@@ -265,9 +265,9 @@ class SQLiteStore:
         return self.queries.ids_with_prefix(scope, prefix, limit)
 
     def sequence_neighbours(
-        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta, steps: int = 1
     ) -> dict[str, SequenceNeighbours]:
-        return self.queries.sequence_neighbours(scope, ids, filt, window)
+        return self.queries.sequence_neighbours(scope, ids, filt, window, steps)
 
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         return self.queries.rank_features(scope, ids)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .protocol import RankFeatures, SearchFilter
-from .sequence import SequenceNeighbours, pick
+from .sequence import SequenceNeighbours, pick, two_steps
 from .sqlite_bulk import _export_row
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _FRAGMENT_COLUMNS, _filter_sql, _require, _row_to_fragment, _scope_sql, _visible, parse_ts, ts
@@ -52,23 +52,27 @@ class SQLiteQueries:
         return _visible(self.db.reader(), scope, list(ids))
 
     def sequence_neighbours(
-        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta
+        self, scope: AgentScope, ids: Sequence[str], filt: SearchFilter, window: timedelta, steps: int = 1
     ) -> dict[str, SequenceNeighbours]:
-        """storage/sequence.py: the visible rows written just before and after each of `ids`."""
+        """storage/sequence.py: the visible rows written just before and after each of `ids` (with
+        `steps=2`, and the entries of those rows, from the same statement)."""
         if not ids:
             return {}
         out: dict[str, SequenceNeighbours] = {}
+        extra: dict[str, SequenceNeighbours] = {}
         conn = self.db.reader()
         where, params = _scope_sql(scope, "n")
         fwhere, fparams = _filter_sql(filt, scope, "n")
         cwhere, cparams = _scope_sql(scope, "c")
         same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS c.session_id"
+        probe = [*params, *fparams]
 
-        def nearest(direction: str) -> str:
-            """The nearest row's id and creation time in one probe, as 'id created_at' (an id has no space)."""
+        def nearest(direction: str, than: str = "c", what: str = "n.id || ' ' || n.created_at") -> str:
+            """The nearest row (before or after `than`, in c's conversation) in one probe; by
+            default its id and creation time as 'id created_at' (an id has no space)."""
             order = "DESC" if direction == "<" else "ASC"
             return (
-                f"(SELECT n.id || ' ' || n.created_at FROM fragments n WHERE {same} AND n.seq {direction} c.seq AND {where} AND {fwhere}"
+                f"(SELECT {what} FROM fragments n WHERE {same} AND n.seq {direction} {than}.seq AND {where} AND {fwhere}"
                 f" ORDER BY n.seq {order} LIMIT 1)"
             )
 
@@ -80,16 +84,31 @@ class SQLiteQueries:
 
         for i in range(0, len(ids), 400):
             part = list(ids[i : i + 400])
+            marks = ",".join("?" * len(part))
+            if steps < 2:
+                sql = f"SELECT c.id, c.created_at, {nearest('<')}, {nearest('>')} FROM fragments c WHERE c.id IN ({marks}) AND {cwhere}"
+                for row in conn.execute(sql, [*probe, *probe, *part, *cparams]):
+                    created = parse_ts(row[1])
+                    assert created is not None
+                    out[row[0]] = pick(created, *split(row[2]), *split(row[3]), window)
+                continue
+            # The first neighbours as rows (p, x), found by their seq; the second ones beside them.
+            passes, pparams = _filter_sql(filt, scope, "c")
             sql = (
-                f"SELECT c.id, c.created_at, {nearest('<')}, {nearest('>')}"
-                f" FROM fragments c WHERE c.id IN ({','.join('?' * len(part))}) AND {cwhere}"
+                f"SELECT c.id, c.created_at, ({passes}), p.id || ' ' || p.created_at, {nearest('<', 'p')},"
+                f" x.id || ' ' || x.created_at, {nearest('>', 'x')}"
+                f" FROM fragments c LEFT JOIN fragments p ON p.seq = {nearest('<', what='n.seq')}"
+                f" LEFT JOIN fragments x ON x.seq = {nearest('>', what='n.seq')}"
+                f" WHERE c.id IN ({marks}) AND {cwhere}"
             )
-            args = [*params, *fparams] * 2
-            for row in conn.execute(sql, [*args, *part, *cparams]):
+            args = [*pparams, *probe, *probe, *probe, *probe, *part, *cparams]
+            for row in conn.execute(sql, args):
                 created = parse_ts(row[1])
                 assert created is not None
-                out[row[0]] = pick(created, *split(row[2]), *split(row[3]), window)
-        return out
+                found = two_steps(row[0], created, bool(row[2]), split(row[3]), split(row[4]), split(row[5]), split(row[6]), window)
+                out[row[0]] = found.pop(row[0])
+                extra.update(found)
+        return {**extra, **out}
 
     def find_by_topic(self, scope: AgentScope, topic: str) -> list[Fragment]:
         where, params = _scope_sql(scope)
