@@ -10,7 +10,9 @@ questions whose results differed between variants; it should print 0):
 - `one step a read`: the conversational context reads one step away per statement
   (retrieval/neighbours.py STEPS_PER_READ = 1), as before two steps came in one;
 - `terms recounted`: the full-text plan counts common terms every time (PostgreSQL keeps them
-  for minutes; SQLite's FTS5 vocabulary counts are kept either way).
+  for minutes; SQLite's FTS5 vocabulary counts are kept either way);
+- `texts analysed anew`: rescoring analyses every candidate's text each time (storage/terms.py
+  keeps the analysis of the texts seen last, TEXTS).
 
 The store is filled as bench/latency.py fills it (LoCoMo dev sentences, hash vectors at 384
 dimensions, one agent, 50 topics); PostgreSQL is a throw-away server (bench/pg_server.py).
@@ -33,27 +35,30 @@ from typing import Any
 import latency as L
 
 import memento.retrieval.neighbours as neighbours
+import memento.storage.terms as terms
 from memento.app import build_app
 from memento.models import CallContext, RecallInput
 from memento.settings import Settings
 
-VARIANTS = ("current", "per-call reads", "one step a read", "terms recounted")
+VARIANTS = ("current", "per-call reads", "one step a read", "terms recounted", "texts analysed anew")
 
 
 @contextlib.contextmanager
 def variant(app: Any, name: str) -> Iterator[None]:
     store_type, search = type(app.store), app.store.search
-    reading, kept = store_type.reading, search.frequent
+    reading, kept, texts = store_type.reading, search.frequent, terms.TEXTS
     if name == "per-call reads":
         store_type.reading = lambda self, scope: contextlib.nullcontext()
     elif name == "one step a read":
         neighbours.STEPS_PER_READ = 1
     elif name == "terms recounted":
         search.frequent = type(kept)(0.0)  # nothing stays fresh: every count is asked again
+    elif name == "texts analysed anew":
+        terms.TEXTS = terms.TextTerms(keep=0, chars=0, longest=-1)  # every text longer than kept ones
     try:
         yield
     finally:
-        store_type.reading, search.frequent = reading, kept
+        store_type.reading, search.frequent, terms.TEXTS = reading, kept, texts
         neighbours.STEPS_PER_READ = 2
 
 
@@ -80,7 +85,7 @@ def run(app: Any, embedder: L.CachedEmbedder, questions: list[str], count: int, 
     for name, values in times.items():
         values.sort()
         p50, p95 = statistics.median(values), values[int(len(values) * 0.95)]
-        print(f"  {name:16s} p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  ({p50 - base:+.2f} ms against current)")
+        print(f"  {name:19s} p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  ({p50 - base:+.2f} ms against current)")
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ from memento.storage.terms import (
     CountCache,
     Plan,
     Scoring,
+    TextTerms,
     common_df,
     idf,
     plan,
@@ -105,6 +106,27 @@ def test_term_counts_match_the_indexers_analysis() -> None:
         every = index_terms(text)
         wanted = set(every[::2]) | {"absent", "회의", "stud"}
         assert term_counts(text, wanted) == {t: float(every.count(t)) for t in wanted if t in every}
+
+
+def test_kept_analyses_give_what_term_counts_gives_within_their_bounds() -> None:
+    texts = [
+        "Caroline's researching adoption agencies; she researched 3 of them in 2023.",
+        "Studies show the skies were cloudier than the study said — dying, lying, tying",
+        "회의가 내일 오전에 있습니다, 회의실 예약은 Bob's job",
+        "a much longer memory " * 20,
+    ]
+    kept = TextTerms(keep=3, chars=1_000, longest=300)
+    for round_ in range(2):  # analysed, then from what was kept: the same counts
+        for text in texts:
+            every = index_terms(text)
+            wanted = set(every[::2]) | {"absent", "회의", "stud", "memori"}
+            assert kept.counts(text, wanted) == term_counts(text, wanted), (round_, text)
+    assert len(kept) <= 3 and texts[3] not in kept._kept  # the longest text is analysed every time
+    small = TextTerms(keep=100, chars=200, longest=200)
+    for i in range(20):
+        small.counts(f"memory number {i} about the garden and the harbour", {"garden"})
+    assert len(small) > 0 and small._size <= 200
+    assert small.counts("memory number 19 about the garden and the harbour", {"garden", "harbour"}) == {"garden": 1.0, "harbour": 1.0}
 
 
 def test_count_cache_keeps_fresh_values_up_to_a_bound() -> None:

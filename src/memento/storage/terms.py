@@ -227,7 +227,7 @@ def rescore(plan: Plan, docs: Sequence[tuple[str, str, str, str]], avg_length: f
     topics: dict[str, dict[str, float]] = {}
     scored: list[tuple[float, int, str]] = []
     for order, (doc_id, content, keywords, topic) in enumerate(docs):
-        tf = term_counts(content + " " + keywords, weights)
+        tf = TEXTS.counts(content + " " + keywords, weights)
         if topic not in topics:
             topics[topic] = term_counts(topic, weights)
         for term, n in topics[topic].items():
@@ -237,6 +237,50 @@ def rescore(plan: Plan, docs: Sequence[tuple[str, str, str, str]], avg_length: f
         scored.append((-score, order, doc_id))
     scored.sort()
     return [(doc_id, -neg) for neg, _, doc_id in scored]
+
+
+# Rescoring analyses the text of every candidate, and a store's candidates come back recall after
+# recall: the analysis of the texts seen last is kept (~8 bytes of memory per character kept).
+TEXT_TERMS_KEEP = 8_192  # texts at most
+TEXT_TERMS_CHARS = 1_000_000  # characters at most, over all the texts kept
+TEXT_TERMS_LONGEST = 8_000  # a longer text is analysed every time (term_counts)
+
+
+class TextTerms:
+    """Each kept text's index terms with their counts, as the indexer analyses it (thread-safe;
+    the oldest quarter goes when a bound is reached)."""
+
+    def __init__(self, keep: int = TEXT_TERMS_KEEP, chars: int = TEXT_TERMS_CHARS, longest: int = TEXT_TERMS_LONGEST) -> None:
+        self.keep, self.chars, self.longest = keep, chars, longest
+        self._kept: dict[str, dict[str, int]] = {}
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def counts(self, text: str, wanted: Collection[str]) -> dict[str, float]:
+        """How often each of the `wanted` index terms occurs in `text` (what term_counts gives)."""
+        found = self._kept.get(text)
+        if found is None:
+            if len(text) > self.longest:
+                return term_counts(text, wanted)
+            found = {}
+            for word in words(text):
+                for term in _word_terms(word):
+                    found[term] = found.get(term, 0) + 1
+            with self._lock:
+                if len(self._kept) >= self.keep or self._size + len(text) > self.chars:
+                    for old in list(self._kept)[: max(1, len(self._kept) // 4)]:
+                        del self._kept[old]
+                        self._size -= len(old)
+                if text not in self._kept:
+                    self._kept[text] = found
+                    self._size += len(text)
+        return {t: float(found[t]) for t in wanted if t in found}
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+TEXTS = TextTerms()
 
 
 def term_counts(text: str, wanted: Collection[str]) -> dict[str, float]:
