@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import snowballstemmer
 
@@ -51,7 +54,22 @@ _KOREAN_PARTICLES = tuple(
     )
 )
 
-_stemmer = snowballstemmer.stemmer("english")
+# A Snowball stemmer keeps the word it is working on in the object (snowballstemmer's pure-Python
+# classes and PyStemmer's C ones alike): one shared by the threads of a recall (the vector tier's
+# helper scores texts while the caller ranks) or of a busy server gave wrong stems ("about" ->
+# "anyon") or raised, and the stem cache below kept a wrong one for the life of the process. So
+# each thread has its own. snowballstemmer uses PyStemmer's C stemmers when that is installed (it
+# is a dependency: ~10x faster; tests/test_analysis_threads.py checks both give the same stems).
+STEMMER_FACTORY: Callable[[], Any] = lambda: snowballstemmer.stemmer("english")  # noqa: E731 - swapped by tests
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    found = getattr(_local, "stemmer", None)
+    if found is None or getattr(_local, "factory", None) is not STEMMER_FACTORY:
+        found = _local.stemmer = STEMMER_FACTORY()
+        _local.factory = STEMMER_FACTORY
+    return found
 
 
 def words(text: str) -> list[str]:
@@ -61,7 +79,7 @@ def words(text: str) -> list[str]:
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return str(_stemmer.stemWord(word))
+    return str(_stemmer().stemWord(word))
 
 
 def _is_hangul(word: str) -> bool:
