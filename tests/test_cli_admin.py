@@ -759,3 +759,61 @@ def test_restore_brings_the_redis_keyword_index_in_line(
         assert [f.id for f in server.service.recall(RecallInput(keywords=["nightly"]), ctx).fragments] == [before.id]
     finally:
         server.close()
+
+
+# ---------------------------------------------------------------- reindex --text
+
+
+def test_reindex_text_repairs_what_a_faulty_analyser_indexed_and_embeds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memento reindex --text` writes every memory's full-text entries again with the current
+    analyser, with progress on stderr; the vectors stay as they were."""
+    from memento import analysis
+    from memento.storage import terms
+
+    class Faulty:
+        def stemWord(self, word: str) -> str:
+            return word[::-1]
+
+    db = tmp_path / "memento.db"
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{db}")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
+
+    def caches_cleared() -> None:
+        analysis._stem.cache_clear()
+        terms._word_terms.cache_clear()
+        terms.TEXTS._kept.clear()
+
+    monkeypatch.setattr(analysis, "STEMMER_FACTORY", Faulty)
+    caches_cleared()
+    app = build_app(Settings())
+    try:
+        ctx = CallContext(agent_id="alice")
+        ids = [
+            app.service.remember(RememberInput(content=f"The deployment pipeline failed on step {i}", topic="ops", type="error"), ctx).id
+            for i in range(3)
+        ]
+    finally:
+        app.close()
+        monkeypatch.undo()
+        caches_cleared()
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{db}")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hash")
+
+    def found() -> set[str]:
+        app = build_app(Settings())
+        try:
+            return {
+                h.id for h in app.store.text_search(AgentScope("alice"), analysis.query_terms("deployments failing"), SearchFilter(), 10)
+            }
+        finally:
+            app.close()
+
+    assert found() == set()
+    vectors = stdlib_sqlite3.connect(db).execute("SELECT COUNT(*) FROM fragment_embeddings").fetchone()[0]
+    code, _, err = cli(capsys, "reindex", "--text")
+    assert code == 0, err
+    assert "Done: 3 re-analysed." in err and "Re-embedding" not in err
+    assert found() == set(ids)
+    assert stdlib_sqlite3.connect(db).execute("SELECT COUNT(*) FROM fragment_embeddings").fetchone()[0] == vectors

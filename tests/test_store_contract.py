@@ -1105,3 +1105,49 @@ def test_the_full_text_tier_scores_given_memories_beyond_its_pool_as_it_would_in
     assert all(abs(scores[i] - whole[i]) < 1e-9 for i in beyond)
     assert store.text_scores(A, [], notes) == {} and store.text_scores(A, terms, []) == {}
     assert set(store.text_scores(B, terms, [bobs, other])) == {bobs}
+
+
+def test_reanalysing_the_text_repairs_an_index_a_faulty_analyser_wrote(service: MemoryService, app: Any) -> None:
+    """`memento reindex` (Store.reanalyse_text): entries written while the analyser gave wrong stems
+    are written again from the content, in batches; scope and forgetting hold as before."""
+    from memento import analysis
+    from memento.storage import terms
+
+    def reset() -> None:
+        analysis._stem.cache_clear()
+        terms._word_terms.cache_clear()
+        terms.TEXTS._kept.clear()
+
+    class Faulty:
+        def stemWord(self, word: str) -> str:
+            return word[::-1]
+
+    store = app.store
+    saved = analysis.STEMMER_FACTORY
+    analysis.STEMMER_FACTORY = Faulty
+    reset()
+    try:
+        written = [put(service, f"the gardener planted tomatoes in row {i}", topic="horticulture") for i in range(5)]
+        bobs = put(service, "bob's gardener planted tomatoes too", "bob", topic="horticulture")
+        forgotten = put(service, "a gardener planted tomatoes and it was forgotten", topic="horticulture")
+        erased = put(service, "a gardener planted tomatoes and it was erased", topic="horticulture")
+    finally:
+        analysis.STEMMER_FACTORY = saved
+        reset()
+    assert store.soft_delete(A, [forgotten], NOW) == [forgotten] and store.delete(A, [erased]) == [erased]
+    query = query_terms("gardener planted tomatoes")
+    assert store.text_search(A, query, SearchFilter(), 10) == []  # the index holds the wrong terms
+
+    seen, after, batches = 0, 0, 0
+    while True:
+        count, after = store.reanalyse_text(after, 3)
+        if not count:
+            break
+        seen, batches = seen + count, batches + 1
+    assert seen >= 7 and batches >= 3 and after == 0
+    found = {h.id for h in store.text_search(A, query, SearchFilter(), 10)}
+    assert found == set(written)  # bob's is not alice's; the forgotten and erased ones stay out
+    assert {h.id for h in store.text_search(B, query, SearchFilter(), 10)} == {bobs}
+    topic = store.text_search(A, query_terms("horticulture"), SearchFilter(), 10)
+    assert {h.id for h in topic} == set(written)  # the topic column is written again too
+    assert store.reanalyse_text(10**12, 3) == (0, 0)

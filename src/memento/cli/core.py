@@ -49,7 +49,8 @@ def register(sub: Any) -> None:
     rec.add_argument("--agent", dest="agent_id")
     rec.add_argument("--json", action="store_true")
 
-    sub.add_parser("reindex", help="rebuild derived data: embeddings with the current model, vector indexes")
+    rei = sub.add_parser("reindex", help="rebuild derived data: the full-text index, embeddings with the current model, vector indexes")
+    rei.add_argument("--text", action="store_true", help="only the full-text index (fast: nothing is embedded)")
     stats = sub.add_parser("stats", help="store statistics")
     stats.add_argument("--agent", dest="agent_id")
     cons = sub.add_parser("consolidate", help="run the consolidation pipeline (or list recent runs)")
@@ -127,6 +128,23 @@ def _print_runs(app: App, args: argparse.Namespace, ctx: CallContext) -> None:
         print(f"{run.started_at}  {run.trigger:<8} {run.outcome:<8} {scope}{took}  {run.replica or ''}".rstrip())
         if run.error:
             print(f"    {run.error}")
+
+
+TEXT_BATCH = 500  # fragments re-analysed per transaction by `memento reindex`
+
+
+def _reindex_text(app: App) -> None:
+    """Write every fragment's full-text entries again with the current analyser (an index written
+    by an older or faulty one is repaired), a transaction per batch, with progress."""
+    print("Re-analysing the full text of every fragment ...", file=sys.stderr)
+    done, after = 0, 0
+    while True:
+        count, after = app.store.reanalyse_text(after, TEXT_BATCH)
+        if not count:
+            break
+        done += count
+        print(f"\r  {done}", end="", file=sys.stderr, flush=True)
+    print(f"\nDone: {done} re-analysed.", file=sys.stderr)
 
 
 def _reindex(app: App) -> None:
@@ -251,7 +269,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             found = app.service.recall(RecallInput.model_validate(payload), ctx)
             _print_json(found) if args.json else _print_recall(found)
         elif args.command == "reindex":
-            _reindex(app)
+            _reindex_text(app)
+            if not args.text:
+                _reindex(app)
         elif args.command == "stats":
             payload = {"agentId": args.agent_id} if args.agent_id else {}
             _print_json(app.service.memory_stats(MemoryStatsInput.model_validate(payload), ctx))

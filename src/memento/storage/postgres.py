@@ -241,6 +241,9 @@ class PostgresStore:
     def clear_embeddings(self) -> int:
         return self.fragments.clear_embeddings()
 
+    def reanalyse_text(self, after_seq: int, limit: int) -> tuple[int, int]:
+        return self.fragments.reanalyse_text(after_seq, limit)
+
     def _insert(self, cur: Cursor, scope: AgentScope, new: NewFragment) -> tuple[Fragment, bool]:
         return self.fragments._insert(cur, scope, new)
 

@@ -319,6 +319,25 @@ class PostgresFragments:
             cur.execute("UPDATE agent_memory.fragments SET embedding = NULL, embedding_model = NULL WHERE embedding IS NOT NULL")
             return int(cur.rowcount)
 
+    @retried
+    def reanalyse_text(self, after_seq: int, limit: int) -> tuple[int, int]:
+        """Store.reanalyse_text: the `search` column of fragments that have one; the term rows
+        follow by trigger, only for the fragments whose terms changed."""
+        with self.db.tx(SYSTEM) as cur:
+            cur.execute(
+                "SELECT seq, content, keywords, topic FROM agent_memory.fragments WHERE seq > %s AND search IS NOT NULL ORDER BY seq LIMIT %s",
+                (after_seq, limit),
+            )
+            rows = cur.fetchall()
+            if rows:
+                cur.execute(
+                    "UPDATE agent_memory.fragments f SET search = CAST(v.s AS tsvector)"
+                    " FROM unnest(CAST(%s AS bigint[]), CAST(%s AS text[])) AS v(seq, s)"
+                    " WHERE f.seq = v.seq AND f.search IS DISTINCT FROM CAST(v.s AS tsvector)",
+                    ([r["seq"] for r in rows], [search_vector(r["content"], r["keywords"] or [], r["topic"]) for r in rows]),
+                )
+        return len(rows), int(rows[-1]["seq"]) if rows else 0
+
 
 def _archive(cur: Cursor, fragment_id: str, v: VersionRecord, now: datetime) -> int:
     """One row of a fragment's version trail; its id."""

@@ -760,6 +760,13 @@ class Reindexable(Protocol):
         """Drop every stored vector (`memento reindex`); returns how many."""
         ...
 
+    def reanalyse_text(self, after_seq: int, limit: int) -> tuple[int, int]:
+        """Write the full-text index entries of up to `limit` indexed fragments after `after_seq`
+        (in seq order) again from their content, keywords and topic as the analyser reads them
+        now, in one transaction (`memento reindex`: an index written by an older or faulty
+        analyser is repaired). (How many were written, the last seq: 0 when none were left.)"""
+        ...
+
 
 class FeedbackReader(Protocol):
     def task_feedback(self, session_id: str) -> list[dict[str, object]]: ...

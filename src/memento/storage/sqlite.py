@@ -235,6 +235,9 @@ class SQLiteStore:
     def clear_embeddings(self) -> int:
         return self.fragments.clear_embeddings()
 
+    def reanalyse_text(self, after_seq: int, limit: int) -> tuple[int, int]:
+        return self.fragments.reanalyse_text(after_seq, limit)
+
     # ------------------------------------------------------------ reads (sqlite_queries.py)
 
     def session_owners(self, session_id: str) -> list[str]:

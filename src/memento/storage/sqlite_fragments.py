@@ -17,7 +17,18 @@ from . import terms as terms_policy
 from .protocol import RECORD_COLUMNS, FragmentChanges, NewFragment, VersionRecord, archived
 from .sqlite_bulk import _changed_record_values, _record_values
 from .sqlite_db import SQLiteDatabase
-from .sqlite_sql import _FRAGMENT_COLUMNS, _index_text, _require, _row_to_fragment, _scope_sql, _unindex_text, _visible, _writable, ts
+from .sqlite_sql import (
+    _FRAGMENT_COLUMNS,
+    _index_text,
+    _require,
+    _row_to_fragment,
+    _scope_sql,
+    _unindex_text,
+    _visible,
+    _writable,
+    fts_terms,
+    ts,
+)
 from .sqlite_vectors import clock as vector_clock
 from .vectors import Span, VectorIndex
 
@@ -309,6 +320,21 @@ class SQLiteFragments:
         with self.db.tx() as conn:
             count = conn.execute("DELETE FROM fragment_embeddings").rowcount
         return int(count)
+
+    def reanalyse_text(self, after_seq: int, limit: int) -> tuple[int, int]:
+        """Store.reanalyse_text: every fragment with FTS5 entries (the table is contentless, so
+        the old terms cannot be read back to compare: each one is written again)."""
+        with self.db.tx() as conn:
+            rows = conn.execute(
+                "SELECT f.seq, f.content, f.keywords, f.topic FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid"
+                " WHERE m.rowid > ? ORDER BY m.rowid LIMIT ?",
+                (after_seq, limit),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE fragments_fts SET terms = ?, topic = ? WHERE rowid = ?",
+                [(*fts_terms(content, json.loads(keywords), topic), seq) for seq, content, keywords, topic in rows],
+            )
+        return len(rows), int(rows[-1][0]) if rows else 0
 
     def _store_vector(self, conn: sqlite3.Connection, seq: int, agent: str, vector: np.ndarray) -> Span:
         """Write a vector; returns the clock span of the write, for this process's index."""

@@ -136,9 +136,13 @@ def _require(conn: sqlite3.Connection, scope: AgentScope, fragment_id: str) -> F
     return found[0]
 
 
+def fts_terms(content: str, keywords: Sequence[str], topic: str) -> tuple[str, str]:
+    """A fragment's two FTS5 columns: the analyser's terms of its content and keywords, and of its topic."""
+    return " ".join(index_terms(content + " " + " ".join(keywords))), " ".join(index_terms(topic))
+
+
 def _index_text(conn: sqlite3.Connection, seq: int, content: str, keywords: list[str], topic: str) -> None:
-    terms = " ".join(index_terms(content + " " + " ".join(keywords)))
-    conn.execute("INSERT INTO fragments_fts (rowid, terms, topic) VALUES (?, ?, ?)", (seq, terms, " ".join(index_terms(topic))))
+    conn.execute("INSERT INTO fragments_fts (rowid, terms, topic) VALUES (?, ?, ?)", (seq, *fts_terms(content, keywords, topic)))
     conn.executemany("INSERT OR IGNORE INTO fragment_keywords (keyword, seq) VALUES (?, ?)", [(k, seq) for k in keywords])
 
 
