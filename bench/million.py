@@ -260,9 +260,16 @@ def main() -> int:
         action="store_true",
         help="PostgreSQL: import with `--rebuild-vector-index` (the HNSW index dropped for the load, built after; its build is in import_s)",
     )
+    parser.add_argument(
+        "--shared-buffers",
+        help="PostgreSQL: the server's shared_buffers (e.g. 4GB; default PostgreSQL's 128MB). Recall reads the HNSW graph's"
+        " pages on every search: a graph larger than the buffer cache is copied in from the OS each time",
+    )
     args = parser.parse_args()
     if args.rebuild_vector_index and args.backend != "postgres":
         parser.error("--rebuild-vector-index goes with --backend postgres")
+    if args.shared_buffers and args.backend != "postgres":
+        parser.error("--shared-buffers goes with --backend postgres")
     if args.stage != "all" and args.work is None:
         parser.error("--stage export|measure needs a --work folder")
     if args.stage != "all":  # the folder is the caller's: keep it (and the export in it)
@@ -310,7 +317,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
     if args.backend == "postgres":
         from pg_server import embedded_postgres
 
-        with embedded_postgres() as server:
+        with embedded_postgres(args.shared_buffers) as server:
             env = {"DATABASE_URL": server.app_dsn, "DATABASE_MIGRATION_URL": server.owner_dsn}
             settings = Settings(DATABASE_URL=server.app_dsn, DATABASE_MIGRATION_URL=server.owner_dsn)
             build_app(settings, embedder=embedder).close()  # the schema, before the importer and the clock start
@@ -407,6 +414,7 @@ def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors,
                 **imported,
                 "backend": args.backend,
                 "rebuild_vector_index": args.rebuild_vector_index,
+                "shared_buffers": args.shared_buffers if args.backend == "postgres" else None,
                 "first_recall_after_restart_ms": round(again),
                 "rss_after_restart_recall_mb": round(loaded),
                 "recall_store_p50_ms": round(float(np.median(m["recall_store"])), 2),

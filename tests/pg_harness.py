@@ -235,17 +235,18 @@ def _pg_ctl(started: _Started, action: str, *args: str) -> None:
     )
 
 
-def _start() -> tuple[_Started, PostgresServer]:
+def _start(settings: str = "") -> tuple[_Started, PostgresServer]:
+    """`settings`: more server options (`-c name=value ...`; benchmarks size shared_buffers)."""
     user = _service_user()
     workdir = Path(tempfile.mkdtemp(prefix="memento-pg-"))
     try:
-        return _start_in(user, workdir)
+        return _start_in(user, workdir, settings)
     except Exception:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
 
 
-def _start_in(user: str | None, workdir: Path) -> tuple[_Started, PostgresServer]:
+def _start_in(user: str | None, workdir: Path, settings: str = "") -> tuple[_Started, PostgresServer]:
     if user:
         entry = pwd.getpwnam(user)
         os.chown(workdir, entry.pw_uid, entry.pw_gid)
@@ -270,7 +271,7 @@ def _start_in(user: str | None, workdir: Path) -> tuple[_Started, PostgresServer
     port = _free_port()
     options = (
         f"-c listen_addresses=127.0.0.1 -p {port} -k {workdir} -c fsync=off"
-        " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" + (f" {settings}" if settings else "")
     )
     started = _Started(workdir, data, bin_dir, user, options)
     _pg_ctl(started, "start", "-o", options)

@@ -517,3 +517,31 @@ def test_the_memory_of_an_index_build_grows_with_the_vectors_within_bounds() -> 
     assert MIN_MEMORY_MB < memory_mb(100_000, 384) < memory_mb(1_000_000, 384) <= MAX_MEMORY_MB
     assert memory_mb(100_000_000, 1024) == MAX_MEMORY_MB
     assert definition().startswith("CREATE INDEX fragments_embedding_hnsw ON agent_memory.fragments") and "m = 16" in definition()
+
+
+def test_an_index_larger_than_the_buffer_cache_gets_advice_and_one_that_fits_none() -> None:
+    from memento.storage.postgres_vector_index import advice
+
+    assert advice(100 * 2**20, 128 * 2**20) is None
+    text = advice(196 * 2**20, 128 * 2**20)
+    assert text is not None and "(196 MB) is larger than PostgreSQL's shared_buffers (128 MB)" in text
+    assert "above 294 MB" in text  # half as much again: the index and some of its tables
+
+
+@pytest.mark.backends("postgres")
+def test_a_start_up_compares_the_real_index_with_shared_buffers(
+    stores: Any, postgres_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    import psycopg
+
+    from memento.storage.postgres_vector_index import INDEX, memory_advice
+
+    stores("target.db").close()
+    with psycopg.connect(postgres_server.owner_dsn, autocommit=True) as conn:
+        size = conn.execute("SELECT pg_relation_size(to_regclass(%s))", (f"agent_memory.{INDEX}",)).fetchone()
+        buffers = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()
+        assert size is not None and buffers is not None and 0 < size[0] < buffers[0]  # a test store fits
+        assert memory_advice(conn) is None
+    with caplog.at_level("WARNING"):
+        stores("target.db").close()
+    assert "shared_buffers" not in caplog.text

@@ -70,6 +70,9 @@ def migrate(dsn: str, *, app_role: str | None = None, dimensions: int | None = N
             )
             ran.append(name)
         vector_index.ensure(conn)  # missing only when an import that set it aside was cut short
+        advice = vector_index.memory_advice(conn)
+        if advice:
+            log.warning(advice)
         current = conn.execute("SELECT current_user").fetchone()
         if app_role and current is not None and app_role != current[0]:
             _grant(conn, app_role)

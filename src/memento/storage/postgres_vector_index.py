@@ -76,6 +76,29 @@ def ensure(conn: psycopg.Connection[Any]) -> bool:
     return True
 
 
+def memory_advice(conn: psycopg.Connection[Any]) -> str | None:
+    """A warning when the index is larger than `shared_buffers`, else None. Each search walks pages
+    all over the graph: pages that do not fit in PostgreSQL's buffer cache are copied in from the
+    OS on every search (at 100,000 memories, a 196 MB index with the default 128 MB: recall store
+    time 63 ms p50, 37 ms with shared_buffers at 1 GB; docs/benchmarks.md, "PostgreSQL at 100k")."""
+    row = conn.execute(
+        "SELECT pg_relation_size(to_regclass(%s)), pg_size_bytes(current_setting('shared_buffers'))", (f"agent_memory.{INDEX}",)
+    ).fetchone()
+    return advice(int(row[0]), int(row[1])) if row and row[0] is not None else None
+
+
+def advice(index_bytes: int, buffers_bytes: int) -> str | None:
+    """memory_advice's verdict on these sizes."""
+    if index_bytes <= buffers_bytes:
+        return None
+    index_mb, buffers_mb = index_bytes / 2**20, buffers_bytes / 2**20
+    return (
+        f"the vector index {INDEX} ({index_mb:,.0f} MB) is larger than PostgreSQL's shared_buffers ({buffers_mb:,.0f} MB): every"
+        f" vector search copies graph pages in from the OS. Set shared_buffers above {index_mb * 1.5:,.0f} MB (with its tables,"
+        " about a quarter of the server's memory is the usual size; it needs a restart) for fast recall"
+    )
+
+
 def memory_mb(vectors: int, dimensions: int) -> int:
     """maintenance_work_mem for building the graph of `vectors` in memory (pgvector writes to disk,
     much slower, when it does not fit): each vector's floats and its neighbour lists, plus a
