@@ -80,7 +80,7 @@ def memory_advice(conn: psycopg.Connection[Any]) -> str | None:
     """A warning when the index is larger than `shared_buffers`, else None. Each search walks pages
     all over the graph: pages that do not fit in PostgreSQL's buffer cache are copied in from the
     OS on every search (at 100,000 memories, a 196 MB index with the default 128 MB: recall store
-    time 63 ms p50, 37 ms with shared_buffers at 1 GB; docs/benchmarks.md, "PostgreSQL at 100k")."""
+    time 65 ms p50, 44 ms with shared_buffers at 1 GB; docs/benchmarks.md, "PostgreSQL at 100,000 memories")."""
     row = conn.execute(
         "SELECT pg_relation_size(to_regclass(%s)), pg_size_bytes(current_setting('shared_buffers'))", (f"agent_memory.{INDEX}",)
     ).fetchone()
