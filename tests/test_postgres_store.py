@@ -403,3 +403,64 @@ def test_a_common_terms_count_is_kept_for_minutes_and_a_rare_one_is_counted_ever
         RememberInput(content="Alice: my mother lives in Lisbon now", topic="family", type="fact"), CallContext(agent_id="alice")
     )
     assert pg_app.store.text_search(scope, terms, SearchFilter(), 5)[0].id == answer.id  # found at once
+
+
+def test_sequence_probes_walk_the_sequence_index_even_when_costs_favour_a_sort(
+    pg_app: App, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Conversational context asks, for each candidate, for the rows written just before and
+    after it. Each probe must walk an index in `seq` order and stop at the first visible row; a plan that gathers every row on one side of `seq` and sorts them took ~1.5 s a recall
+    at 100k. Here costs are set so that plan looks cheapest, and the probes must still walk; the
+    session's own planner settings are unchanged afterwards."""
+    ctx = CallContext(agent_id="seq-agent")
+    ids = [
+        str(pg_app.service.remember(RememberInput(content=f"turn {i} of the talk about boats", topic="talk", type="fact"), ctx).id)
+        for i in range(40)
+    ]
+    with connect(postgres_server.owner_dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE agent_memory.fragments")
+    plans: list[str] = []
+    real_execute = psycopg.Cursor.execute
+
+    def explained(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        if isinstance(query, str) and "JOIN LATERAL" in query and "n.seq" in query:
+            real_execute(self, "EXPLAIN " + query, params, **kw)
+            plans.append("\n".join(str(next(iter(r.values()))) for r in self.fetchall()))
+        return real_execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", explained)
+    store = pg_app.store
+    scope = AgentScope(agent_id="seq-agent")
+    with store.db.tx("seq-agent") as cur:  # type: ignore[attr-defined]
+        # An ordered index walk priced as dear as possible, a sort of what a scan gathers cheap.
+        cur.execute("SET LOCAL random_page_cost = 1000")
+        cur.execute("SET LOCAL cpu_operator_cost = 0.000001")
+        cur.execute("SET LOCAL enable_seqscan = off")
+        for steps in (1, 2):
+            found = store.sequence_neighbours(scope, [ids[10], ids[20]], SearchFilter(), timedelta(hours=1), steps)
+            assert found[ids[10]].previous == ids[9] and found[ids[10]].next == ids[11]
+            assert found[ids[20]].previous == ids[19] and found[ids[20]].next == ids[21]
+        cur.execute("SELECT current_setting('enable_sort') AS sort")
+        assert cur.fetchone()["sort"] == "on"
+    assert len(plans) == 2
+    for probes, plan in zip((2, 4), plans, strict=True):
+        # Each probe an ordered index walk (which index is the planner's choice by selectivity).
+        assert "Sort" not in plan and "Bitmap Heap Scan on fragments n" not in plan, plan
+        assert sum(line.strip().startswith("->  Index Scan") for line in plan.splitlines()) == probes, plan
+
+
+def test_a_vector_search_leaves_the_planner_settings_of_its_transaction_as_they_were(pg_app: App) -> None:
+    """An unfiltered vector search rules sorting out for its own statement only: the statements
+    a read session runs after it (text scores, the ranking's reads) plan as configured."""
+    ctx = CallContext(agent_id="vec-agent")
+    pg_app.service.remember(RememberInput(content="the harbour opens at dawn", topic="t", type="fact"), ctx)
+    store = pg_app.store
+    query = np.ones(256, dtype=np.float32) / 16.0
+    with store.db.tx("vec-agent") as cur:  # type: ignore[attr-defined]
+        store.vector_search(AgentScope(agent_id="vec-agent"), query, SearchFilter(), 10)
+        cur.execute("SELECT current_setting('enable_sort') AS sort")
+        assert cur.fetchone()["sort"] == "on"
+        cur.execute("SET LOCAL enable_sort = off")
+        store.vector_search(AgentScope(agent_id="vec-agent"), query, SearchFilter(topic="t"), 10)
+        cur.execute("SELECT current_setting('enable_sort') AS sort")
+        assert cur.fetchone()["sort"] == "off"

@@ -55,6 +55,24 @@ Cursor = psycopg.Cursor[dict[str, Any]]
 SYSTEM = "system"
 
 
+@contextmanager
+def planned(cur: Cursor, **settings: str) -> Iterator[None]:
+    """Planner settings (`enable_sort="off"`) for the statements run inside, then the values
+    they replaced: the transaction may be a shared read session (`reading`) whose later
+    statements must plan as configured. Nothing is restored when a statement failed: the
+    transaction is aborted, and its settings end with it."""
+    names = list(settings)
+    columns = ", ".join(f"current_setting(%s) AS old{i}, set_config(%s, %s, true) AS new{i}" for i in range(len(names)))
+    cur.execute(f"SELECT {columns}", [v for name in names for v in (name, name, settings[name])])
+    row = cur.fetchone()
+    assert row is not None
+    yield
+    cur.execute(
+        "SELECT " + ", ".join(f"set_config(%s, %s, true) AS v{i}" for i in range(len(names))),
+        [v for i, name in enumerate(names) for v in (name, row[f"old{i}"])],
+    )
+
+
 class _Rehearsed(Exception):
     """Ends a rehearsal: the transaction it unwinds is rolled back."""
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
-from .postgres_db import SYSTEM, PostgresDatabase
+from .postgres_db import SYSTEM, PostgresDatabase, planned
 from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
@@ -104,6 +104,11 @@ class PostgresQueries:
         cwhere, cparams = scope_sql(scope, "c")
         same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS NOT DISTINCT FROM c.session_id"
         probe = [*params, *fparams]
+        # Each probe must walk the sequence index (agent, topic, seq) from the memory and stop at
+        # the first visible row. With sorting allowed, the planner, which expects one row to pass
+        # the filters, may price a bitmap scan of every row on the near side of `seq` plus a
+        # sort below that walk: seen at 100k after a VACUUM FULL and ANALYZE, 2 ms became ~1.5 s a
+        # recall. Without sorting, only the ordered walks are left to choose from.
 
         def nearest(direction: str, than: str = "c") -> str:
             order = "DESC" if direction == "<" else "ASC"
@@ -118,7 +123,7 @@ class PostgresQueries:
                 f" FROM agent_memory.fragments c {nearest('<')} p ON TRUE {nearest('>')} x ON TRUE"
                 f" WHERE c.id = ANY(%s) AND {cwhere}"
             )
-            with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            with self.db.tx(scope.agent_id, scope.pool_writes) as cur, planned(cur, enable_sort="off"):
                 cur.execute(sql, [*probe, *probe, list(ids), *cparams])
                 rows = cur.fetchall()
             return {r["id"]: pick(r["created_at"], r["prev_id"], r["prev_at"], r["next_id"], r["next_at"], window) for r in rows}
@@ -131,7 +136,7 @@ class PostgresQueries:
             f" {nearest('>')} x ON TRUE {nearest('>', 'x')} xx ON TRUE"
             f" WHERE c.id = ANY(%s) AND {cwhere}"
         )
-        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur, planned(cur, enable_sort="off"):
             cur.execute(sql, [*pparams, *probe, *probe, *probe, *probe, list(ids), *cparams])
             rows = cur.fetchall()
         out: dict[str, SequenceNeighbours] = {}

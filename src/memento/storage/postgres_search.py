@@ -10,7 +10,7 @@ import numpy as np
 
 from ..models import AgentScope
 from . import terms as terms_policy
-from .postgres_db import Cursor, PostgresDatabase
+from .postgres_db import Cursor, PostgresDatabase, planned
 from .postgres_sql import df_sql, filter_sql, keyword_sql, latest_df_sql, scope_sql, text_sql
 from .protocol import Hit, SearchFilter
 from .sqlfilter import narrowing
@@ -178,16 +178,16 @@ class PostgresSearch:
             # the few matching rows beats walking the graph for them.
             broad = not narrowing(filt)
             cur.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                " set_config('enable_sort', %s, true)",
-                (str(self.ef_search), "off" if broad else "on"),
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                (str(self.ef_search),),
             )
-            cur.execute(
-                "SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"
-                f" WHERE f.embedding IS NOT NULL AND f.embedding_model = %s AND {where} AND {fwhere}"
-                " ORDER BY f.embedding <=> %s LIMIT %s",
-                [query, self.embedding_model, *params, *fparams, query, limit],
-            )
-            hits = [Hit(r["id"], float(r["sim"])) for r in cur.fetchall()]
+            with planned(cur, enable_sort="off" if broad else "on"):  # not for what a read session asks next
+                cur.execute(
+                    "SELECT f.id, 1 - (f.embedding <=> %s) AS sim FROM agent_memory.fragments f"
+                    f" WHERE f.embedding IS NOT NULL AND f.embedding_model = %s AND {where} AND {fwhere}"
+                    " ORDER BY f.embedding <=> %s LIMIT %s",
+                    [query, self.embedding_model, *params, *fparams, query, limit],
+                )
+                hits = [Hit(r["id"], float(r["sim"])) for r in cur.fetchall()]
         hits.sort(key=lambda h: -h.score)
         return hits
