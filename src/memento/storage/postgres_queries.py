@@ -104,8 +104,8 @@ class PostgresQueries:
         cwhere, cparams = scope_sql(scope, "c")
         same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS NOT DISTINCT FROM c.session_id"
         probe = [*params, *fparams]
-        # Each probe must walk the sequence index (agent, topic, seq) from the memory and stop at
-        # the first visible row. With sorting allowed, the planner, which expects one row to pass
+        # Each probe must walk an index in seq order from the memory (the planner picks which) and
+        # stop at the first visible row. With sorting allowed, the planner, which expects one row to pass
         # the filters, may price a bitmap scan of every row on the near side of `seq` plus a
         # sort below that walk: seen at 100k after a VACUUM FULL and ANALYZE, 2 ms became ~1.5 s a
         # recall. Without sorting, only the ordered walks are left to choose from.
