@@ -10,6 +10,14 @@ own query and passage embedding times are measured separately.
     python bench/latency.py --backend postgres [--sizes 100000] [--threads 1,4,8] [--writes 2000]
     python bench/latency.py --rest [--sizes 10000] [--samples 200]
     python bench/latency.py --background-load 0,2,4,8 [--variants auto,2-passive] [--samples 100]
+    python bench/latency.py --sizes 1000000 --db FILE --sustained 60 [--backend postgres]
+
+`--sustained S` adds, at each size, recalls back to back for S seconds: p50, p99, the slowest
+and how many took more than 3x the p50. A store recomputes some of its statistics every few
+seconds (a scope's size, for the full-text tier's term weights) and Python collects its garbage
+every few seconds; 200 samples of ~20 ms span four seconds and can miss that, a steady stream of
+recalls cannot. Before the loop the heap is frozen as `memento serve` freezes it once warm
+(memento/ops/heap.py); `--no-settle` leaves it as it is.
 
 `--background-load N[,N...]` times remember and recall through MCP stdio instead
 (bench/latency_stdio.py, which takes the same flags): the real local model, N busy processes
@@ -45,6 +53,7 @@ from pathlib import Path
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RememberInput
+from memento.ops import heap
 from memento.settings import Settings
 from memento.storage.protocol import NewFragment, SearchFilter
 
@@ -125,6 +134,31 @@ def measure(app, embedder, turns, questions, samples: int, rng: random.Random) -
         out["recall_embed"].append((t1 - t0) * 1000)
         out["recall_store"].append((t2 - t1) * 1000)
     return out
+
+
+def sustained(app, embedder, questions, seconds: float, settle: bool = True) -> list[float]:
+    """Recall store time (ms), the questions back to back for `seconds` (their vectors first).
+    `settle`: first freeze the heap as `memento serve` does once warm (memento/ops/heap.py)."""
+    ctx = CallContext(agent_id=AGENT)
+    vectors = [embedder.embed_query(q) for q in questions[:200]]
+    if settle:
+        heap.settle()
+    out: list[float] = []
+    end = time.perf_counter() + seconds
+    while (t0 := time.perf_counter()) < end:
+        i = len(out) % len(vectors)
+        app.service.recall_with_vector(RecallInput(text=questions[i], limit=10, includeLinks=False), ctx, vectors[i])
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def fmt_sustained(values: list[float], seconds: float) -> str:
+    p50 = statistics.median(values)
+    slow = sum(v > 3 * p50 for v in values)
+    return (
+        f"{len(values):,} recalls in {seconds:.0f} s: p50 {p50:.2f} ms  p99 {pct(values, 0.99):.2f} ms"
+        f"  slowest {max(values):.1f} ms  over 3x p50: {slow}"
+    )
 
 
 def ann_recall(app, embedder, questions, k: int = 10, n: int = 50) -> float:
@@ -372,6 +406,10 @@ def run_postgres(args, sizes: list[int], turns, questions, rng: random.Random) -
             print(f"  EXPLAIN ANALYZE vector: {scan}")
             for name, lines in explain_search_queries(app, questions[0]).items():
                 print(f"  EXPLAIN ANALYZE {name}: {plan_summary(lines)}")
+            if args.sustained:
+                print(
+                    f"  sustained recall store: {fmt_sustained(sustained(app, embedder, questions, args.sustained, not args.no_settle), args.sustained)}"
+                )
             tiers = recall_tiers(app, embedder, questions, args.samples)
             print(f"  recall tiers alone: full-text {fmt(tiers['text'])}   vector {fmt(tiers['vector'])}")
             print(f"  keyword tier alone (each question's extracted keywords): {fmt(tiers['keyword'])}")
@@ -425,6 +463,10 @@ def main() -> int:
     )
     parser.add_argument("--threads", default="1,4,8", help="PostgreSQL: client threads for the throughput figure")
     parser.add_argument("--writes", type=int, default=2000, help="PostgreSQL: remember calls per throughput figure")
+    parser.add_argument("--sustained", type=float, default=0.0, help="also recall back to back for this many seconds at each size")
+    parser.add_argument(
+        "--no-settle", action="store_true", help="sustained: leave the heap as it is (memento serve freezes it once warm: ops/heap.py)"
+    )
     parser.add_argument("--rest", action="store_true", help="time the HTTP faces (REST and MCP) of a server process (SQLite)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -463,6 +505,10 @@ def main() -> int:
             print(f"  recall    store {fmt(m['recall_store'])}   (hash embedding {fmt(m['recall_embed'])})")
             mode = "HNSW" if size > settings.ann_threshold else "exact"
             print(f"  vector search: {mode}, recall@10 vs exact scan {ann_recall(app, embedder, questions):.3f}")
+            if args.sustained:
+                print(
+                    f"  sustained recall store: {fmt_sustained(sustained(app, embedder, questions, args.sustained, not args.no_settle), args.sustained)}"
+                )
         app.close()
     if not args.skip_model:
         print_model_times(turns, questions, args.samples)

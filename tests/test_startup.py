@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,66 @@ def test_startup_bench_runs_and_reports_every_phase(tmp_path: Path) -> None:
     assert report["imports"]["modules"] > 0 and report["imports"]["top"]
     assert "memento.web" not in report["imports"]["imported"]
     assert "connect p50/p95/max" in done.stdout and "imports of a stdio serve" in done.stdout
+
+
+def test_settling_moves_start_up_objects_out_of_the_collections_and_leaves_new_ones_in() -> None:
+    # In a child process: freezing the test runner's own heap would outlive this test.
+    script = (
+        "import gc\n"
+        "from memento.ops.heap import settle\n"
+        "old = [[] for _ in range(1000)]\n"
+        "frozen = settle()\n"
+        "assert frozen == gc.get_freeze_count() > 1000, frozen\n"
+        "walked = {id(o) for o in gc.get_objects()}\n"
+        "assert not {id(o) for o in old} & walked  # no longer walked by any collection\n"
+        "new = [[] for _ in range(10)]\n"
+        "assert {id(o) for o in new} <= {id(o) for o in gc.get_objects()}  # later objects are collected as before\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_stdio_server_settles_its_heap_once_warm(tmp_path: Path) -> None:
+    """`memento serve` freezes what start-up made (ops/heap.py) after the warm-up, while it serves."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memento", "serve", "--transport", "stdio"],
+        env={**_env(tmp_path / "m.db"), "LOG_LEVEL": "DEBUG"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    settled = threading.Event()
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "heap settled" in line:
+                settled.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        }
+        proc.stdin.write(json.dumps(hello) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["result"]["serverInfo"]["name"]
+        assert settled.wait(60), "".join(lines)[-3000:]
+        frozen = int(re.search(r"heap settled: (\d+) objects frozen", "".join(lines)).group(1))  # type: ignore[union-attr]
+        assert frozen > 10_000  # the modules, classes and functions of a started server
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+    assert proc.returncode == 0, "".join(lines)[-3000:]

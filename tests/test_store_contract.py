@@ -46,7 +46,7 @@ from memento.storage.protocol import (
     StoredIdentity,
     WorkingMemoryStore,
 )
-from memento.storage.terms import COMMON_TERM_MIN_DOCS
+from memento.storage.terms import COMMON_TERM_MIN_DOCS, COUNT_TTL_S, CountCache
 from memento.storage.workmem import ItemChanges, ItemQuery, WorkItem
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -323,6 +323,33 @@ def test_idle_sessions_are_the_ones_expire_sessions_removes(service: MemoryServi
     assert len(maintenance.expire_sessions(NOW - timedelta(hours=1))) == 3
     assert maintenance.idle_sessions(NOW - timedelta(hours=1)) == []
     assert len(store.list_fragments(A, SearchFilter(session_id="mixed", only_session=True), 10)) == 2
+
+
+def test_a_stale_scope_size_is_counted_again_off_the_callers_path(service: MemoryService, store: Store) -> None:
+    """A scope's size (the term policy's magnitude) counts every live row it sees, ~0.1-0.2 s at a
+    million: once kept, it is counted again on the store's refresher thread when stale, and the
+    caller goes on with the old value instead of waiting."""
+    for i in range(3):
+        put(service, f"alice kept note {i}")
+    put(service, "bob's own note", "bob")  # another agent present: alice's scope is not the store
+    now = [0.0]
+    search = store.search  # type: ignore[attr-defined]
+    sizes: CountCache[int] = CountCache(clock=lambda: now[0], refresher=search.refresher)
+    search.sizes = sizes
+    key = A.visible_agents()
+    store.keyword_search(A, ["kept"], SearchFilter(), 5)  # the first count, on the caller
+    assert sizes.peek(key) == 3
+    for i in range(2):
+        put(service, f"alice later note {i}")
+    now[0] = COUNT_TTL_S + 1
+    release = threading.Event()
+    assert search.refresher.submit("hold", lambda: release.wait(30))  # the refresher busy: a count would wait
+    hits = store.keyword_search(A, ["kept"], SearchFilter(), 5)  # returns at once, with the stale size
+    assert len(hits) == 3 and sizes.peek(key) == 3
+    store.keyword_search(A, ["kept"], SearchFilter(), 5)  # one refresh queued per key, not one per call
+    release.set()
+    assert search.refresher.idle(30)
+    assert sizes.peek(key) == 5
 
 
 def test_another_agents_data_does_not_change_your_terms_or_ranking(service: MemoryService, store: Store) -> None:

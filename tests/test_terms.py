@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 
 from memento.analysis import index_terms
@@ -9,6 +10,7 @@ from memento.storage.terms import (
     COMMON_TERM_MIN_DOCS,
     CountCache,
     Plan,
+    Refresher,
     Scoring,
     TextTerms,
     common_df,
@@ -140,6 +142,53 @@ def test_count_cache_keeps_fresh_values_up_to_a_bound() -> None:
     assert cache.fresh("python") is None
     cache.put("data", 110_000, keep=2)
     assert cache.fresh("data") == 110_000
+
+
+def test_a_stale_count_is_served_while_its_successor_is_counted_in_the_background() -> None:
+    now, counted = [0.0], []
+    refresher = Refresher()
+    cache: CountCache[int] = CountCache(ttl_s=10.0, clock=lambda: now[0], refresher=refresher)
+    assert cache.get("agent", lambda: 100, later=lambda: 0) == 100  # the first value: on the caller
+    now[0] = 11.0
+    started, release = threading.Event(), threading.Event()
+
+    def later() -> int:
+        started.set()
+        counted.append(1)
+        assert release.wait(30)
+        return 120
+
+    assert cache.get("agent", lambda: 0, later=later) == 100  # stale, returned without waiting
+    assert started.wait(30)
+    assert cache.get("agent", lambda: 0, later=later) == 100  # the refresh running: not queued again
+    release.set()
+    assert refresher.idle(30) and counted == [1]
+    assert cache.get("agent", lambda: 0) == 120  # the successor, fresh
+
+
+def test_a_failed_refresh_keeps_the_stale_count_and_is_tried_again() -> None:
+    now = [0.0]
+    refresher = Refresher()
+    cache: CountCache[int] = CountCache(ttl_s=10.0, clock=lambda: now[0], refresher=refresher)
+    cache.get("agent", lambda: 7)
+    now[0] = 11.0
+
+    def failing() -> int:
+        raise RuntimeError("database went away")
+
+    assert cache.get("agent", lambda: 0, later=failing) == 7
+    assert refresher.idle(30) and cache.peek("agent") == 7
+    assert cache.get("agent", lambda: 0, later=lambda: 9) == 7
+    assert refresher.idle(30) and cache.get("agent", lambda: 0) == 9
+    refresher.close()  # closed: a stale value stays as it is, and nothing runs any more
+    now[0] = 30.0
+    assert cache.get("agent", lambda: 0, later=lambda: 11) == 9 and refresher.idle(1)
+    assert not refresher.submit("x", lambda: None)
+    # Without a refresher (or a `later`), a stale value is computed again on the caller.
+    plain: CountCache[int] = CountCache(ttl_s=10.0, clock=lambda: now[0])
+    plain.get("agent", lambda: 1)
+    now[0] = 50.0
+    assert plain.get("agent", lambda: 2, later=lambda: 3) == 2
 
 
 def test_terms_are_weighed_by_the_latest_memories_in_a_larger_scope() -> None:

@@ -176,10 +176,11 @@ def start_scheduler(app: App) -> Scheduler:
     return scheduler
 
 
-def start_warm_up(app: App) -> threading.Thread:
+def start_warm_up(app: App, then: Callable[[], object] | None = None) -> threading.Thread:
     """Load the local embedding model, then the token encoding, in a daemon thread: a server
     answers its handshake meanwhile instead of making the first `recall` or `remember` wait.
-    A model that cannot load is logged here and fails the first call that needs it, as before."""
+    A model that cannot load is logged here and fails the first call that needs it, as before.
+    `then` runs on that thread afterwards (`memento serve`: ops/heap.settle)."""
 
     def warm() -> None:
         try:
@@ -188,6 +189,8 @@ def start_warm_up(app: App) -> threading.Thread:
         except MementoError as exc:
             log.warning("embedding model warm-up failed: %s", exc.message)
         app.service.factory.tokens.warm_up()
+        if then is not None:
+            then()
 
     thread = threading.Thread(target=warm, name="memento-warm-up", daemon=True)
     thread.start()

@@ -43,6 +43,7 @@ from memento.mcp.http_limits import RequestLimits, header_timeout_protocol
 from memento.mcp.registry import default_features
 from memento.mcp.server import McpServer
 from memento.mcp.sse_legacy import LegacySse
+from memento.ops import heap
 from memento.rest import RestApi, create_rest_api
 from memento.ui import Dashboard, create_dashboard
 
@@ -210,6 +211,7 @@ def serve_http(app: App, host: str, port: int, *, allow_unauthenticated: bool = 
             "required" if authenticated else "off",
             extra={"transport": "http", "port": bound},
         )
+        heap.settle()  # the web stack's objects too, before the first request (ops/heap.py)
         with sock:
             _Server(config, asgi.state.mcp, asgi.state.rest).run(sockets=[sock])
     finally:

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from ..app import App, build_app, log_startup, start_scheduler, start_warm_up
 from ..models import CallContext, ConsolidateInput, MemoryStatsInput, RecallInput, RememberInput
+from ..ops import heap
 from ..results import RecallResult, Result
 from ..settings import Settings
 
@@ -218,7 +219,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
         selected_tools(settings.toolsets)  # an unknown toolset stops here, before anything is opened
         app = build_app(settings)
-        start_warm_up(app)  # the model loads while the handshake runs (stdio: one server per agent session)
+        start_warm_up(app, then=heap.settle)  # the model loads while the handshake runs (stdio: one server per agent session)
         log_startup(app, args.transport)
         start_scheduler(app)  # consolidation by interval, inserts and start-up; app.close() stops it
         if settings.evaluator_enabled and app.evaluator is not None:

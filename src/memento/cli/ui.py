@@ -60,6 +60,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             webbrowser.open(url)
         return 0
     from ..app import build_app, log_startup, start_scheduler, start_warm_up
+    from ..ops import heap
     from ..web import serve_http
 
     print(f"{url} (serving it here; Ctrl-C stops)")
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not args.no_open:
         threading.Thread(target=_open_when_ready, args=(url, stop), name="open-dashboard", daemon=True).start()
     app = build_app(settings)
-    start_warm_up(app)
+    start_warm_up(app, then=heap.settle)
     log_startup(app, "http")
     start_scheduler(app)
     try:

@@ -166,6 +166,7 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
+        self.search.refresher.close()  # no count still reading the store
         try:
             self._access.close()
         except Unavailable as exc:  # shutting down during an outage: only access counts are lost

@@ -31,7 +31,9 @@ class PostgresSearch:
         self.db = db
         self.embedding_model = embedding_model
         self.ef_search = ef_search
-        self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
+        # A scope's size counts every live row it sees: after the first, counted in the background.
+        self.refresher = terms_policy.Refresher()
+        self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache(refresher=self.refresher)
         self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
         self.latest: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)  # terms.window
         # A term in thousands of a scope's memories: its count (and the cap it was counted up to)
@@ -102,15 +104,20 @@ class PostgresSearch:
         return out
 
     def scope_size(self, cur: Cursor, scope: AgentScope) -> int:
-        """Live fragments visible to `scope` (cached for a few seconds: the policy needs magnitudes)."""
+        """Live fragments visible to `scope` (kept for a few seconds, then counted again in the
+        background: the policy needs magnitudes, and counting reads every row the scope sees)."""
 
-        def count() -> int:
+        def count(c: Cursor) -> int:
             where, params = scope_sql(scope)
-            cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where}", params)
-            row = cur.fetchone()
+            c.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where}", params)
+            row = c.fetchone()
             return int(row["n"]) if row else 0
 
-        return self.sizes.get(scope.visible_agents(), count)
+        def apart() -> int:  # on the refresher's thread: a read-only transaction of its own
+            with self.db.tx(scope.agent_id, scope.pool_writes, read_only=True) as c:
+                return count(c)
+
+        return self.sizes.get(scope.visible_agents(), lambda: count(cur), later=apart)
 
     def average_length(self, cur: Cursor, scope: AgentScope) -> float:
         """The mean content length (characters) of the scope's latest AVERAGE_SAMPLE fragments."""

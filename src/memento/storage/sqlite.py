@@ -170,6 +170,7 @@ class SQLiteStore:
         if self._closed:
             return
         self._closed = True
+        self.search.refresher.close()  # no count still reading the store
         self._access.close()
         if self.vectors is not None:
             self.vectors.save()

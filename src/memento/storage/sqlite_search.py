@@ -38,7 +38,9 @@ class SQLiteSearch:
         self.vectors = vectors
         self.embedding_model = embedding_model
         self.agents = agents
-        self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache()
+        # A scope's size counts every live row it sees: after the first, counted in the background.
+        self.refresher = terms_policy.Refresher()
+        self.sizes: terms_policy.CountCache[int] = terms_policy.CountCache(refresher=self.refresher)
         self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
         self.latest: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)  # terms.window
         # FTS5's vocabulary counts a term's documents by reading its whole posting list: a term
@@ -160,7 +162,7 @@ class SQLiteSearch:
             where, params = _scope_sql(scope, use_index=True) if not whole else _scope_sql(AgentScope("system"))
             return int(self.db.reader().execute(f"SELECT COUNT(*) FROM fragments f WHERE {where}", params).fetchone()[0])
 
-        return self.sizes.get(key, count)
+        return self.sizes.get(key, count, later=count)  # `count` reads on whichever thread runs it
 
     def average_length(self, scope: AgentScope) -> float:
         """The mean content length (characters) of the scope's latest AVERAGE_SAMPLE fragments."""
