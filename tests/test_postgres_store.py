@@ -282,6 +282,7 @@ def test_a_forget_that_deadlocks_with_another_writer_is_run_again_and_succeeds(p
 
     target = _fragment(pg_app, "the fragment being forgotten")
     neighbour = _fragment(pg_app, "a neighbour that links to it", [target])
+    assert pg_app.service.settle()  # the embedding worker's row updates done: only these sessions lock rows
     outcome: dict[str, Any] = {}
     # PostgreSQL looks for a deadlock once, deadlock_timeout after a backend starts waiting, and
     # aborts the backend that finds it. The forget waits first; give it 3 s (the test's side 60 s)
@@ -316,6 +317,9 @@ def test_the_access_flush_skips_rows_another_transaction_holds_and_writes_them_l
     import threading
 
     free, held, gone = (_fragment(pg_app, f"statistics row {n}") for n in ("one", "two", "three"))
+    # The embedding worker writes each row's vector after the write was acknowledged; a row it is
+    # updating is locked too, and the flush would (rightly) skip it: only `other` may hold one here.
+    assert pg_app.service.settle()
     store = pg_app.store
     now = datetime.now(UTC)
     with connect(postgres_server.owner_dsn) as other:
