@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,19 @@ def test_a_stdio_server_settles_its_heap_once_warm(tmp_path: Path) -> None:
         proc.wait(timeout=60)
         reader.join(timeout=10)
     assert proc.returncode == 0, "".join(lines)[-3000:]
+
+
+@pytest.mark.slow
+def test_an_http_server_settles_its_heap_before_serving_and_once_warm(tmp_path: Path) -> None:
+    """Over HTTP the web stack's objects are frozen too, before the first request is served."""
+    from mcp_helpers import server_env, start_http_server
+
+    server = start_http_server({**server_env(tmp_path / "m.db"), "LOG_LEVEL": "DEBUG"}, tmp_path / "server.log")
+    try:
+        assert "heap settled" in server.log.read_text()  # before /health first answered
+        deadline = time.monotonic() + 60
+        while server.log.read_text().count("heap settled") < 2:  # and again once the warm-up ended
+            assert time.monotonic() < deadline, server.log.read_text()[-3000:]
+            time.sleep(0.05)  # a separate process's log: there is no event to await
+    finally:
+        server.stop()
