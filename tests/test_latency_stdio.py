@@ -54,3 +54,23 @@ def test_a_tiny_run_through_latency_py(tmp_path: Path) -> None:
         assert row["remember_p50"] > 0 and row["recall_p99"] >= row["recall_p50"] > 0
         assert set(row["model_threads"]) <= {1.0, float(os.cpu_count() or 1)}  # auto: one thread, or every core under load
     assert "| auto | 1 |" in done.stdout and "the model alone" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_tiny_sustained_run_through_latency_py(tmp_path: Path) -> None:
+    """`--sustained S`: recalls back to back for S seconds after the usual figures, with and
+    without the server's heap settling."""
+    for extra in ([], ["--no-settle"]):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "latency.py"), "--sizes", "300", "--samples", "5", "--skip-model"]
+            + ["--db", str(tmp_path / "s.db"), "--sustained", "1", *extra],
+            cwd=ROOT,
+            env={**os.environ, "LOG_LEVEL": "WARNING"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+        line = next(x for x in done.stdout.splitlines() if "sustained recall store" in x)
+        recalls = int(line.split(": ", 1)[1].split(" recalls", 1)[0].replace(",", ""))
+        assert recalls > 1 and "p99" in line and "over 3x p50" in line
