@@ -33,12 +33,10 @@ def test_busy_processes_run_while_the_block_runs_and_end_with_it() -> None:
     assert all(p.poll() is not None for p in procs)
 
 
-@pytest.mark.slow
-def test_a_tiny_run_through_latency_py(tmp_path: Path) -> None:
-    out = tmp_path / "load.json"
+def latency_py(*args: str) -> str:
+    """bench/latency.py run with `args`; its standard output (a failed run fails the test)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "latency.py"), "--background-load", "1", "--size", "30", "--samples", "3"]
-        + ["--model-samples", "3", "--variants", "auto", "--json", str(out), "--embed-cache", str(tmp_path / "cache")],
+        [sys.executable, str(ROOT / "bench" / "latency.py"), *args],
         cwd=ROOT,
         env={**os.environ, "LOG_LEVEL": "WARNING"},
         capture_output=True,
@@ -46,6 +44,16 @@ def test_a_tiny_run_through_latency_py(tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_a_tiny_run_through_latency_py(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    stdout = latency_py(
+        *["--background-load", "1", "--size", "30", "--samples", "3", "--model-samples", "3", "--variants", "auto"],
+        *["--json", str(out), "--embed-cache", str(tmp_path / "cache")],
+    )
     report = json.loads(out.read_text())
     rows = report["rows"]
     assert [(r["variant"], r["busy"]) for r in rows] == [("auto", 0), ("auto", 1)]  # the quiet baseline comes first
@@ -53,7 +61,7 @@ def test_a_tiny_run_through_latency_py(tmp_path: Path) -> None:
     for row in rows:
         assert row["remember_p50"] > 0 and row["recall_p99"] >= row["recall_p50"] > 0
         assert set(row["model_threads"]) <= {1.0, float(os.cpu_count() or 1)}  # auto: one thread, or every core under load
-    assert "| auto | 1 |" in done.stdout and "the model alone" in done.stdout
+    assert "| auto | 1 |" in stdout and "the model alone" in stdout
 
 
 @pytest.mark.slow
@@ -61,16 +69,7 @@ def test_a_tiny_sustained_run_through_latency_py(tmp_path: Path) -> None:
     """`--sustained S`: recalls back to back for S seconds after the usual figures, with and
     without the server's heap settling."""
     for extra in ([], ["--no-settle"]):
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "latency.py"), "--sizes", "300", "--samples", "5", "--skip-model"]
-            + ["--db", str(tmp_path / "s.db"), "--sustained", "1", *extra],
-            cwd=ROOT,
-            env={**os.environ, "LOG_LEVEL": "WARNING"},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-        line = next(x for x in done.stdout.splitlines() if "sustained recall store" in x)
+        stdout = latency_py("--sizes", "300", "--samples", "5", "--skip-model", "--db", str(tmp_path / "s.db"), "--sustained", "1", *extra)
+        line = next(x for x in stdout.splitlines() if "sustained recall store" in x)
         recalls = int(line.split(": ", 1)[1].split(" recalls", 1)[0].replace(",", ""))
         assert recalls > 1 and "p99" in line and "over 3x p50" in line
