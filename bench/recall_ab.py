@@ -52,7 +52,7 @@ def variant(app: Any, name: str) -> Iterator[None]:
     elif name == "one step a read":
         neighbours.STEPS_PER_READ = 1
     elif name == "terms recounted":
-        search.frequent = type(kept)(0.0)  # nothing stays fresh: every count is asked again
+        search.frequent = terms.FrequentCounts(None, ttl_s=0.0)  # nothing stays fresh: every count is asked again
     elif name == "texts analysed anew":
         terms.TEXTS = terms.TextTerms(keep=0, chars=0, longest=-1)  # every text longer than kept ones
     try:

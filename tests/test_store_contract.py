@@ -46,7 +46,7 @@ from memento.storage.protocol import (
     StoredIdentity,
     WorkingMemoryStore,
 )
-from memento.storage.terms import COMMON_TERM_MIN_DOCS, COUNT_TTL_S, CountCache
+from memento.storage.terms import COMMON_TERM_MIN_DOCS, COUNT_TTL_S, CountCache, FrequentCounts
 from memento.storage.workmem import ItemChanges, ItemQuery, WorkItem
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -352,6 +352,29 @@ def test_a_stale_scope_size_is_counted_again_off_the_callers_path(service: Memor
     assert sizes.peek(key) == 5
 
 
+def test_a_stale_frequent_term_count_is_counted_again_off_the_callers_path(service: MemoryService, store: Store) -> None:
+    """A term in many of a scope's memories is counted up to a cap for its weight, which reads
+    its postings (milliseconds at a million): kept for minutes, then, once stale, still used while
+    the store's refresher counts it again, so no recall waits for the count."""
+    contents = [f"{'weather' if i % 21 == 0 else 'plain'} note {i}" for i in range(COMMON_TERM_MIN_DOCS + 100)]
+    import_fragments(service, "alice", contents)  # "weather" in 100 of 2,100: frequent, under its cap
+    put(service, "bob's own note", "bob")  # another agent present: alice's scope is counted within it
+    search = store.search  # type: ignore[attr-defined]
+    now = [0.0]
+    search.frequent = FrequentCounts(search.refresher, clock=lambda: now[0])
+    assert store.text_search(A, query_terms("weather note"), SearchFilter(), 5)
+    assert list(search.frequent.peek("weather").values()) == [100]  # alice's scope, counted on the caller
+    import_fragments(service, "alice", [f"weather later {i}" for i in range(50)], first=10_000)
+    now[0] = 301.0
+    release = threading.Event()
+    assert search.refresher.submit("hold", lambda: release.wait(30))  # the refresher busy: a count would wait
+    assert store.text_search(A, query_terms("weather note"), SearchFilter(), 5)  # at once, the stale count
+    assert list(search.frequent.peek("weather").values()) == [100]
+    release.set()
+    assert search.refresher.idle(30)
+    assert list(search.frequent.peek("weather").values()) == [150]
+
+
 def test_another_agents_data_does_not_change_your_terms_or_ranking(service: MemoryService, store: Store) -> None:
     """The common-term policy counts within the caller's scope on both backends: a flood of
     another agent's fragments that all say "alice" must not drop "alice" from bob's query."""
@@ -400,8 +423,9 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
     assert store.text_search(AgentScope("mallory"), query_terms("alice note"), SearchFilter(), 5)
 
 
-def import_fragments(service: MemoryService, agent: str, contents: list[str]) -> None:
-    """Bulk rows (the import path, 500 per call) straight into `agent`'s namespace."""
+def import_fragments(service: MemoryService, agent: str, contents: list[str], first: int = 0) -> None:
+    """Bulk rows (the import path, 500 per call) straight into `agent`'s namespace (ids and
+    hashes numbered from `first`)."""
     rows: list[dict[str, object]] = [
         {
             "id": f"frag-bulk{i:06d}",
@@ -426,7 +450,7 @@ def import_fragments(service: MemoryService, agent: str, contents: list[str]) ->
             "embedding": None,
             "embedding_model": None,
         }
-        for i, content in enumerate(contents)
+        for i, content in enumerate(contents, first)
     ]
     for start in range(0, len(rows), 500):
         service.store.import_rows("fragments", rows[start : start + 500])  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from memento.analysis import index_terms
 from memento.storage.terms import (
     COMMON_TERM_MIN_DOCS,
     CountCache,
+    FrequentCounts,
     Plan,
     Refresher,
     Scoring,
@@ -189,6 +190,73 @@ def test_a_failed_refresh_keeps_the_stale_count_and_is_tried_again() -> None:
     plain.get("agent", lambda: 1)
     now[0] = 50.0
     assert plain.get("agent", lambda: 2, later=lambda: 3) == 2
+
+
+class Postings:
+    """A term counter over fixed document frequencies that records each call's thread and words."""
+
+    def __init__(self, df: dict[str, int]) -> None:
+        self.df, self.calls = df, []  # type: ignore[var-annotated]
+        self.hold: threading.Event | None = None
+
+    def __call__(self, words: Sequence[str], cap: int | None) -> dict[str, int]:
+        self.calls.append((threading.current_thread().name, list(words), cap))
+        if self.hold is not None:
+            assert self.hold.wait(30)
+        return {w: self.df[w] if cap is None else min(self.df[w], cap) for w in words if w in self.df}
+
+
+def test_a_stale_frequent_term_count_serves_while_the_refresher_counts_it_again() -> None:
+    now = [0.0]
+    refresher = Refresher()
+    kept = FrequentCounts(refresher, ttl_s=300.0, clock=lambda: now[0])
+    postings = Postings({"python": 348_000, "telepact": 3})
+    frequent = lambda n: n >= COMMON_TERM_MIN_DOCS  # noqa: E731
+    assert kept.count("agent", ["python", "telepact", "nowhere"], None, postings, postings, frequent) == {"python": 348_000, "telepact": 3}
+    assert postings.calls == [("MainThread", ["python", "telepact", "nowhere"], None)]
+    # Fresh: the frequent count serves; the rare one (not worth keeping) is counted every time.
+    assert kept.count("agent", ["python", "telepact"], None, postings, postings, frequent) == {"python": 348_000, "telepact": 3}
+    assert postings.calls[1:] == [("MainThread", ["telepact"], None)]
+    # Stale: served as it is, and counted again on the refresher's thread, once.
+    now[0] = 301.0
+    postings.df["python"] = 351_000
+    postings.hold = threading.Event()
+    assert kept.count("agent", ["python"], None, postings, postings, frequent) == {"python": 348_000}
+    assert kept.count("agent", ["python"], None, postings, postings, frequent) == {"python": 348_000}
+    postings.hold.set()
+    assert refresher.idle(30)
+    assert [c for c in postings.calls[2:] if c[0] == "MainThread"] == []
+    assert [c[1] for c in postings.calls[2:]] == [["python"]]
+    assert kept.count("agent", ["python"], None, postings, postings, frequent) == {"python": 351_000}
+    # Another scope's counts are its own.
+    assert kept.count("other", ["python"], None, postings, postings, frequent) == {"python": 351_000}
+    assert postings.calls[-1] == ("MainThread", ["python"], None)
+    refresher.close()
+
+
+def test_a_capped_count_serves_only_caps_it_answers() -> None:
+    refresher = Refresher()
+    kept = FrequentCounts(refresher, clock=lambda: 0.0)
+    postings = Postings({"python": 50_000, "data": 3_000})
+    always = lambda n: True  # noqa: E731
+    assert kept.count("a", ["python", "data"], 10_000, postings, postings, always) == {"python": 10_000, "data": 3_000}
+    # "python" reached its cap (a floor): it answers a lower cap, not a higher one; "data" was exact.
+    assert kept.count("a", ["python", "data"], 4_000, postings, postings, always) == {"python": 4_000, "data": 3_000}
+    assert kept.count("a", ["python", "data"], 20_000, postings, postings, always) == {"python": 20_000, "data": 3_000}
+    assert [c[1:] for c in postings.calls] == [(["python", "data"], 10_000), (["python"], 20_000)]
+    refresher.close()
+
+
+def test_without_a_refresher_a_stale_frequent_count_is_counted_again_at_once() -> None:
+    now = [0.0]
+    kept = FrequentCounts(None, ttl_s=300.0, clock=lambda: now[0])
+    postings = Postings({"python": 348_000})
+    always = lambda n: True  # noqa: E731
+    kept.count("a", ["python"], None, postings, postings, always)
+    now[0] = 301.0
+    postings.df["python"] = 1
+    assert kept.count("a", ["python"], None, postings, postings, always) == {"python": 1}
+    assert len(postings.calls) == 2
 
 
 def test_terms_are_weighed_by_the_latest_memories_in_a_larger_scope() -> None:

@@ -39,7 +39,8 @@ class PostgresSearch:
         # A term in thousands of a scope's memories: its count (and the cap it was counted up to)
         # is kept for minutes, as SQLite keeps FTS5's vocabulary counts (sqlite_search.py). Counting
         # one reads up to a cap of its term rows each time; its count moves little in minutes.
-        self.frequent: terms_policy.CountCache[tuple[int, int]] = terms_policy.CountCache(terms_policy.FREQUENT_TTL_S)
+        # Once stale, a kept count still serves while the refresher counts it again.
+        self.frequent = terms_policy.FrequentCounts(self.refresher)
         self.scoring = scoring
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
@@ -56,21 +57,17 @@ class PostgresSearch:
         key, total = scope.visible_agents(), self.scope_size(cur, scope)
         common = terms_policy.common_df(total)  # a term at least this frequent only scores (terms.plan)
 
+        def counted(c: Cursor, words: Sequence[str], cap: int | None) -> dict[str, int]:
+            c.execute(*df_sql(scope, words, cap))
+            return {r["term"]: int(r["n"]) for r in c.fetchall()}
+
+        def apart(words: Sequence[str], cap: int | None) -> dict[str, int]:  # on the refresher's thread
+            with self.db.tx(scope.agent_id, scope.pool_writes, read_only=True) as c:
+                return counted(c, words, cap)
+
         def capped(words: Sequence[str], cap: int) -> dict[str, int]:
-            out: dict[str, int] = {}
-            for word in words:
-                kept = self.frequent.fresh((key, word))
-                # A count below the cap it was taken with is exact; one that reached it is a floor.
-                if kept is not None and (kept[0] < kept[1] or cap <= kept[1]):
-                    out[word] = min(kept[0], cap)
-            asked = [w for w in words if w not in out]
-            if asked:
-                cur.execute(*df_sql(scope, asked, cap))
-                for r in cur.fetchall():
-                    n = out[r["term"]] = int(r["n"])
-                    if total >= terms_policy.COMMON_TERM_MIN_DOCS and n >= common:  # a rare term's count stays exact
-                        self.frequent.put((key, r["term"]), (n, cap), keep=terms_policy.FREQUENT_KEEP)
-            return out
+            keep = lambda n: total >= terms_policy.COMMON_TERM_MIN_DOCS and n >= common  # noqa: E731 (a rare count stays exact)
+            return self.frequent.count(key, words, cap, lambda w, c: counted(cur, w, c), apart, keep)
 
         return terms_policy.plan(terms, total, capped, self.scoring)
 

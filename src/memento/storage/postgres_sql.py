@@ -78,8 +78,8 @@ def search_vector(content: str, keywords: Sequence[str], topic: str) -> str:
     return " ".join(f"{quote_lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items())
 
 
-def df_sql(scope: AgentScope, terms: Sequence[str], common: int) -> tuple[str, list[Any]]:
-    """Each term's document frequency, counted only up to `common` (an index-only scan that
+def df_sql(scope: AgentScope, terms: Sequence[str], common: int | None) -> tuple[str, list[Any]]:
+    """Each term's document frequency, counted only up to `common` (None: all; an index-only scan that
     stops at the LIMIT), so a term in half the store costs no more than a rare one."""
     where, params = scope_sql(scope, "t")
     return (

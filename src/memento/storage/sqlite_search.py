@@ -44,8 +44,9 @@ class SQLiteSearch:
         self.lengths: terms_policy.CountCache[float] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)
         self.latest: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)  # terms.window
         # FTS5's vocabulary counts a term's documents by reading its whole posting list: a term
-        # in a third of a million memories costs milliseconds each time, so frequent ones are kept.
-        self.frequent: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.FREQUENT_TTL_S)
+        # in a third of a million memories costs milliseconds each time, so frequent ones are kept
+        # (store-wide under the key None, a scope's own under its agents) and counted again apart.
+        self.frequent = terms_policy.FrequentCounts(self.refresher)
         self.scoring = scoring
 
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
@@ -88,34 +89,31 @@ class SQLiteSearch:
         agent present (one agent per store, or maintenance). For another scope it only tells
         which terms the store holds; those are counted through the index, within the scope, up
         to the cap (a rare term's count is short by definition)."""
-        conn = self.db.reader()
         whole = self._whole(scope)
+        total = self.scope_size(scope, whole)
+        common = terms_policy.common_df(total)
 
-        def vocab(words: Sequence[str]) -> dict[str, int]:
-            known = {w: n for w in words if (n := self.frequent.fresh(w)) is not None}
-            asked = [w for w in words if w not in known]
-            if asked:
-                marks = ",".join("?" * len(asked))
-                counted = dict(conn.execute(f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({marks})", asked).fetchall())
-                for w, n in counted.items():
-                    if n >= terms_policy.COMMON_TERM_MIN_DOCS:
-                        self.frequent.put(w, n, keep=terms_policy.FREQUENT_KEEP)
-                known.update(counted)
-            return known
+        def vocab(words: Sequence[str], cap: int | None = None) -> dict[str, int]:  # on whichever thread runs it
+            marks = ",".join("?" * len(words))
+            return dict(self.db.reader().execute(f"SELECT term, doc FROM fragments_fts_vocab WHERE term IN ({marks})", words).fetchall())
 
-        def scoped(word: str, cap: int) -> int:
+        def scoped(words: Sequence[str], cap: int | None) -> dict[str, int]:
             where, params = _scope_sql(scope)
             inner = f"SELECT 1 FROM fragments_fts m JOIN fragments f ON f.seq = m.rowid WHERE fragments_fts MATCH ? AND {where} LIMIT ?"
-            return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", [_fts_query([word]), *params, cap]).fetchone()[0])
+            conn = self.db.reader()
+            limit = -1 if cap is None else cap
+            return {w: int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", [_fts_query([w]), *params, limit]).fetchone()[0]) for w in words}
 
         def capped(words: Sequence[str], cap: int) -> dict[str, int]:
-            bound = vocab(words)
+            bound = self.frequent.count("store", words, None, vocab, vocab, lambda n: n >= terms_policy.COMMON_TERM_MIN_DOCS)
             if whole:
                 return bound
             # The store-wide count bounds the scope's; the scope's own weighs the term (IDF).
-            return {w: scoped(w, cap) for w, n in bound.items() if n > 0}
+            present = [w for w in words if bound.get(w, 0) > 0]
+            keep = lambda n: total >= terms_policy.COMMON_TERM_MIN_DOCS and n >= common  # noqa: E731 (a rare count stays exact)
+            return self.frequent.count(("scope", scope.visible_agents()), present, cap, scoped, scoped, keep) if present else {}
 
-        return terms_policy.plan(terms, self.scope_size(scope, whole), capped, self.scoring)
+        return terms_policy.plan(terms, total, capped, self.scoring)
 
     def selective_terms(self, scope: AgentScope, terms: Sequence[str]) -> list[str]:
         """The terms that select full-text candidates in `scope` (the others only score them)."""

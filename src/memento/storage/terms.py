@@ -15,13 +15,13 @@ select or how they weigh. Backends supply the counts and the candidates; this mo
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Generic, TypeVar
 
 from ..analysis import index_terms, words
@@ -145,6 +145,19 @@ class CountCache(Generic[T]):
         with self._lock:
             self._values[key] = ((self._clock() if now is None else now) + self._ttl, value)
 
+    def kept(self, key: Hashable) -> tuple[T, bool] | None:
+        """The cached value (fresh or not) and whether it is fresh, or None; nothing computed."""
+        with self._lock:
+            hit = self._values.get(key)
+        return None if hit is None else (hit[1], hit[0] > self._clock())
+
+    def renew(self, key: Hashable, later: Callable[[], T], keep: int | None = None) -> bool:
+        """Compute `later()` on the refresher's thread and keep it (as `put`); whether a job was
+        queued (not without a refresher, nor while one for `key` is waiting or running)."""
+        if self._refresher is None:
+            return False
+        return self._refresher.submit((id(self), key), lambda: self.put(key, later(), keep))
+
     def fresh(self, key: Hashable) -> T | None:
         """The cached value while it is fresh, else None (nothing computed)."""
         with self._lock:
@@ -167,9 +180,80 @@ class CountCache(Generic[T]):
             hit = self._values.get(key)
         return None if hit is None else hit[1]
 
+    def items(self) -> list[tuple[Hashable, T]]:
+        """Every kept (key, value), fresh or not."""
+        with self._lock:
+            return [(key, value) for key, (_, value) in self._values.items()]
+
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
+
+
+class FrequentCounts:
+    """Frequent terms' document counts per scope, each with the cap it was counted up to (None:
+    exact), kept FREQUENT_TTL_S (at most FREQUENT_KEEP of them).
+
+    Counting a term in thousands of memories reads its posting list (FTS5's vocabulary table) or
+    up to a cap of its term rows (PostgreSQL): milliseconds each time at a million. Its count moves
+    little in minutes, so a kept count serves every recall, and once stale it still serves while
+    the store's refresher counts it again: only a term's first count is on a caller's thread."""
+
+    def __init__(
+        self,
+        refresher: Refresher | None,
+        ttl_s: float = FREQUENT_TTL_S,
+        keep: int = FREQUENT_KEEP,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cache: CountCache[tuple[int, int | None]] = CountCache(ttl_s, clock, refresher)
+        self._keep, self._apart = keep, refresher is not None
+
+    def count(
+        self,
+        key: Hashable,
+        words: Sequence[str],
+        cap: int | None,
+        now: Callable[[Sequence[str], int | None], Mapping[str, int]],
+        later: Callable[[Sequence[str], int | None], Mapping[str, int]],
+        worth_keeping: Callable[[int], bool],
+    ) -> dict[str, int]:
+        """Each word's document count in the scope `key`, up to `cap` (None: exact). A kept count
+        serves when it is exact, under the cap it was taken with, or taken with a cap at least
+        `cap` (then a floor: `cap` is what the caller asked); a stale one serves as well while
+        `later` (on the refresher's thread, with its own connection) counts it again with its own
+        cap. The rest are counted by `now(words, cap)` (words absent from its answer are in no
+        memory of the scope); counts `worth_keeping` are kept."""
+        out: dict[str, int] = {}
+        for word in dict.fromkeys(words):
+            hit = self.cache.kept((key, word))
+            if hit is None:
+                continue
+            (n, at), fresh = hit
+            if not fresh and not self._apart:
+                continue  # without a refresher, a stale count is counted again now
+            if at is None or n < at or (cap is not None and cap <= at):
+                out[word] = n if cap is None else min(n, cap)
+                if not fresh:
+                    self.cache.renew((key, word), functools.partial(_recount, later, word, at), self._keep)
+        asked = [w for w in dict.fromkeys(words) if w not in out]
+        if asked:
+            for word, n in now(asked, cap).items():
+                out[word] = int(n)
+                if worth_keeping(int(n)):
+                    self.cache.put((key, word), (int(n), cap), keep=self._keep)
+        return out
+
+    def peek(self, word: str) -> dict[Hashable, int]:
+        """Each scope's kept count of `word`, fresh or not (nothing counted)."""
+        return {key[0]: n for key, (n, _) in self.cache.items() if isinstance(key, tuple) and key[1] == word}
+
+    def clear(self) -> None:
+        self.cache.clear()
+
+
+def _recount(counter: Callable[[Sequence[str], int | None], Mapping[str, int]], word: str, cap: int | None) -> tuple[int, int | None]:
+    return int(counter([word], cap).get(word, 0)), cap
 
 
 # --- Scoring the full-text candidates -------------------------------------------------------
@@ -388,7 +472,7 @@ def term_counts(text: str, wanted: Collection[str]) -> dict[str, float]:
     return out
 
 
-@lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=65536)
 def _word_terms(word: str) -> tuple[str, ...]:
     """One word's index terms (the analyser is pure; the words of candidate texts repeat a lot)."""
     return tuple(index_terms(word))
