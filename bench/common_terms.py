@@ -31,13 +31,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from locomo_data import locomo_dev
+
 from memento.analysis import ENGLISH_STOPWORDS, query_terms
 from memento.app import build_app
 from memento.models import AgentScope, CallContext, FragmentType, RecallInput
 from memento.settings import Settings
 from memento.storage.protocol import NewFragment, SearchFilter
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
+DATA = locomo_dev()
 NAMES = (
     "Mira Tomas Ines Kofi Lena Ravi Sofia Jonas Amara Felix Noor Hugo Yara Elias Maya Omar Clara Theo Zane Priya "
     "Luca Hana Ivan Nadia Otto Rosa Sami Vera Wren Aiko"

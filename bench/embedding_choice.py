@@ -1,7 +1,7 @@
 """Compare candidate embedding models for Memento's default (dense-only retrieval).
 
 For every candidate this measures
-  * LoCoMo dev retrieval (protocol of /work/shared/bench/README.md, dense part only):
+  * LoCoMo dev retrieval (protocol of ../shared/bench/README.md, dense part only):
     one corpus per conversation, one memory per turn ("{speaker}: {text}" plus
     " [image: {caption}]", cut to Memento's 300-character fragment cap), exact numpy
     cosine, top 50; R@5/10/25/50 (share of evidence turns found) x100 and MRR;
@@ -28,8 +28,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+from locomo_data import locomo_dev
 
-DEFAULT_DATA = Path("/work/shared/bench/data/locomo-dev.json")
+DEFAULT_DATA = locomo_dev()
 FRAGMENT_CAP = 300
 KS = (5, 10, 25, 50)
 

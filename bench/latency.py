@@ -50,13 +50,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from locomo_data import locomo_dev
+
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RememberInput
 from memento.settings import Settings
 from memento.storage.protocol import NewFragment, SearchFilter
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
+DATA = locomo_dev()
 AGENT = "bench-agent"
 
 
@@ -103,7 +105,7 @@ def fill(app, embedder, turns, start: int, stop: int, rng: random.Random) -> Non
                 app.store.insert(scope, NewFragment(draft, AGENT, None, vec))
             batch_texts = []
             done = i + 1
-            if done % 10_000 == 0 or done == stop:
+            if done // 10_000 > (done - 256) // 10_000 or done == stop:  # each 10,000 passed, whatever the start
                 rate = (done - start) / (time.perf_counter() - t0)
                 print(f"  filled {done:,} ({rate:,.0f}/s)", file=sys.stderr, flush=True)
 
@@ -220,7 +222,7 @@ def fill_postgres(app, embedder, turns, start: int, stop: int, rng: random.Rando
                     content=text, topic=f"topic-{i % 50}", type_=FragmentType.FACT, created_at=base + timedelta(minutes=i)
                 )
                 store._insert(cur, scope, NewFragment(draft, AGENT, None, vec))
-        if hi % 10_000 == 0 or hi == stop:
+        if hi // 10_000 > lo // 10_000 or hi == stop:
             rate = (hi - start) / (time.perf_counter() - t0)
             print(f"  filled {hi:,} ({rate:,.0f}/s)", file=sys.stderr, flush=True)
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from distractors import DEFAULT_SOURCE as DISTRACTOR_SOURCE
 from distractors import distractor_rows, distractor_texts, embed_all, import_distractors
 from embed_cache import DEFAULT_DIR, CachedEmbedder
+from locomo_data import locomo_dev
 
 from memento.app import build_app
 from memento.embeddings.factory import build_embedder
@@ -49,7 +50,7 @@ from memento.graph import SearchMode
 from memento.models import DEFAULT_AGENT, CallContext, FragmentType, RecallInput, RememberInput
 from memento.settings import Settings
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "data" / "locomo-dev.json"
+DEFAULT_DATA = locomo_dev()
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 KS = (1, 5, 10, 25, 50)
 # A client's keyword splitting: lower-cased words minus a small English stop list (not the server's).

@@ -69,6 +69,7 @@ from typing import Any
 
 from distractors import distractor_texts
 from locomo import DEFAULT_DATA, sessions, split_keywords, turn_text
+from locomo_data import missing
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -138,7 +139,7 @@ def corpus(total: int) -> list[str]:
 
 def questions() -> list[str]:
     if not DEFAULT_DATA.exists():
-        raise SystemExit(f"peers: the LoCoMo dev split is missing ({DEFAULT_DATA})")
+        raise SystemExit(f"peers: {missing(DEFAULT_DATA)}")
     seen: dict[str, None] = {}
     for sample in json.loads(DEFAULT_DATA.read_bytes()):
         for qa in sample["qa"]:

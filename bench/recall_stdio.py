@@ -32,6 +32,7 @@ from pathlib import Path
 from distractors import distractor_texts
 from embed_cache import DEFAULT_DIR, CachedEmbedder
 from locomo import DEFAULT_DATA, sessions, turn_text
+from locomo_data import missing
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -52,6 +53,8 @@ VARIANTS = {
 
 def fill(path: Path, size: int, cache: Path) -> list[str]:
     """Write `size` memories into a new SQLite store at `path`; the questions to ask."""
+    if not DEFAULT_DATA.exists():
+        raise SystemExit(f"recall_stdio: {missing(DEFAULT_DATA)}")
     data = json.loads(DEFAULT_DATA.read_bytes())
     settings = Settings(DATABASE_URL=f"sqlite:///{path}", MEMENTO_SQLITE_SYNCHRONOUS="NORMAL")
     inner = build_embedder(settings)

@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from latency_stdio import busy_processes, variant_env  # type: ignore[import-not-found]  # noqa: E402
+from locomo_data import ENV  # type: ignore[import-not-found]  # noqa: E402
+
+TINY = ROOT / "tests" / "data" / "locomo_tiny.json"  # a small conversation in LoCoMo's format (the split is outside the repository)
 
 
 def test_variants_name_the_threads_and_the_wait_policy() -> None:
@@ -38,7 +41,7 @@ def latency_py(*args: str) -> str:
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "latency.py"), *args],
         cwd=ROOT,
-        env={**os.environ, "LOG_LEVEL": "WARNING"},
+        env={**os.environ, "LOG_LEVEL": "WARNING", ENV: str(TINY)},
         capture_output=True,
         text=True,
         timeout=600,
