@@ -423,17 +423,24 @@ def test_another_agents_data_does_not_change_your_terms_or_ranking(service: Memo
     assert store.text_search(AgentScope("mallory"), query_terms("alice note"), SearchFilter(), 5)
 
 
-def import_fragments(service: MemoryService, agent: str, contents: list[str], first: int = 0) -> None:
+def import_fragments(
+    service: MemoryService,
+    agent: str,
+    contents: list[str],
+    first: int = 0,
+    keywords: list[list[str]] | None = None,
+    importance: list[float] | None = None,
+) -> None:
     """Bulk rows (the import path, 500 per call) straight into `agent`'s namespace (ids and
-    hashes numbered from `first`)."""
+    hashes numbered from `first`; each row's keywords and importance when given)."""
     rows: list[dict[str, object]] = [
         {
             "id": f"frag-bulk{i:06d}",
             "content": content,
             "topic": "bulk",
-            "keywords": [],
+            "keywords": keywords[i - first] if keywords else [],
             "type": "fact",
-            "importance": 0.5,
+            "importance": importance[i - first] if importance else 0.5,
             "content_hash": f"bulk{i:012d}",
             "source": None,
             "linked_to": [],
@@ -483,6 +490,38 @@ def test_keywords_rank_by_rarity_not_recency(service: MemoryService, store: Stor
     # a fragment matching both keywords comes first: scores add up
     both = put(service, "project kubernetes migration plan", created=NOW - timedelta(days=60))
     assert store.keyword_search(A, ["project", "kubernetes"], SearchFilter(), 10)[0].id == both
+
+
+def test_in_a_large_scope_a_common_keyword_only_scores_what_the_rarer_ones_select(service: MemoryService, store: Store) -> None:
+    """Above COMMON_TERM_MIN_DOCS the keyword tier follows the full-text tier's policy: a keyword
+    held by most of the scope brings in no candidates of its own (ranking all its holders cost
+    1.6 s at a million); it still adds its weight to those the rare keyword finds."""
+    n = COMMON_TERM_MIN_DOCS + 100
+    kws = [["status", "zebra"] if i < 3 else ["zebra"] if i < 5 else ["status"] for i in range(n)]
+    import_fragments(service, "alice", [f"weekly status note {i}" for i in range(n)], keywords=kws)
+    hits = store.keyword_search(A, ["zebra", "status"], SearchFilter(), 10)
+    ids = [h.id for h in hits]
+    assert len(ids) == 5  # the rare keyword's five holders; the common keyword's alone are not candidates
+    assert set(ids[:3]) == {f"frag-bulk{i:06d}" for i in range(3)}  # holding both: both weigh
+    assert hits[2].score > hits[3].score
+    # A keyword in every memory, alone: still answered (the two rarest always select).
+    assert len(store.keyword_search(A, ["status"], SearchFilter(), 10)) == 10
+
+
+def test_a_keyword_past_the_postings_budget_ranks_its_newest_matches(service: MemoryService, store: Store) -> None:
+    """When even the rarest keyword matches more memories than the postings budget, only its
+    newest matches are ranked (a walk of the keyword's entries that stops), as the full-text tier
+    does: the work stays bounded however large the store grows."""
+    n = COMMON_TERM_MIN_DOCS + 100
+    weights = [0.99 if i == 0 else 0.5 for i in range(n)]  # the oldest is the most important
+    import_fragments(service, "alice", [f"release checklist item {i}" for i in range(n)], keywords=[["release"]] * n, importance=weights)
+    search = store.search  # type: ignore[attr-defined]
+    search.scoring = replace(search.scoring, postings=10_000)  # a budget above the matches: every one ranked
+    assert store.keyword_search(A, ["release"], SearchFilter(), 3)[0].id == "frag-bulk000000"
+    search.scoring = replace(search.scoring, postings=50)
+    newest = {f"frag-bulk{i:06d}" for i in range(n - 50, n)}
+    hits = store.keyword_search(A, ["release"], SearchFilter(), 10)
+    assert len(hits) == 10 and {h.id for h in hits} <= newest
 
 
 def test_a_name_common_in_a_large_store_still_decides_between_memories(service: MemoryService, store: Store) -> None:

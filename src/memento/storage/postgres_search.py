@@ -11,7 +11,7 @@ import numpy as np
 from ..models import AgentScope
 from . import terms as terms_policy
 from .postgres_db import Cursor, PostgresDatabase, planned
-from .postgres_sql import df_sql, filter_sql, keyword_sql, latest_df_sql, scope_sql, text_sql
+from .postgres_sql import df_sql, filter_sql, keyword_df_sql, keyword_sql, latest_df_sql, scope_sql, text_sql
 from .protocol import Hit, SearchFilter
 from .sqlfilter import narrowing
 
@@ -48,8 +48,30 @@ class PostgresSearch:
         if not keywords:
             return []
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            cur.execute(*keyword_sql(scope, keywords, filt, limit, self.scope_size(cur, scope)))
+            total = self.scope_size(cur, scope)
+            chosen = terms_policy.plan(
+                keywords, total, lambda words, cap: self._keyword_counts(cur, scope, words, cap, total), self.scoring
+            )
+            if not chosen.search:
+                return []
+            cur.execute(*keyword_sql(scope, chosen, filt, limit))
             return [Hit(r["id"], float(r["score"])) for r in cur.fetchall()]
+
+    def _keyword_counts(self, cur: Cursor, scope: AgentScope, words: Sequence[str], cap: int | None, total: int) -> dict[str, int]:
+        """Each keyword's fragments in `scope` up to `cap` (terms.plan's `capped_df`); a count past
+        the postings budget is kept and counted again in the background (only counts above zero:
+        a keyword a new memory brings is found at once)."""
+
+        def counted(c: Cursor, asked: Sequence[str], upto: int | None) -> dict[str, int]:
+            c.execute(*keyword_df_sql(scope, asked, upto))
+            return {r["term"]: int(r["n"]) for r in c.fetchall() if int(r["n"]) > 0}
+
+        def apart(asked: Sequence[str], upto: int | None) -> dict[str, int]:  # on the refresher's thread
+            with self.db.tx(scope.agent_id, scope.pool_writes, read_only=True) as c:
+                return counted(c, asked, upto)
+
+        keep = lambda n: total >= terms_policy.COMMON_TERM_MIN_DOCS and n >= self.scoring.postings  # noqa: E731
+        return self.frequent.count(("keywords", scope.visible_agents()), words, cap, lambda w, c: counted(cur, w, c), apart, keep)
 
     def plan(self, cur: Cursor, scope: AgentScope, terms: Sequence[str]) -> terms_policy.Plan:
         """The common-term policy (storage/terms.py) with counts taken within `scope`."""

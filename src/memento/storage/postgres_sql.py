@@ -18,6 +18,7 @@ from ..models import DEFAULT_AGENT, AgentScope, Fragment, PoolWrites
 from .protocol import SearchFilter
 from .sqlfilter import Dialect, live_sql
 from .sqlfilter import filter_sql as shared_filter_sql
+from .terms import Plan, idf
 
 
 def scope_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
@@ -140,22 +141,39 @@ def text_sql(
     )
 
 
-def keyword_sql(scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int, total: int) -> tuple[str, list[Any]]:
-    """The keyword tier's statement: fragments holding any of `keywords`, scored by the matched
-    keywords' IDF among the scope's `total` fragments; ties: the larger share of the fragment's
-    keywords matched, then importance (fragment_keywords carries it), then the id."""
+def keyword_sql(scope: AgentScope, chosen: Plan, filt: SearchFilter, limit: int) -> tuple[str, list[Any]]:
+    """The keyword tier's statement for `chosen` (terms.plan over keywords): the fragments holding
+    a selecting keyword (each keyword's newest `chosen.newest` with a budget), scored by the IDF
+    among the scope's `chosen.total` fragments of every keyword of the plan they hold; ties: the
+    larger share of the fragment's keywords matched, then importance (fragment_keywords carries
+    it), then the id."""
     where, params = scope_sql(scope)
     kwhere, kparams = scope_sql(scope, "k")
     fwhere, fparams = filter_sql(filt, scope)
+    scored = [*chosen.search, *chosen.boost]
+    weights = [idf(chosen.df[k], chosen.total) for k in scored]
     order = 's.score DESC, s.matched / GREATEST(cardinality(f.keywords), 1) DESC, s.importance DESC, f.id COLLATE "C"'
     return (
-        "WITH m AS MATERIALIZED (SELECT k.keyword, k.seq, k.importance FROM agent_memory.fragment_keywords k"
-        f" WHERE k.keyword = ANY(%s) AND {kwhere}),"
-        " d AS (SELECT m.keyword, ln(1.0 + (GREATEST(%s, COUNT(*)) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w FROM m GROUP BY m.keyword),"
-        " s AS (SELECT m.seq, SUM(d.w) AS score, CAST(COUNT(*) AS float8) AS matched, MAX(m.importance) AS importance"
-        " FROM m JOIN d ON d.keyword = m.keyword GROUP BY m.seq)"
+        "WITH c AS MATERIALIZED (SELECT DISTINCT n.seq FROM unnest(CAST(%s AS text[])) AS q(keyword) CROSS JOIN LATERAL"
+        f" (SELECT k.seq FROM agent_memory.fragment_keywords k WHERE k.keyword = q.keyword AND {kwhere} ORDER BY k.seq DESC LIMIT %s) AS n),"
+        " m AS MATERIALIZED (SELECT k.keyword, k.seq, k.importance FROM c JOIN agent_memory.fragment_keywords k ON k.seq = c.seq"
+        " WHERE k.keyword = ANY(%s)),"
+        " w AS (SELECT * FROM unnest(CAST(%s AS text[]), CAST(%s AS float8[])) AS w(keyword, w)),"
+        " s AS (SELECT m.seq, SUM(w.w) AS score, CAST(COUNT(*) AS float8) AS matched, MAX(m.importance) AS importance"
+        " FROM m JOIN w ON w.keyword = m.keyword GROUP BY m.seq)"
         " SELECT f.id, s.score FROM s CROSS JOIN LATERAL (SELECT f.id, f.keywords FROM agent_memory.fragments f"
         f" WHERE f.seq = s.seq AND {where} AND {fwhere}) AS f"
         f" ORDER BY {order} LIMIT %s",
-        [list(dict.fromkeys(keywords)), *kparams, float(total), *params, *fparams, limit],
+        [list(chosen.search), *kparams, chosen.newest, scored, scored, weights, *params, *fparams, limit],
+    )
+
+
+def keyword_df_sql(scope: AgentScope, keywords: Sequence[str], cap: int | None) -> tuple[str, list[Any]]:
+    """Each keyword's fragments in the scope, counted only up to `cap` (None: all; an index-only
+    scan that stops at the LIMIT), as df_sql counts terms."""
+    where, params = scope_sql(scope, "k")
+    return (
+        "SELECT q.term, (SELECT COUNT(*) FROM (SELECT 1 FROM agent_memory.fragment_keywords k"
+        f" WHERE k.keyword = q.term AND {where} LIMIT %s) AS s) AS n FROM unnest(CAST(%s AS text[])) AS q(term)",
+        [*params, cap, list(keywords)],
     )

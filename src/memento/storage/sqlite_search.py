@@ -52,28 +52,73 @@ class SQLiteSearch:
     def keyword_search(self, scope: AgentScope, keywords: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
         """Fragments holding any of `keywords`, scored by the matched keywords' IDF within the scope
         (a rare keyword outweighs several common ones); ties: the larger share of the fragment's
-        keywords matched, then importance, then the id (recall's L1 path orders the same way)."""
+        keywords matched, then importance, then the id (recall's L1 path orders the same way).
+
+        In a scope of COMMON_TERM_MIN_DOCS memories or more the full-text tier's policy applies
+        (storage/terms.py `plan`): the rarer keywords select the candidates while their matches
+        stay within the postings budget, the common ones only score them, and a keyword matching
+        more than the budget alone brings in its newest matches. Without it a keyword held by a
+        third of a million memories had every one of them joined and ranked (1.6 s at a million)."""
         if not keywords:
             return []
         keywords = list(dict.fromkeys(keywords))
+        whole = self._whole(scope)
+        total = self.scope_size(scope, whole)
+        chosen = terms_policy.plan(keywords, total, lambda words, cap: self._keyword_counts(scope, words, cap, total), self.scoring)
+        if not chosen.search:
+            return []
+        scored = [*chosen.search, *chosen.boost]
+        weights = [v for k in scored for v in (k, terms_policy.idf(chosen.df[k], total))]
         where, params = _scope_sql(scope)
         fwhere, fparams = _filter_sql(filt, scope)
+        newest = -1 if chosen.newest is None else chosen.newest
+        # Each selecting keyword's matches (its newest `newest` with a budget: a walk of the
+        # (keyword, seq) key backwards that stops), then every scoring keyword those rows hold.
+        selecting = " UNION ".join(
+            "SELECT * FROM (SELECT k.seq FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq"
+            f" WHERE k.keyword = ? AND {where} ORDER BY k.seq DESC LIMIT ?)"
+            for _ in chosen.search
+        )
+        marks = ",".join("?" * len(scored))
         rows = (
             self.db.reader()
             .execute(
-                # The frequencies count the scope's matches before the query's filter: IDF
-                # describes the store, the filter only narrows what comes back.
-                f"WITH m AS MATERIALIZED (SELECT k.keyword, f.seq, f.id, f.importance, json_array_length(f.keywords) AS n, ({fwhere}) AS ok"
-                " FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq"
-                f" WHERE k.keyword IN ({','.join('?' * len(keywords))}) AND {where}),"
-                " d AS (SELECT keyword, ln(1.0 + (max(?, COUNT(*)) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w FROM m GROUP BY keyword)"
-                " SELECT m.id, SUM(d.w) AS score FROM m JOIN d ON d.keyword = m.keyword WHERE m.ok GROUP BY m.seq"
-                " ORDER BY score DESC, COUNT(*) * 1.0 / max(MAX(m.n), 1) DESC, MAX(m.importance) DESC, m.id LIMIT ?",
-                [*fparams, *keywords, *params, self.scope_size(scope, self._whole(scope)), limit],
+                f"WITH c AS MATERIALIZED ({selecting}),"
+                f" m AS MATERIALIZED (SELECT k.keyword, k.seq FROM c JOIN fragment_keywords k ON k.seq = c.seq WHERE k.keyword IN ({marks})),"
+                f" w(keyword, w) AS (VALUES {','.join('(?, ?)' for _ in scored)})"
+                " SELECT f.id, SUM(w.w) AS score FROM m JOIN w ON w.keyword = m.keyword JOIN fragments f ON f.seq = m.seq"
+                f" WHERE {where} AND {fwhere} GROUP BY m.seq"
+                " ORDER BY score DESC, COUNT(*) * 1.0 / max(json_array_length(f.keywords), 1) DESC, f.importance DESC, f.id LIMIT ?",
+                [*[v for k in chosen.search for v in (k, *params, newest)], *scored, *weights, *params, *fparams, limit],
             )
             .fetchall()
         )
         return [Hit(r[0], float(r[1])) for r in rows]
+
+    def _keyword_counts(self, scope: AgentScope, words: Sequence[str], cap: int | None, total: int) -> dict[str, int]:
+        """Each keyword's memories in `scope`, counted up to `cap` (terms.plan's `capped_df`);
+        a frequent keyword's count is kept and counted again in the background like a term's."""
+
+        whole = self._whole(scope)
+
+        def count(asked: Sequence[str], upto: int | None) -> dict[str, int]:  # on whichever thread runs it
+            params: list[object] = []
+            if whole:  # the keyword's own entries, as FTS5's vocabulary counts a term's (removed with their memory)
+                inner = "SELECT 1 FROM fragment_keywords k WHERE k.keyword = ? LIMIT ?"
+            else:
+                where, params = _scope_sql(scope)
+                inner = f"SELECT 1 FROM fragment_keywords k JOIN fragments f ON f.seq = k.seq WHERE k.keyword = ? AND {where} LIMIT ?"
+            conn = self.db.reader()
+            found = {
+                w: int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", [w, *params, -1 if upto is None else upto]).fetchone()[0])
+                for w in asked
+            }
+            return {w: n for w, n in found.items() if n > 0}
+
+        # Counting reads a keyword's entries: a count past the postings budget is worth keeping
+        # (only counts above zero are kept, so a keyword a new memory brings is found at once).
+        keep = lambda n: total >= terms_policy.COMMON_TERM_MIN_DOCS and n >= self.scoring.postings  # noqa: E731
+        return self.frequent.count(("keywords", scope.visible_agents()), words, cap, count, count, keep)
 
     def _whole(self, scope: AgentScope) -> bool:
         """Whether `scope` sees every agent present (store-wide counts are then its own)."""
