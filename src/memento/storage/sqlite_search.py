@@ -17,6 +17,7 @@ from .sqlite_sql import _filter_sql, _fts_query, _scope_sql
 from .vectors import VectorIndex
 
 EXACT_FALLBACK_LIMIT = 20_000
+NARROWED_REACH = 4_000  # neighbours a filtered vector search looks through before it reads the filter's rows
 
 
 RANKED_FIRST = 3  # full-text matches read per wanted one before falling back to reading all (_matches)
@@ -319,6 +320,12 @@ class SQLiteSearch:
             candidates.extend(self.vectors.search(agent, vector, limit * (4 if narrowed else 2)))
         candidates.sort(key=lambda c: -c[1])
         hits = self._keep_visible(scope, filt, candidates)[:limit]
+        if narrowed and len(hits) < limit and len(candidates) >= limit * 4:
+            # A filter that keeps a few percent of the rows (a topic among fifty): the graph's
+            # wider neighbourhood usually holds enough of them (10 ms at a million memories),
+            # where reading every matching row's vector costs ~5 us each (~0.1 s for 20,000).
+            wider = sorted((c for agent in agents for c in self.vectors.search(agent, vector, NARROWED_REACH)), key=lambda c: -c[1])
+            hits = self._keep_visible(scope, filt, wider)[:limit]
         if narrowed and len(hits) < limit:
             hits = self._exact_filtered(scope, filt, vector, limit) or hits
         return hits
@@ -341,12 +348,16 @@ class SQLiteSearch:
         return [Hit(ids[s], sim) for s, sim in candidates if s in ids]
 
     def _exact_filtered(self, scope: AgentScope, filt: SearchFilter, vector: np.ndarray, limit: int) -> list[Hit]:
-        where, params = _scope_sql(scope)
+        """The filter's rows (at most EXACT_FALLBACK_LIMIT) ranked by their stored vectors: found
+        through the fragments' own indexes (agent and topic, type, creation time), each vector
+        then read by its row. Joined the other way the planner read every stored vector in the
+        store to find them (1.4 s for a topic at a million memories, 0.1 s this way)."""
+        where, params = _scope_sql(scope, use_index=True)
         fwhere, fparams = _filter_sql(filt, scope)
         rows = (
             self.db.reader()
             .execute(
-                "SELECT f.id, e.vector FROM fragment_embeddings e JOIN fragments f ON f.seq = e.seq"
+                "SELECT f.id, e.vector FROM fragments f CROSS JOIN fragment_embeddings e ON e.seq = f.seq"
                 f" WHERE e.model = ? AND {where} AND {fwhere} LIMIT ?",
                 [self.embedding_model, *params, *fparams, EXACT_FALLBACK_LIMIT],
             )
