@@ -234,6 +234,25 @@ def test_neighbours_skip_forgotten_and_filtered_memories(plain: App) -> None:
 
 
 @both
+def test_with_a_narrowing_filter_a_neighbour_is_looked_for_a_few_rows_away_only(plain: App) -> None:
+    """A filtered recall's probe takes the first row that passes among the FILTERED_REACH nearest
+    of the conversation: a decision written six rows after a fact is its neighbour for a
+    decisions-only recall; one written twenty rows later is not (reaching it read every row
+    between, ~0.1 s a recall at a million memories). Unfiltered, the nearest row is taken."""
+    at = (NOW - timedelta(days=1)).isoformat()
+    first = remember(plain, "fact line 0", createdAt=at)
+    lines = [remember(plain, f"fact line {i}", createdAt=at) for i in range(1, 30)]
+    near = remember(plain, "near decision", createdAt=at, type="decision")  # 6 rows after lines[23], 30 after first
+    scope = plain.service._scope(None, CallContext())
+    decisions = SearchFilter(types=(FragmentType.DECISION,))
+    found = plain.store.sequence_neighbours(scope, [lines[23], first], decisions, timedelta(minutes=60))
+    assert found[lines[23]].next == near  # within reach
+    assert found[first].next is None  # the decision is 29 rows on
+    plain_found = plain.store.sequence_neighbours(scope, [first], SearchFilter(), timedelta(minutes=60))
+    assert plain_found[first].next == lines[0]
+
+
+@both
 def test_two_steps_in_one_read_give_what_asking_again_gives(plain: App) -> None:
     # Recall reaches two memories each way: one statement gives the entries of the asked memories
     # and of the ones they name, exactly as a second statement for those would.

@@ -12,7 +12,8 @@ from .postgres_db import SYSTEM, PostgresDatabase, planned
 from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
-from .sequence import SequenceNeighbours, pick, two_steps
+from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
+from .sqlfilter import narrowing
 
 
 class PostgresQueries:
@@ -110,8 +111,16 @@ class PostgresQueries:
         # sort below that walk: seen at 100k after a VACUUM FULL and ANALYZE, 2 ms became ~1.5 s a
         # recall. Without sorting, only the ordered walks are left to choose from.
 
+        bounded = narrowing(filt)
+
         def nearest(direction: str, than: str = "c") -> str:
             order = "DESC" if direction == "<" else "ASC"
+            if bounded:  # with a narrowing filter: the first to pass among the FILTERED_REACH nearest (sequence.py)
+                return (
+                    f"LEFT JOIN LATERAL (SELECT n.id, n.created_at, n.seq FROM (SELECT * FROM agent_memory.fragments n WHERE {same}"
+                    f" AND n.seq {direction} {than}.seq ORDER BY n.seq {order} LIMIT {FILTERED_REACH}) AS n"
+                    f" WHERE {where} AND {fwhere} ORDER BY n.seq {order} LIMIT 1)"
+                )
             return (
                 f"LEFT JOIN LATERAL (SELECT n.id, n.created_at, n.seq FROM agent_memory.fragments n WHERE {same}"
                 f" AND n.seq {direction} {than}.seq AND {where} AND {fwhere} ORDER BY n.seq {order} LIMIT 1)"

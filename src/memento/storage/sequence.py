@@ -18,6 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+# With a recall filter that may keep few rows (a time range, a type, tags), the nearest row that
+# passes it can lie anywhere in the conversation, and a probe walking to it read every earlier
+# row of a topic (~0.1 s a recall at a million memories). Such a probe looks at this many rows of
+# the conversation on either side, nearest first, and takes the first that passes; context only
+# lends across a few turns anyway. Without such a filter the nearest visible row is taken as before.
+FILTERED_REACH = 8
+
 
 @dataclass(frozen=True)
 class SequenceNeighbours:

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .protocol import RankFeatures, SearchFilter
-from .sequence import SequenceNeighbours, pick, two_steps
+from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
+from .sqlfilter import narrowing
 from .sqlite_bulk import _export_row
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _FRAGMENT_COLUMNS, _filter_sql, _require, _row_to_fragment, _scope_sql, _visible, parse_ts, ts
@@ -67,10 +68,18 @@ class SQLiteQueries:
         same = "n.agent_id = c.agent_id AND n.topic = c.topic AND n.session_id IS c.session_id"
         probe = [*params, *fparams]
 
+        bounded = narrowing(filt)
+
         def nearest(direction: str, than: str = "c", what: str = "n.id || ' ' || n.created_at") -> str:
             """The nearest row (before or after `than`, in c's conversation) in one probe; by
-            default its id and creation time as 'id created_at' (an id has no space)."""
+            default its id and creation time as 'id created_at' (an id has no space). With a
+            narrowing filter, among the FILTERED_REACH nearest rows only."""
             order = "DESC" if direction == "<" else "ASC"
+            if bounded:
+                return (
+                    f"(SELECT {what} FROM (SELECT * FROM fragments n WHERE {same} AND n.seq {direction} {than}.seq"
+                    f" ORDER BY n.seq {order} LIMIT {FILTERED_REACH}) AS n WHERE {where} AND {fwhere} ORDER BY n.seq {order} LIMIT 1)"
+                )
             return (
                 f"(SELECT {what} FROM fragments n WHERE {same} AND n.seq {direction} {than}.seq AND {where} AND {fwhere}"
                 f" ORDER BY n.seq {order} LIMIT 1)"
