@@ -1,0 +1,5 @@
+-- memory_stats lists the forget candidates of a namespace: its least useful memories, unused
+-- for a while (utility below a threshold, lowest first). Without an index on utility the query
+-- read every memory of the namespace to find none (2.4 s at a million); with it, the few rows
+-- under the threshold are found directly, in the order the list wants.
+CREATE INDEX IF NOT EXISTS fragments_utility ON fragments(agent_id, utility_score);
