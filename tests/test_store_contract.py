@@ -478,6 +478,16 @@ def test_a_longer_turn_with_more_of_the_query_outranks_a_short_one_sharing_one_w
     assert hits[:2] == [answer, short]
 
 
+def test_a_count_may_stop_at_a_bound(service: MemoryService, store: Store) -> None:
+    """recall's listing only asks which side of a threshold a scope's count lies: it stops there."""
+    for i in range(5):
+        put(service, f"counted note {i}")
+    put(service, "another agent's note", "bob")
+    assert store.count(A, SearchFilter()) == 5
+    assert store.count(A, SearchFilter(), at_most=3) == 3
+    assert store.count(A, SearchFilter(), at_most=10) == 5
+
+
 def test_keywords_rank_by_rarity_not_recency(service: MemoryService, store: Store) -> None:
     """One matched rare keyword outweighs one matched common keyword, however new the latter."""
     rare = put(service, "kubernetes upgrade notes", created=NOW - timedelta(days=30))

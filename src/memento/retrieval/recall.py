@@ -372,7 +372,7 @@ class Recall:
     def _rank_listing(self, scope: AgentScope, filt: SearchFilter, now: datetime, limit: int) -> Ranked:
         """No query: newest first for small stores, the seed's composite rank above the threshold."""
         cfg = self.config.ranking
-        total = self.store.count(scope, filt)
+        total = self.store.count(scope, filt, at_most=cfg.activationThreshold + 1)  # only which side of it
         if total <= cfg.activationThreshold:
             rows = self.store.recent(scope, filt, limit)
             return [(f, Candidate(f.id), prior(f, now, cfg)) for f in rows]

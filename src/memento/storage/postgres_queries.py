@@ -177,11 +177,14 @@ class PostgresQueries:
             )
             return {r["id"]: RankFeatures(r["importance"], r["created_at"], r["accessed_at"], r["access_count"]) for r in cur.fetchall()}
 
-    def count(self, scope: AgentScope, filt: SearchFilter) -> int:
+    def count(self, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt, scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            cur.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where} AND {fwhere}", [*params, *fparams])
+            cur.execute(
+                f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM agent_memory.fragments f WHERE {where} AND {fwhere} LIMIT %s) AS s",
+                [*params, *fparams, at_most],
+            )
             row = cur.fetchone()
             return int(row["n"]) if row else 0
 

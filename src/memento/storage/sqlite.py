@@ -276,8 +276,8 @@ class SQLiteStore:
     def rank_features(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, RankFeatures]:
         return self.queries.rank_features(scope, ids)
 
-    def count(self, scope: AgentScope, filt: SearchFilter) -> int:
-        return self.queries.count(scope, filt)
+    def count(self, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
+        return self.queries.count(scope, filt, at_most)
 
     def neighbours(
         self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int

@@ -139,12 +139,15 @@ class SQLiteQueries:
         return self._select(scope, filt, "f.created_at DESC", limit)
 
     def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
+        """The first `limit` rows in `order`: chosen by their sort keys alone, then read whole (a
+        topic's 20,000 rows at a million memories were sorted with their content: 89 ms, 35 now)."""
         where, params = _scope_sql(scope, use_index=True)
         fwhere, fparams = _filter_sql(filt, scope)
         rows = (
             self.db.reader()
             .execute(
-                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} ORDER BY {order} LIMIT ?",
+                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE f.seq IN"
+                f" (SELECT f.seq FROM fragments f WHERE {where} AND {fwhere} ORDER BY {order} LIMIT ?) ORDER BY {order}",
                 [*params, *fparams, limit],
             )
             .fetchall()
@@ -209,11 +212,14 @@ class SQLiteQueries:
         )
         return {r[0]: RankFeatures(r[1], parse_ts(r[2]) or datetime.now(UTC), parse_ts(r[3]), r[4]) for r in rows}
 
-    def count(self, scope: AgentScope, filt: SearchFilter) -> int:
+    def count(self, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
         where, params = _scope_sql(scope, use_index=True)
         fwhere, fparams = _filter_sql(filt, scope)
+        inner = f"SELECT 1 FROM fragments f WHERE {where} AND {fwhere} LIMIT ?"
         return int(
-            self.db.reader().execute(f"SELECT COUNT(*) FROM fragments f WHERE {where} AND {fwhere}", [*params, *fparams]).fetchone()[0]
+            self.db.reader()
+            .execute(f"SELECT COUNT(*) FROM ({inner})", [*params, *fparams, -1 if at_most is None else at_most])
+            .fetchone()[0]
         )
 
     def neighbours(

@@ -1,0 +1,107 @@
+"""The ways an agent asks a large store, each timed: recall with a query alone and with each kind
+of filter, recall with keywords, a listing by topic, the keyword tier alone, memory_stats.
+
+`bench/latency.py` times recall with a query and nothing else; at a million memories that path
+was bounded (issue 19) while the others still read whole topics or the whole store: a topic
+filter sent the vector tier to an exact scan that read every stored vector (1.4 s), a keyword
+held by most memories had all of them ranked (1.6 s), memory_stats took seconds. This bench
+runs each path over a store that `bench/latency.py --db FILE` filled (LoCoMo sentences in 50
+topics, one a minute, hash vectors) and prints p50 / p95 / max per path, in process (store
+time: the query vectors are precomputed, no MCP).
+
+    python bench/latency.py --sizes 1000000 --db FILE --samples 20 --skip-model   # fill once
+    python bench/recall_paths.py --db FILE [--samples 50] [--stats 3]
+
+Each path asks `--samples` different questions (the LoCoMo dev split's, or synthetic ones
+without it), after one untimed round that loads the vector index and warms the caches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from latency import AGENT, corpus, pct
+from locomo import split_keywords
+
+from memento.analysis import normalise_keyword
+from memento.app import build_app
+from memento.embeddings.hashing import HashEmbedder
+from memento.models import AgentScope, CallContext, MemoryStatsInput, RecallInput
+from memento.settings import Settings
+from memento.storage.protocol import SearchFilter
+
+BASE = datetime(2025, 1, 1, tzinfo=UTC)  # bench/latency.py's fill: memory i was written at BASE + i minutes
+
+
+def paths(app, questions: list[str], vectors: list) -> dict[str, Callable[[int], object]]:  # type: ignore[no-untyped-def]
+    """Each path as a call on the i-th question."""
+    service, store, ctx, scope = app.service, app.store, CallContext(agent_id=AGENT), AgentScope(AGENT)
+
+    def recall(i: int, **kw: object) -> object:
+        return service.recall_with_vector(RecallInput(text=questions[i], limit=10, includeLinks=False, **kw), ctx, vectors[i])
+
+    def day(i: int) -> dict[str, str]:  # a four-day window somewhere in the fill's span
+        start = BASE + timedelta(days=(i * 37) % 600)
+        return {"timeFrom": start.isoformat(), "timeTo": (start + timedelta(days=4)).isoformat()}
+
+    def keywords(i: int) -> list[str]:
+        return split_keywords(questions[i]) or ["memory"]
+
+    return {
+        "recall (query)": lambda i: recall(i),
+        "recall + topic": lambda i: recall(i, topic=f"topic-{i % 50}"),
+        "recall + type": lambda i: recall(i, type="fact"),
+        "recall + time range": lambda i: recall(i, filters=day(i)),
+        "recall + keywords": lambda i: recall(i, keywords=keywords(i)),
+        "recall, keywords only": lambda i: service.recall(RecallInput(keywords=keywords(i), limit=10, includeLinks=False), ctx),
+        "recall, topic only (a listing)": lambda i: service.recall(RecallInput(topic=f"topic-{i % 50}", limit=10, includeLinks=False), ctx),
+        "keyword tier alone": lambda i: store.keyword_search(scope, [normalise_keyword(k) for k in keywords(i)], SearchFilter(), 30),
+    }
+
+
+def timed(call: Callable[[int], object], samples: int) -> list[float]:
+    out = []
+    for i in range(samples):
+        t0 = time.perf_counter()
+        call(i)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", type=Path, required=True, help="a SQLite store filled by bench/latency.py --db")
+    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--stats", type=int, default=3, help="memory_stats calls (each reads the whole scope)")
+    args = parser.parse_args()
+    if not args.db.exists():
+        parser.error(f"{args.db} does not exist: fill it first with bench/latency.py --sizes N --db {args.db}")
+    app = build_app(Settings(DATABASE_URL=f"sqlite:///{args.db}"), embedder=HashEmbedder(384))
+    try:
+        size = app.store.count(AgentScope(AGENT), SearchFilter())
+        _, questions = corpus()
+        questions = (questions * (args.samples // max(1, len(questions)) + 1))[: args.samples]
+        embedder = HashEmbedder(384)
+        vectors = [embedder.embed_query(q) for q in questions]
+        print(f"{size:,} memories in {args.db}; {args.samples} questions per path; store time in process (hash vectors)")
+        print("\n| path | p50 ms | p95 ms | max ms |\n| --- | --- | --- | --- |")
+        for name, call in paths(app, questions, vectors).items():
+            timed(call, args.samples)  # untimed: loads the index, warms the caches and the kept counts
+            values = timed(call, args.samples)
+            print(f"| {name} | {statistics.median(values):.1f} | {pct(values, 0.95):.1f} | {max(values):.1f} |", flush=True)
+        ctx = CallContext(agent_id=AGENT)
+        values = timed(lambda i: app.service.memory_stats(MemoryStatsInput(), ctx), args.stats)
+        print(f"| memory_stats ({args.stats} calls) | {statistics.median(values):.1f} | {pct(values, 0.95):.1f} | {max(values):.1f} |")
+    finally:
+        app.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
