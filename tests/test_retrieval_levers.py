@@ -245,9 +245,12 @@ def test_with_a_narrowing_filter_a_neighbour_is_looked_for_a_few_rows_away_only(
     near = remember(plain, "near decision", createdAt=at, type="decision")  # 6 rows after lines[23], 30 after first
     scope = plain.service._scope(None, CallContext())
     decisions = SearchFilter(types=(FragmentType.DECISION,))
-    found = plain.store.sequence_neighbours(scope, [lines[23], first], decisions, timedelta(minutes=60))
-    assert found[lines[23]].next == near  # within reach
-    assert found[first].next is None  # the decision is 29 rows on
+    for steps in (1, 2):  # recall reads two steps a statement
+        found = plain.store.sequence_neighbours(scope, [lines[23], first], decisions, timedelta(minutes=60), steps)
+        assert found[lines[23]].next == near  # within reach
+        assert found[first].next is None  # the decision is 30 rows on
+    two = plain.store.sequence_neighbours(scope, [lines[23]], decisions, timedelta(minutes=60), 2)
+    assert two[near].previous is None and two[near].next is None  # its own entry: no decision near it either side
     plain_found = plain.store.sequence_neighbours(scope, [first], SearchFilter(), timedelta(minutes=60))
     assert plain_found[first].next == lines[0]
 
