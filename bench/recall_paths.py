@@ -11,6 +11,10 @@ time: the query vectors are precomputed, no MCP).
 
     python bench/latency.py --sizes 1000000 --db FILE --samples 20 --skip-model   # fill once
     python bench/recall_paths.py --db FILE [--samples 50] [--stats 3]
+    python bench/recall_paths.py --backend postgres --size 100000 [--samples 50]
+
+`--backend postgres` starts a throw-away embedded PostgreSQL (bench/pg_server.py), fills it as
+`bench/latency.py --backend postgres` does (then VACUUM ANALYZE) and times the same paths.
 
 Each path asks `--samples` different questions (the LoCoMo dev split's, or synthetic ones
 without it), after one untimed round that loads the vector index and warms the caches.
@@ -76,20 +80,42 @@ def timed(call: Callable[[int], object], samples: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, required=True, help="a SQLite store filled by bench/latency.py --db")
+    parser.add_argument("--db", type=Path, help="a SQLite store filled by bench/latency.py --db")
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres"])
+    parser.add_argument("--size", type=int, default=100_000, help="postgres: memories to fill the throw-away server with")
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--stats", type=int, default=3, help="memory_stats calls (each reads the whole scope)")
     args = parser.parse_args()
-    if not args.db.exists():
-        parser.error(f"{args.db} does not exist: fill it first with bench/latency.py --sizes N --db {args.db}")
-    app = build_app(Settings(DATABASE_URL=f"sqlite:///{args.db}"), embedder=HashEmbedder(384))
+    if args.backend == "postgres":
+        import random
+
+        import psycopg
+        from latency import CachedEmbedder, fill_postgres
+        from pg_server import embedded_postgres
+
+        with embedded_postgres() as server:
+            embedder = CachedEmbedder(384)
+            app = build_app(Settings(DATABASE_URL=server.app_dsn, DATABASE_MIGRATION_URL=server.owner_dsn), embedder=embedder)
+            fill_postgres(app, embedder, corpus()[0], 0, args.size, random.Random(7))
+            with psycopg.connect(server.owner_dsn, autocommit=True) as conn:
+                conn.execute("VACUUM (ANALYZE) agent_memory.fragments, agent_memory.fragment_terms, agent_memory.fragment_keywords")
+            run(app, f"a throw-away PostgreSQL {args.size:,}-memory fill", args)
+        return 0
+    if args.db is None or not args.db.exists():
+        parser.error(f"--db {args.db}: fill it first with bench/latency.py --sizes N --db FILE")
+    run(build_app(Settings(DATABASE_URL=f"sqlite:///{args.db}"), embedder=HashEmbedder(384)), str(args.db), args)
+    return 0
+
+
+def run(app, where: str, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
+    """Every path on `app`'s store, printed as a table; closes the app."""
     try:
         size = app.store.count(AgentScope(AGENT), SearchFilter())
         _, questions = corpus()
         questions = (questions * (args.samples // max(1, len(questions)) + 1))[: args.samples]
         embedder = HashEmbedder(384)
         vectors = [embedder.embed_query(q) for q in questions]
-        print(f"{size:,} memories in {args.db}; {args.samples} questions per path; store time in process (hash vectors)")
+        print(f"{size:,} memories in {where}; {args.samples} questions per path; store time in process (hash vectors)")
         print("\n| path | p50 ms | p95 ms | max ms |\n| --- | --- | --- | --- |")
         for name, call in paths(app, questions, vectors).items():
             timed(call, args.samples)  # untimed: loads the index, warms the caches and the kept counts
@@ -100,7 +126,6 @@ def main() -> int:
         print(f"| memory_stats ({args.stats} calls) | {statistics.median(values):.1f} | {pct(values, 0.95):.1f} | {max(values):.1f} |")
     finally:
         app.close()
-    return 0
 
 
 if __name__ == "__main__":

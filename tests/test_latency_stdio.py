@@ -76,3 +76,22 @@ def test_a_tiny_sustained_run_through_latency_py(tmp_path: Path) -> None:
         line = next(x for x in stdout.splitlines() if "sustained recall store" in x)
         recalls = int(line.split(": ", 1)[1].split(" recalls", 1)[0].replace(",", ""))
         assert recalls > 1 and "p99" in line and "over 3x p50" in line
+
+
+@pytest.mark.slow
+def test_a_tiny_run_of_every_recall_path(tmp_path: Path) -> None:
+    """bench/recall_paths.py on a store bench/latency.py filled: one row per path, and memory_stats."""
+    db = tmp_path / "paths.db"
+    latency_py("--sizes", "300", "--samples", "5", "--skip-model", "--db", str(db))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "recall_paths.py"), "--db", str(db), "--samples", "4", "--stats", "1"],
+        cwd=ROOT,
+        env={**os.environ, "LOG_LEVEL": "WARNING", ENV: str(TINY)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
+    assert len(rows) == 9 and any(r.startswith("| recall + topic |") for r in rows) and rows[-1].startswith("| memory_stats")
+    assert "305 memories" in done.stdout
