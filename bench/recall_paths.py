@@ -43,15 +43,15 @@ from memento.storage.protocol import SearchFilter
 BASE = datetime(2025, 1, 1, tzinfo=UTC)  # bench/latency.py's fill: memory i was written at BASE + i minutes
 
 
-def paths(app, questions: list[str], vectors: list) -> dict[str, Callable[[int], object]]:  # type: ignore[no-untyped-def]
-    """Each path as a call on the i-th question."""
+def paths(app, questions: list[str], vectors: list, size: int) -> dict[str, Callable[[int], object]]:  # type: ignore[no-untyped-def]
+    """Each path as a call on the i-th question (`size`: the memories the fill wrote, a minute apart)."""
     service, store, ctx, scope = app.service, app.store, CallContext(agent_id=AGENT), AgentScope(AGENT)
 
     def recall(i: int, **kw: object) -> object:
         return service.recall_with_vector(RecallInput(text=questions[i], limit=10, includeLinks=False, **kw), ctx, vectors[i])
 
     def day(i: int) -> dict[str, str]:  # a four-day window somewhere in the fill's span
-        start = BASE + timedelta(days=(i * 37) % 600)
+        start = BASE + timedelta(days=(i * 37) % max(1, size // 1440 - 4))
         return {"timeFrom": start.isoformat(), "timeTo": (start + timedelta(days=4)).isoformat()}
 
     def keywords(i: int) -> list[str]:
@@ -117,7 +117,7 @@ def run(app, where: str, args: argparse.Namespace) -> None:  # type: ignore[no-u
         vectors = [embedder.embed_query(q) for q in questions]
         print(f"{size:,} memories in {where}; {args.samples} questions per path; store time in process (hash vectors)")
         print("\n| path | p50 ms | p95 ms | max ms |\n| --- | --- | --- | --- |")
-        for name, call in paths(app, questions, vectors).items():
+        for name, call in paths(app, questions, vectors, size).items():
             timed(call, args.samples)  # untimed: loads the index, warms the caches and the kept counts
             values = timed(call, args.samples)
             print(f"| {name} | {statistics.median(values):.1f} | {pct(values, 0.95):.1f} | {max(values):.1f} |", flush=True)
