@@ -36,10 +36,10 @@ def test_busy_processes_run_while_the_block_runs_and_end_with_it() -> None:
     assert all(p.poll() is not None for p in procs)
 
 
-def latency_py(*args: str) -> str:
-    """bench/latency.py run with `args`; its standard output (a failed run fails the test)."""
+def latency_py(*args: str, script: str = "latency.py") -> str:
+    """bench/`script` run with `args`; its standard output (a failed run fails the test)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "latency.py"), *args],
+        [sys.executable, str(ROOT / "bench" / script), *args],
         cwd=ROOT,
         env={**os.environ, "LOG_LEVEL": "WARNING", ENV: str(TINY)},
         capture_output=True,
@@ -83,15 +83,7 @@ def test_a_tiny_run_of_every_recall_path(tmp_path: Path) -> None:
     """bench/recall_paths.py on a store bench/latency.py filled: one row per path, and memory_stats."""
     db = tmp_path / "paths.db"
     latency_py("--sizes", "300", "--samples", "5", "--skip-model", "--db", str(db))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "recall_paths.py"), "--db", str(db), "--samples", "4", "--stats", "1"],
-        cwd=ROOT,
-        env={**os.environ, "LOG_LEVEL": "WARNING", ENV: str(TINY)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
+    stdout = latency_py("--db", str(db), "--samples", "4", "--stats", "1", script="recall_paths.py")
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
     assert len(rows) == 9 and any(r.startswith("| recall + topic |") for r in rows) and rows[-1].startswith("| memory_stats")
-    assert "305 memories" in done.stdout
+    assert "305 memories" in stdout
