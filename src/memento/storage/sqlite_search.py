@@ -46,7 +46,8 @@ class SQLiteSearch:
         self.latest: terms_policy.CountCache[int] = terms_policy.CountCache(terms_policy.AVERAGE_TTL_S)  # terms.window
         # FTS5's vocabulary counts a term's documents by reading its whole posting list: a term
         # in a third of a million memories costs milliseconds each time, so frequent ones are kept
-        # (store-wide under the key None, a scope's own under its agents) and counted again apart.
+        # (store-wide under the key "store", a scope's own under ("scope", its agents), keyword counts
+        # under ("keywords", its agents)) and, once stale, counted again by the refresher.
         self.frequent = terms_policy.FrequentCounts(self.refresher)
         self.scoring = scoring
 
