@@ -1,5 +1,6 @@
 """The ways an agent asks a large store, each timed: recall with a query alone and with each kind
-of filter, recall with keywords, a listing by topic, the keyword tier alone, memory_stats.
+of filter, recall with keywords, listings (no question: by topic, by type, everything), the keyword
+tier alone, memory_stats.
 
 `bench/latency.py` times recall with a query and nothing else; at a million memories that path
 was bounded (issue 19) while the others still read whole topics or the whole store: a topic
@@ -65,6 +66,8 @@ def paths(app, questions: list[str], vectors: list, size: int) -> dict[str, Call
         "recall + keywords": lambda i: recall(i, keywords=keywords(i)),
         "recall, keywords only": lambda i: service.recall(RecallInput(keywords=keywords(i), limit=10, includeLinks=False), ctx),
         "recall, topic only (a listing)": lambda i: service.recall(RecallInput(topic=f"topic-{i % 50}", limit=10, includeLinks=False), ctx),
+        "recall, nothing asked (a listing)": lambda i: service.recall(RecallInput(limit=10, includeLinks=False), ctx),
+        "recall, type only (a listing)": lambda i: service.recall(RecallInput(type="fact", limit=10, includeLinks=False), ctx),
         "keyword tier alone": lambda i: store.keyword_search(scope, [normalise_keyword(k) for k in keywords(i)], SearchFilter(), 30),
     }
 

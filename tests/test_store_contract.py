@@ -25,6 +25,7 @@ from memento.models import (
     LinkInput,
     MemorySystem,
     PoolWrites,
+    PrivacyScope,
     RecallInput,
     RecordFields,
     RelationType,
@@ -486,6 +487,66 @@ def test_a_count_may_stop_at_a_bound(service: MemoryService, store: Store) -> No
     assert store.count(A, SearchFilter()) == 5
     assert store.count(A, SearchFilter(), at_most=3) == 3
     assert store.count(A, SearchFilter(), at_most=10) == 5
+
+
+def test_a_listing_merges_each_namespaces_first_rows_in_order(service: MemoryService, store: Store) -> None:
+    """A listing (recall without a question) over a namespace and the shared pool: anchors, then
+    importance, then the newest, as one order across both; private pool rows, other agents' rows
+    and deleted rows never appear. Each namespace is walked on its own, through an index in that
+    order (migration 0027: `agent_id = ?`, where `agent_id IN (...)` read every row and sorted)."""
+    own = [put(service, f"own listing row {i}", importance=0.1 * (i % 7), created=NOW + timedelta(minutes=i)) for i in range(14)]
+    anchor = put(service, "own anchor row", importance=0.2, is_anchor=True)
+    pooled = [
+        put(service, f"pool listing row {i}", "default", importance=0.15 + 0.1 * i, created=NOW + timedelta(minutes=i)) for i in range(5)
+    ]
+    put(service, "a private pool row", "default", importance=0.99, privacy_scope=PrivacyScope.PRIVATE)
+    put(service, "bob's important row", "bob", importance=0.99)
+    gone = put(service, "an own row deleted later", importance=0.98)
+    store.soft_delete(A, [gone], NOW)
+    every = store.get_many(A, [*own, anchor, *pooled])
+    expected = sorted(every, key=lambda f: (not f.is_anchor, -f.importance, -f.created_at.timestamp()))
+    for limit in (1, 4, 8, 30):
+        listed = store.list_fragments(A, SearchFilter(), limit)
+        assert [f.id for f in listed] == [f.id for f in expected[:limit]]
+    newest = sorted(every, key=lambda f: -f.created_at.timestamp())
+    assert [f.id for f in store.recent(A, SearchFilter(), 6)] == [f.id for f in newest[:6]]
+    assert [f.id for f in store.list_fragments(A, SearchFilter(topic="general"), 3)] == [f.id for f in expected[:3]]
+    assert store.list_fragments(A, SearchFilter(topic="none such"), 3) == []
+    assert store.list_fragments(B, SearchFilter(), 30)[0].content == "bob's important row"
+    statements = traced_statements(store, lambda: store.list_fragments(A, SearchFilter(), 5))
+    assert any(
+        "agent_id = " in s.replace("f.agent_id = ?", "agent_id = ").replace("f.agent_id = %s", "agent_id = ") and "UNION ALL" in s
+        for s in statements
+    ), statements
+
+
+def traced_statements(store: Store, call: Any) -> list[str]:
+    """The SQL statements `call` ran on this store (SQLite: the reader's trace; PostgreSQL: the
+    cursor's executions)."""
+    seen: list[str] = []
+    db = store.db  # type: ignore[attr-defined]
+    if hasattr(db, "reader"):
+        conn = db.reader()
+        conn.set_trace_callback(seen.append)
+        try:
+            call()
+        finally:
+            conn.set_trace_callback(None)
+        return seen
+    import psycopg
+
+    execute = psycopg.Cursor.execute
+
+    def recorded(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    psycopg.Cursor.execute = recorded  # type: ignore[method-assign]
+    try:
+        call()
+    finally:
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+    return seen
 
 
 def test_keywords_rank_by_rarity_not_recency(service: MemoryService, store: Store) -> None:

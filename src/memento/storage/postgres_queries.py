@@ -4,6 +4,7 @@ embedding backlog and statistics; plus the feedback tables (rows beside the frag
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,11 +49,27 @@ class PostgresQueries:
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Anchors first, then by importance, newest first among equals."""
-        return self._select(scope, filt, "f.is_anchor DESC, f.importance DESC, f.created_at DESC", limit)
+        return self._first(scope, filt, "f.is_anchor DESC, f.importance DESC, f.created_at DESC", limit)
 
     def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Newest first."""
-        return self._select(scope, filt, "f.created_at DESC", limit)
+        return self._first(scope, filt, "f.created_at DESC", limit)
+
+    def _first(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
+        """The first `limit` rows in `order`. A scope that sees several namespaces (its own and
+        the shared pool) takes the first rows of each namespace by its own ordered walk, then the
+        first of those: an index in `order` (migration 0027) serves `agent_id = %s`, not
+        `agent_id = ANY(...)`, which read and sorted every row of the namespace. A filter that
+        narrows more than a topic keeps one statement (the planner may start from its index)."""
+        agents = scope.visible_agents()
+        if agents is None or len(agents) < 2 or narrowing(replace(filt, topic=None)):
+            return self._select(scope, filt, order, limit)
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt, scope)
+        arm = f"(SELECT f.seq FROM agent_memory.fragments f WHERE f.agent_id = %s AND {where} AND {fwhere} ORDER BY {order} LIMIT %s)"
+        chosen = " UNION ALL ".join([arm] * len(agents))
+        args = [a for agent in agents for a in (agent, *params, *fparams, limit)]
+        return self._select(scope, filt, order, limit, f"AND f.seq IN ({chosen})", args)
 
     def _select(
         self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()

@@ -13,11 +13,15 @@ from . import terms as terms_policy
 from .protocol import Hit, SearchFilter
 from .sqlfilter import narrowing
 from .sqlite_db import SQLiteDatabase
-from .sqlite_sql import _filter_sql, _fts_query, _scope_sql
+from .sqlite_sql import _count, _filter_sql, _fts_query, _scope_sql
 from .vectors import VectorIndex
 
 EXACT_FALLBACK_LIMIT = 20_000
 NARROWED_REACH = 4_000  # neighbours a filtered vector search looks through before it reads the filter's rows
+# A narrowing filter's rows up to which reading each one's vector (~2.5 us a row at a million
+# memories) costs less than the graph's wider look (~20 ms: the search and the visibility of
+# NARROWED_REACH rows), which then often finds too few anyway (a four-day range: 11 of 4,000).
+EXACT_FIRST = 8_000
 
 
 RANKED_FIRST = 3  # full-text matches read per wanted one before falling back to reading all (_matches)
@@ -323,8 +327,15 @@ class SQLiteSearch:
         hits = self._keep_visible(scope, filt, candidates)[:limit]
         if narrowed and len(hits) < limit and len(candidates) >= limit * 4:
             # A filter that keeps a few percent of the rows (a topic among fifty): the graph's
-            # wider neighbourhood usually holds enough of them (10 ms at a million memories),
-            # where reading every matching row's vector costs ~5 us each (~0.1 s for 20,000).
+            # wider neighbourhood usually holds enough of them (~20 ms at a million memories),
+            # where reading every matching row's vector costs ~2.5 us each (~50 ms for 20,000).
+            # When the first look's share says the wider one would find too few, a filter of few
+            # rows (a time range, a small topic) is ranked exactly at once: the wider look would
+            # cost more and then not be enough. (Counting up to EXACT_FIRST rows costs 3-10 ms at
+            # a million memories, so a filter the first look already meets is not counted.)
+            expected = len(hits) * NARROWED_REACH / (limit * 4)
+            if expected < limit and _count(self.db.reader(), scope, filt, EXACT_FIRST + 1) <= EXACT_FIRST:
+                return self._exact_filtered(scope, filt, vector, limit) or hits
             wider = sorted((c for agent in agents for c in self.vectors.search(agent, vector, NARROWED_REACH)), key=lambda c: -c[1])
             hits = self._keep_visible(scope, filt, wider)[:limit]
         if narrowed and len(hits) < limit:

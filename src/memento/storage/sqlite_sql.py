@@ -118,6 +118,15 @@ def _fts_query(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
+def _count(conn: sqlite3.Connection, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
+    """The rows of `scope` that pass `filt`, counted through the fragments' own indexes (up to
+    `at_most`: only which side of it)."""
+    where, params = _scope_sql(scope, use_index=True)
+    fwhere, fparams = _filter_sql(filt, scope)
+    inner = f"SELECT 1 FROM fragments f WHERE {where} AND {fwhere} LIMIT ?"
+    return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", [*params, *fparams, -1 if at_most is None else at_most]).fetchone()[0])
+
+
 def _visible(conn: sqlite3.Connection, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
     if not ids:
         return []
