@@ -1,6 +1,6 @@
 """The ways an agent asks a large store, each timed: recall with a query alone and with each kind
-of filter, recall with keywords, listings (no question: by topic, by type, everything), the keyword
-tier alone, memory_stats.
+of filter, recall with keywords, listings (no question: by topic, by a type every memory has or
+none has, by time range, everything), the keyword tier alone, memory_stats.
 
 `bench/latency.py` times recall with a query and nothing else; at a million memories that path
 was bounded (issue 19) while the others still read whole topics or the whole store: a topic
@@ -68,6 +68,10 @@ def paths(app, questions: list[str], vectors: list, size: int) -> dict[str, Call
         "recall, topic only (a listing)": lambda i: service.recall(RecallInput(topic=f"topic-{i % 50}", limit=10, includeLinks=False), ctx),
         "recall, nothing asked (a listing)": lambda i: service.recall(RecallInput(limit=10, includeLinks=False), ctx),
         "recall, type only (a listing)": lambda i: service.recall(RecallInput(type="fact", limit=10, includeLinks=False), ctx),
+        "recall, a type no memory has (a listing)": lambda i: service.recall(
+            RecallInput(type="decision", limit=10, includeLinks=False), ctx
+        ),
+        "recall, time range only (a listing)": lambda i: service.recall(RecallInput(filters=day(i), limit=10, includeLinks=False), ctx),
         "keyword tier alone": lambda i: store.keyword_search(scope, [normalise_keyword(k) for k in keywords(i)], SearchFilter(), 30),
     }
 

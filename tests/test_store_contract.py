@@ -32,6 +32,7 @@ from memento.models import (
     TTLTier,
 )
 from memento.service import MemoryService
+from memento.storage import sqlfilter
 from memento.storage.protocol import (
     AnalyticsStore,
     BulkStore,
@@ -288,8 +289,12 @@ def test_feedback_and_stats(service: MemoryService, store: Store) -> None:
         "alice", {"session_id": "s", "overall_success": True, "tool_highlights": ["a"], "tool_pain_points": []}, NOW
     )
     assert tool_id >= 1 and task_id >= 1
+    put(service, "stats probe scratch", session="sess-stats")  # working memory: counted apart
+    put(service, "bob's stats probe", "bob")
+    store.soft_delete(A, [put(service, "stats probe deleted")], NOW)
     stats = store.stats(A)
     assert stats["total"] == 3 and stats["by_type"]["error"] == 1 and stats["anchors"] == 1  # type: ignore[index]
+    assert stats["working_memory"] == 1 and stats["embedded"] == 3 and stats["embedding_coverage"] == 1.0
     assert set(stats) >= {"total", "working_memory", "by_tier", "by_type", "links", "embedded", "embedding_coverage"}
 
 
@@ -518,6 +523,57 @@ def test_a_listing_merges_each_namespaces_first_rows_in_order(service: MemorySer
         "agent_id = " in s.replace("f.agent_id = ?", "agent_id = ").replace("f.agent_id = %s", "agent_id = ") and "UNION ALL" in s
         for s in statements
     ), statements
+
+
+def test_a_filtered_listing_is_exact_whether_its_bounded_walk_meets_the_filter_or_not(
+    service: MemoryService, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing with a filter that narrows more than a topic walks each namespace's index in its
+    order a bounded way (here 6 rows) and answers from the walk when the walk holds enough rows
+    that pass, or sorts the filter's rows when it does not. Either way the answer is the first
+    rows in order across the namespace and the pool: the pool's matching row sits past its own
+    walk (behind six important ones that do not match) and still outranks alice's."""
+    monkeypatch.setattr(sqlfilter, "LISTING_WALK_MIN", 6)
+    monkeypatch.setattr(sqlfilter, "LISTING_WALK_PER_ROW", 1)
+    kinds = ["fact", "fact", "fact", "decision", "fact", "fact", "fact", "fact", "procedure", "fact"]
+    for i in range(30):
+        put(service, f"own filtered row {i}", type_=kinds[i % 10], importance=0.3 + 0.02 * (i % 9), created=NOW + timedelta(hours=i))
+    for i in range(6):
+        put(service, f"pool important fact {i}", "default", importance=0.95, created=NOW + timedelta(hours=40 + i))
+    put(service, "pool decision past its walk", "default", type_="decision", importance=0.9, created=NOW - timedelta(days=3))
+    put(service, "bob's decision", "bob", type_="decision", importance=0.99)
+    gone = put(service, "an own decision deleted later", type_="decision", importance=0.97)
+    store.soft_delete(A, [gone], NOW)
+    every = store.list_fragments(A, SearchFilter(), 100)
+    assert len(every) == 37
+    in_order = sorted(every, key=lambda f: (not f.is_anchor, -f.importance, -f.created_at.timestamp()))
+    newest = sorted(every, key=lambda f: -f.created_at.timestamp())
+    filters = [
+        SearchFilter(type=FragmentType.FACT),
+        SearchFilter(type=FragmentType.DECISION),
+        SearchFilter(types=(FragmentType.DECISION, FragmentType.PROCEDURE)),
+        SearchFilter(created_after=NOW + timedelta(hours=20)),
+        SearchFilter(created_before=NOW + timedelta(hours=5)),
+        SearchFilter(topic="general", type=FragmentType.PROCEDURE),
+        SearchFilter(topic="elsewhere", type=FragmentType.FACT),
+    ]
+    for filt in filters:
+        for limit in (1, 3, 8, 40):
+            listed = store.list_fragments(A, filt, limit)
+            assert [f.id for f in listed] == [f.id for f in in_order if filt.matches(f)][:limit], (filt, limit)
+            recent = store.recent(A, filt, limit)
+            assert [f.id for f in recent] == [f.id for f in newest if filt.matches(f)][:limit], (filt, limit)
+    assert store.list_fragments(A, SearchFilter(type=FragmentType.DECISION), 1)[0].content == "pool decision past its walk"
+    # Facts fill the walk: no namespace's rows are sorted. Decisions do not: alice's are.
+    walked = traced_statements(store, lambda: store.list_fragments(A, SearchFilter(type=FragmentType.FACT), 3))
+    sorted_ = traced_statements(store, lambda: store.list_fragments(A, SearchFilter(type=FragmentType.DECISION), 3))
+    assert any("fragments w " in s for s in walked) and not any(_sorts_a_namespace(s) for s in walked), walked
+    assert any(_sorts_a_namespace(s) for s in sorted_), sorted_
+
+
+def _sorts_a_namespace(statement: str) -> bool:
+    """A filtered listing's statement that sorts a namespace's matching rows (not a walk's)."""
+    return statement.startswith("SELECT f.seq FROM") and "fragments w " not in statement
 
 
 def traced_statements(store: Store, call: Any) -> list[str]:

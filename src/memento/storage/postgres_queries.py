@@ -14,7 +14,7 @@ from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
 from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
-from .sqlfilter import narrowing
+from .sqlfilter import LISTING_ORDER, listing_walk, listing_walk_sql, narrowing, selective
 
 
 class PostgresQueries:
@@ -49,20 +49,27 @@ class PostgresQueries:
 
     def list_fragments(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Anchors first, then by importance, newest first among equals."""
-        return self._first(scope, filt, "f.is_anchor DESC, f.importance DESC, f.created_at DESC", limit)
+        return self._first(scope, filt, LISTING_ORDER, limit)
 
     def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Newest first."""
         return self._first(scope, filt, "f.created_at DESC", limit)
 
     def _first(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
-        """The first `limit` rows in `order`. A scope that sees several namespaces (its own and
-        the shared pool) takes the first rows of each namespace by its own ordered walk, then the
-        first of those: an index in `order` (migration 0027) serves `agent_id = %s`, not
-        `agent_id = ANY(...)`, which read and sorted every row of the namespace. A filter that
-        narrows more than a topic keeps one statement (the planner may start from its index)."""
+        """The first `limit` rows in `order`. A scope takes the first rows of each namespace it
+        sees (its own and the shared pool) by that namespace's own ordered walk, then the first of
+        those: an index in `order` (migration 0027) serves `agent_id = %s`, not
+        `agent_id = ANY(...)`, which read and sorted every row of the namespace (an array of one
+        too is written as an equality, not left to the planner). A filter that narrows more than
+        a topic is `_chosen`'s."""
         agents = scope.visible_agents()
-        if agents is None or len(agents) < 2 or narrowing(replace(filt, topic=None)):
+        if limit <= 0:
+            return []
+        if agents is not None and narrowing(replace(filt, topic=None)):
+            with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+                seqs = self._chosen(cur, scope, agents, filt, order, limit)
+                return self._rows(cur, scope, filt, order, limit, "AND f.seq = ANY(%s)", [seqs])
+        if not agents:  # the maintenance scope: every namespace
             return self._select(scope, filt, order, limit)
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt, scope)
@@ -71,17 +78,54 @@ class PostgresQueries:
         args = [a for agent in agents for a in (agent, *params, *fparams, limit)]
         return self._select(scope, filt, order, limit, f"AND f.seq IN ({chosen})", args)
 
+    def _chosen(self, cur: Any, scope: AgentScope, agents: Sequence[str], filt: SearchFilter, order: str, limit: int) -> list[int]:
+        """The seqs of each namespace's first `limit` rows in `order` that pass a filter narrowing
+        more than a topic, as SQLiteQueries._chosen finds them: a walk of the namespace's index
+        in `order`, bounded (`listing_walk`), answers when it holds `limit` rows that pass or is
+        all the namespace has; otherwise the namespace's statement is left to the planner, which
+        knows from its statistics whether to walk on or sort the filter's rows. Its estimate
+        alone was not trusted: it assumes the rows that pass are spread evenly along the walk."""
+        where, params = scope_sql(scope)
+        fwhere, fparams = filter_sql(filt, scope)
+        walk, kparams = listing_walk_sql(filt, order, "agent_memory.fragments", "%s")
+        rows = f"f.agent_id = %s AND {where} AND {fwhere} ORDER BY {order} LIMIT %s"
+        walked, sort = (
+            f"SELECT f.seq FROM agent_memory.fragments f WHERE f.seq IN ({walk}) AND {rows}",
+            f"SELECT f.seq FROM agent_memory.fragments f WHERE {rows}",
+        )
+        span = listing_walk(limit)
+        seqs: list[int] = []
+        for agent in agents:
+            found: list[int] | None = None
+            if not selective(filt):
+                cur.execute(walked, [agent, *kparams, span, agent, *params, *fparams, limit])
+                found = [r["seq"] for r in cur.fetchall()]
+                if len(found) < limit:
+                    cur.execute(f"SELECT COUNT(*) AS n FROM ({walk}) AS walked", [agent, *kparams, span])
+                    if cur.fetchone()["n"] == span:
+                        found = None  # the walk ended before the namespace did: the rest may hold earlier rows that pass
+            if found is None:
+                cur.execute(sort, [agent, *params, *fparams, limit])
+                found = [r["seq"] for r in cur.fetchall()]
+            seqs.extend(found)
+        return seqs
+
     def _select(
         self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()
     ) -> list[Fragment]:
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            return self._rows(cur, scope, filt, order, limit, extra, extra_params)
+
+    def _rows(
+        self, cur: Any, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str, extra_params: Sequence[Any]
+    ) -> list[Fragment]:
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt, scope)
-        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            cur.execute(
-                f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
-                [*params, *fparams, *extra_params, limit],
-            )
-            return [_row_to_fragment(r) for r in cur.fetchall()]
+        cur.execute(
+            f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
+            [*params, *fparams, *extra_params, limit],
+        )
+        return [_row_to_fragment(r) for r in cur.fetchall()]
 
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
         """Newest first by insertion order, strictly before `before_seq` (a stable keyset page)."""

@@ -77,6 +77,39 @@ def narrowing(filt: SearchFilter) -> bool:
     )
 
 
+# A listing's order: anchors first, then by importance, newest first among equals (migration 0027
+# indexes it per namespace and per namespace and topic).
+LISTING_ORDER = "f.is_anchor DESC, f.importance DESC, f.created_at DESC"
+
+# How far a filtered listing walks a namespace's index in its order before it sorts the filter's
+# rows instead: rows per row asked, and at least. A filter passed by one row in 16 or more is met
+# within the walk; a rarer one costs the walk (~0.8 ms for 3,200 rows at a million memories)
+# and then a sort of its few rows.
+LISTING_WALK_PER_ROW = 16
+LISTING_WALK_MIN = 1_000
+
+
+def listing_walk(limit: int) -> int:
+    """The rows a filtered listing of `limit` rows walks in order before it sorts instead."""
+    return max(LISTING_WALK_MIN, LISTING_WALK_PER_ROW * limit)
+
+
+def listing_walk_sql(filt: SearchFilter, order: str, table: str, mark: str) -> tuple[str, list[Any]]:
+    """A filtered listing's bounded walk of one namespace's index in `order` (its parameters: the
+    namespace, these, the rows to walk): by namespace, and by topic too when the filter has one
+    and the order is the listing's (migration 0027 indexes both)."""
+    keys, params = f"w.agent_id = {mark}", []
+    if filt.topic is not None and order == LISTING_ORDER:
+        keys, params = f"{keys} AND w.topic = {mark}", [filt.topic]
+    return f"SELECT w.seq FROM {table} w WHERE {keys} ORDER BY {order.replace('f.', 'w.')} LIMIT {mark}", params
+
+
+def selective(filt: SearchFilter) -> bool:
+    """Whether the filter keeps few rows by its nature (one session's working memory, one key):
+    a listing then reads them from their index at once, without walking the namespace first."""
+    return filt.only_session or filt.memory_key is not None
+
+
 def filter_sql(filt: SearchFilter, alias: str, dialect: Dialect, agent: str | None) -> tuple[str, list[Any]]:
     """The filter over fragments row `alias`. `agent`: the owner of the entity of `entity_id`
     (the caller's agent; None for the maintenance scope, which sees every agent's entities)."""
