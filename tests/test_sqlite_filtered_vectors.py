@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlite_helpers import reopened_store
 
-from memento.app import App, build_app
+from memento.app import App
 from memento.embeddings.hashing import HashEmbedder
-from memento.models import AgentScope, CallContext, FragmentType, RememberInput
-from memento.settings import Settings
+from memento.models import AgentScope, FragmentType, RememberInput
 from memento.storage import sqlite_search
 from memento.storage.protocol import SearchFilter
 from memento.storage.sqlite_sql import parse_ts
@@ -27,21 +27,16 @@ EMBEDDER = HashEmbedder(64)
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
-    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'v.db'}", EMBEDDING_PROVIDER="hash", MEMENTO_SQLITE_SYNCHRONOUS="OFF")
-    ctx = CallContext(agent_id="alice")
-    built = build_app(settings, embedder=EMBEDDER)
-    try:
-        for i in range(600):
-            topic = "rare" if i % 120 == 0 else f"topic-{i % 20}"
-            built.service.remember(
-                RememberInput(content=f"note {i} about the harbour and boat {i % 37}", topic=topic, type=FragmentType.FACT), ctx
-            )
-        assert built.service.settle(60)
-    finally:
-        built.close()  # statistics are gathered on close (PRAGMA optimize), as in use
-    app = build_app(settings, embedder=EMBEDDER)
-    yield app
-    app.close()
+    notes = (
+        RememberInput(
+            content=f"note {i} about the harbour and boat {i % 37}",
+            topic="rare" if i % 120 == 0 else f"topic-{i % 20}",
+            type=FragmentType.FACT,
+        )
+        for i in range(600)
+    )
+    with reopened_store(tmp_path / "v.db", EMBEDDER, notes) as app:
+        yield app
 
 
 def traced(app: App, filt: SearchFilter | str, limit: int) -> tuple[list[str], list[str], list[int]]:

@@ -183,13 +183,15 @@ class SQLiteQueries:
         from its own index). So the walk is bounded (`listing_walk`): when its rows hold `limit`
         that pass, or are all the namespace has, they are the answer — any row past the walk
         comes after them in `order` —; otherwise the rows are read from the filter's index and
-        sorted (`+` keeps SQLite from walking the index in `order` instead)."""
+        sorted (`+` on the sort keys keeps SQLite from walking the index in `order` instead)."""
         where, params = _scope_sql(scope, use_index=True)
         fwhere, fparams = _filter_sql(filt, scope)
         walk, kparams = listing_walk_sql(filt, order, "fragments", "?")
         walked = f"SELECT f.seq FROM fragments f WHERE f.seq IN ({walk}) AND {where} AND {fwhere} ORDER BY {order} LIMIT ?"
         unordered = ", ".join(f"+{term}" for term in order.split(", "))
-        sort = f"SELECT f.seq FROM fragments f WHERE f.agent_id = ? AND {where} AND {fwhere} ORDER BY {unordered} LIMIT ?"
+        # `+` on the namespace too: written as an equality it drew the planner to a namespace's
+        # index over the filter's own (a source no memory has: 340 ms instead of 0.1)
+        sort = f"SELECT f.seq FROM fragments f WHERE +f.agent_id = ? AND {where} AND {fwhere} ORDER BY {unordered} LIMIT ?"
         span = listing_walk(limit)
         seqs: list[int] = []
         for agent in agents:
