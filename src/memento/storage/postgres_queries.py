@@ -4,7 +4,6 @@ embedding backlog and statistics; plus the feedback tables (rows beside the frag
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,7 +13,7 @@ from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
 from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
-from .sqlfilter import LISTING_ORDER, listing_walk, listing_walk_sql, narrowing, selective
+from .sqlfilter import LISTING_ORDER, RECENT_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
 
 
 class PostgresQueries:
@@ -53,7 +52,7 @@ class PostgresQueries:
 
     def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Newest first."""
-        return self._first(scope, filt, "f.created_at DESC", limit)
+        return self._first(scope, filt, RECENT_ORDER, limit)
 
     def _first(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
         """The first `limit` rows in `order`. A scope takes the first rows of each namespace it
@@ -65,7 +64,7 @@ class PostgresQueries:
         agents = scope.visible_agents()
         if limit <= 0:
             return []
-        if agents is not None and narrowing(replace(filt, topic=None)):
+        if agents is not None and walked_in_order(filt, order):
             with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
                 seqs = self._chosen(cur, scope, agents, filt, order, limit)
                 return self._rows(cur, scope, filt, order, limit, "AND f.seq = ANY(%s)", [seqs])

@@ -4,7 +4,7 @@ array support, table names and how they compute effective confidence)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -80,6 +80,7 @@ def narrowing(filt: SearchFilter) -> bool:
 # A listing's order: anchors first, then by importance, newest first among equals (migration 0027
 # indexes it per namespace and per namespace and topic).
 LISTING_ORDER = "f.is_anchor DESC, f.importance DESC, f.created_at DESC"
+RECENT_ORDER = "f.created_at DESC"  # newest first (the fragments' (agent, created_at) index)
 
 # How far a filtered listing walks a namespace's index in its order before it sorts the filter's
 # rows instead: rows per row asked, and at least. A filter passed by one row in 16 or more is met
@@ -87,6 +88,15 @@ LISTING_ORDER = "f.is_anchor DESC, f.importance DESC, f.created_at DESC"
 # and then a sort of its few rows.
 LISTING_WALK_PER_ROW = 16
 LISTING_WALK_MIN = 1_000
+
+
+def walked_in_order(filt: SearchFilter, order: str) -> bool:
+    """Whether a listing of `filt` in `order` needs the bounded walk (`listing_walk`): a filter
+    that narrows more than a topic, unless it is a time range listed newest first, which the
+    namespace's (agent, created_at) index serves in that order, range and all."""
+    if order == RECENT_ORDER and filt.topic is None:
+        filt = replace(filt, created_after=None, created_before=None)
+    return narrowing(replace(filt, topic=None))
 
 
 def listing_walk(limit: int) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +14,7 @@ import pysqlite3.dbapi2 as sqlite3
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .protocol import RankFeatures, SearchFilter
 from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
-from .sqlfilter import LISTING_ORDER, listing_walk, listing_walk_sql, narrowing, selective
+from .sqlfilter import LISTING_ORDER, RECENT_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
 from .sqlite_bulk import _export_row
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _FRAGMENT_COLUMNS, _count, _filter_sql, _require, _row_to_fragment, _scope_sql, _visible, parse_ts, ts
@@ -138,7 +137,7 @@ class SQLiteQueries:
 
     def recent(self, scope: AgentScope, filt: SearchFilter, limit: int) -> list[Fragment]:
         """Newest first."""
-        return self._select(scope, filt, "f.created_at DESC", limit)
+        return self._select(scope, filt, RECENT_ORDER, limit)
 
     def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
         """The first `limit` rows in `order`: chosen by their sort keys alone, then read whole (a
@@ -155,7 +154,7 @@ class SQLiteQueries:
         fwhere, fparams = _filter_sql(filt, scope)
         agents = scope.visible_agents()
         conn = self.db.reader()
-        if agents is not None and narrowing(replace(filt, topic=None)):
+        if agents is not None and walked_in_order(filt, order):
             # chosen by statements of their own: a row deleted meanwhile stays out all the same
             visible, vparams = _scope_sql(scope)
             chosen = f"f.seq IN (SELECT value FROM json_each(?)) AND {visible}"
