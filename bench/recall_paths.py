@@ -1,6 +1,7 @@
 """The ways an agent asks a large store, each timed: recall with a query alone and with each kind
 of filter, recall with keywords, listings (no question: by topic, by a type every memory has or
-none has, by time range, everything), the keyword tier alone, memory_stats.
+none has, by time range, everything), a page of memories as MCP resources/list reads it, the
+keyword tier alone, memory_stats.
 
 `bench/latency.py` times recall with a query and nothing else; at a million memories that path
 was bounded (issue 19) while the others still read whole topics or the whole store: a topic
@@ -72,6 +73,7 @@ def paths(app, questions: list[str], vectors: list, size: int) -> dict[str, Call
             RecallInput(type="decision", limit=10, includeLinks=False), ctx
         ),
         "recall, time range only (a listing)": lambda i: service.recall(RecallInput(filters=day(i), limit=10, includeLinks=False), ctx),
+        "a page of memories, newest first (resources/list)": lambda i: service.views.list_fragments_page(ctx, None, 50),
         "keyword tier alone": lambda i: store.keyword_search(scope, [normalise_keyword(k) for k in keywords(i)], SearchFilter(), 30),
     }
 

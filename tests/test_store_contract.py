@@ -518,11 +518,15 @@ def test_a_listing_merges_each_namespaces_first_rows_in_order(service: MemorySer
     assert [f.id for f in store.list_fragments(A, SearchFilter(topic="general"), 3)] == [f.id for f in expected[:3]]
     assert store.list_fragments(A, SearchFilter(topic="none such"), 3) == []
     assert store.list_fragments(B, SearchFilter(), 30)[0].content == "bob's important row"
-    statements = traced_statements(store, lambda: store.list_fragments(A, SearchFilter(), 5))
-    assert any(
-        "agent_id = " in s.replace("f.agent_id = ?", "agent_id = ").replace("f.agent_id = %s", "agent_id = ") and "UNION ALL" in s
-        for s in statements
-    ), statements
+    for listing in (lambda: store.list_fragments(A, SearchFilter(), 5), lambda: store.page(A, SearchFilter(), None, 5)):
+        statements = traced_statements(store, listing)
+        assert any(
+            "agent_id = " in s.replace("f.agent_id = ?", "agent_id = ").replace("f.agent_id = %s", "agent_id = ") and "UNION ALL" in s
+            for s in statements
+        ), statements
+    by_seq = sorted(every, key=lambda f: -f.seq)
+    assert [f.id for f in store.page(A, SearchFilter(), None, 7)] == [f.id for f in by_seq[:7]]
+    assert [f.id for f in store.page(A, SearchFilter(), by_seq[6].seq, 7)] == [f.id for f in by_seq[7:14]]
 
 
 def test_a_filtered_listing_is_exact_whether_its_bounded_walk_meets_the_filter_or_not(
@@ -563,17 +567,25 @@ def test_a_filtered_listing_is_exact_whether_its_bounded_walk_meets_the_filter_o
             assert [f.id for f in listed] == [f.id for f in in_order if filt.matches(f)][:limit], (filt, limit)
             recent = store.recent(A, filt, limit)
             assert [f.id for f in recent] == [f.id for f in newest if filt.matches(f)][:limit], (filt, limit)
+    by_seq = sorted(every, key=lambda f: -f.seq)
+    for filt in [SearchFilter(), SearchFilter(topic="general"), *filters]:  # keyset pages, newest inserted first
+        paged, before = [], None
+        while page := store.page(A, filt, before, 4):
+            paged += [f.id for f in page]
+            before = page[-1].seq
+        assert paged == [f.id for f in by_seq if filt.matches(f)], filt
     assert store.list_fragments(A, SearchFilter(type=FragmentType.DECISION), 1)[0].content == "pool decision past its walk"
-    # Facts fill the walk: no namespace's rows are sorted. Decisions do not: alice's are.
+    # Facts fill the walk: it answers. Decisions do not: alice's walk falls short (it is counted)
+    # and the rows that pass are sorted instead.
     walked = traced_statements(store, lambda: store.list_fragments(A, SearchFilter(type=FragmentType.FACT), 3))
     sorted_ = traced_statements(store, lambda: store.list_fragments(A, SearchFilter(type=FragmentType.DECISION), 3))
-    assert any("fragments w " in s for s in walked) and not any(_sorts_a_namespace(s) for s in walked), walked
-    assert any(_sorts_a_namespace(s) for s in sorted_), sorted_
+    assert any("fragments w " in s for s in walked) and not any(_walk_fell_short(s) for s in walked), walked
+    assert any(_walk_fell_short(s) for s in sorted_), sorted_
 
 
-def _sorts_a_namespace(statement: str) -> bool:
-    """A filtered listing's statement that sorts a namespace's matching rows (not a walk's)."""
-    return statement.startswith("SELECT f.seq FROM") and "fragments w " not in statement
+def _walk_fell_short(statement: str) -> bool:
+    """A filtered listing's count of a walk that held too few rows that pass."""
+    return statement.startswith("SELECT COUNT(*)") and "fragments w " in statement
 
 
 def traced_statements(store: Store, call: Any) -> list[str]:

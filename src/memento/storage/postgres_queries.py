@@ -13,7 +13,7 @@ from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
 from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
-from .sqlfilter import LISTING_ORDER, RECENT_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
+from .sqlfilter import LISTING_ORDER, RECENT_ORDER, SEQ_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
 
 
 class PostgresQueries:
@@ -54,58 +54,60 @@ class PostgresQueries:
         """Newest first."""
         return self._first(scope, filt, RECENT_ORDER, limit)
 
-    def _first(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
+    def _first(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int, before: int | None = None) -> list[Fragment]:
         """The first `limit` rows in `order`. A scope takes the first rows of each namespace it
         sees (its own and the shared pool) by that namespace's own ordered walk, then the first of
-        those: an index in `order` (migration 0027) serves `agent_id = %s`, not
+        those: an index in `order` (migrations 0027, 0028) serves `agent_id = %s`, not
         `agent_id = ANY(...)`, which read and sorted every row of the namespace (an array of one
         too is written as an equality, not left to the planner). A filter that narrows more than
-        a topic is `_chosen`'s."""
+        a topic is `_chosen`'s. `before`: only rows inserted before that seq (keyset pages)."""
         agents = scope.visible_agents()
         if limit <= 0:
             return []
+        bound, bparams = ("AND f.seq < %s", [before]) if before is not None else ("", [])
         if agents is not None and walked_in_order(filt, order):
             with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-                seqs = self._chosen(cur, scope, agents, filt, order, limit)
+                seqs = self._chosen(cur, scope, agents, filt, order, limit, before)
+                if seqs is None:  # one statement over the scope: the planner starts from the filter's index
+                    return self._rows(cur, scope, filt, order, limit, bound, bparams)
                 return self._rows(cur, scope, filt, order, limit, "AND f.seq = ANY(%s)", [seqs])
         if not agents:  # the maintenance scope: every namespace
-            return self._select(scope, filt, order, limit)
+            return self._select(scope, filt, order, limit, bound, bparams)
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt, scope)
-        arm = f"(SELECT f.seq FROM agent_memory.fragments f WHERE f.agent_id = %s AND {where} AND {fwhere} ORDER BY {order} LIMIT %s)"
+        arm = (
+            f"(SELECT f.seq FROM agent_memory.fragments f WHERE f.agent_id = %s AND {where} AND {fwhere} {bound} ORDER BY {order} LIMIT %s)"
+        )
         chosen = " UNION ALL ".join([arm] * len(agents))
-        args = [a for agent in agents for a in (agent, *params, *fparams, limit)]
+        args = [a for agent in agents for a in (agent, *params, *fparams, *bparams, limit)]
         return self._select(scope, filt, order, limit, f"AND f.seq IN ({chosen})", args)
 
-    def _chosen(self, cur: Any, scope: AgentScope, agents: Sequence[str], filt: SearchFilter, order: str, limit: int) -> list[int]:
+    def _chosen(
+        self, cur: Any, scope: AgentScope, agents: Sequence[str], filt: SearchFilter, order: str, limit: int, before: int | None
+    ) -> list[int] | None:
         """The seqs of each namespace's first `limit` rows in `order` that pass a filter narrowing
-        more than a topic, as SQLiteQueries._chosen finds them: a walk of the namespace's index
+        more than a topic, as SQLiteQueries._chosen finds them: a walk of each namespace's index
         in `order`, bounded (`listing_walk`), answers when it holds `limit` rows that pass or is
-        all the namespace has; otherwise the namespace's statement is left to the planner, which
-        knows from its statistics whether to walk on or sort the filter's rows. Its estimate
-        alone was not trusted: it assumes the rows that pass are spread evenly along the walk."""
+        all the namespace has. None when a walk does not: the planner then chooses from its
+        statistics whether to walk on or sort the filter's rows (its estimate alone was not
+        trusted: it assumes the rows that pass are spread evenly along the walk)."""
+        if selective(filt):
+            return None
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt, scope)
-        walk, kparams = listing_walk_sql(filt, order, "agent_memory.fragments", "%s")
-        rows = f"f.agent_id = %s AND {where} AND {fwhere} ORDER BY {order} LIMIT %s"
-        walked, sort = (
-            f"SELECT f.seq FROM agent_memory.fragments f WHERE f.seq IN ({walk}) AND {rows}",
-            f"SELECT f.seq FROM agent_memory.fragments f WHERE {rows}",
-        )
+        if before is not None:
+            fwhere, fparams = f"{fwhere} AND f.seq < %s", [*fparams, before]
+        walk, kparams = listing_walk_sql(filt, order, "agent_memory.fragments", "%s", before)
+        walked = f"SELECT f.seq FROM agent_memory.fragments f WHERE f.seq IN ({walk}) AND f.agent_id = %s AND {where} AND {fwhere} ORDER BY {order} LIMIT %s"
         span = listing_walk(limit)
         seqs: list[int] = []
         for agent in agents:
-            found: list[int] | None = None
-            if not selective(filt):
-                cur.execute(walked, [agent, *kparams, span, agent, *params, *fparams, limit])
-                found = [r["seq"] for r in cur.fetchall()]
-                if len(found) < limit:
-                    cur.execute(f"SELECT COUNT(*) AS n FROM ({walk}) AS walked", [agent, *kparams, span])
-                    if cur.fetchone()["n"] == span:
-                        found = None  # the walk ended before the namespace did: the rest may hold earlier rows that pass
-            if found is None:
-                cur.execute(sort, [agent, *params, *fparams, limit])
-                found = [r["seq"] for r in cur.fetchall()]
+            cur.execute(walked, [agent, *kparams, span, agent, *params, *fparams, limit])
+            found = [r["seq"] for r in cur.fetchall()]
+            if len(found) < limit:
+                cur.execute(f"SELECT COUNT(*) AS n FROM ({walk}) AS walked", [agent, *kparams, span])
+                if cur.fetchone()["n"] == span:
+                    return None  # the walk ended before the namespace did: the rest may hold earlier rows that pass
             seqs.extend(found)
         return seqs
 
@@ -127,10 +129,9 @@ class PostgresQueries:
         return [_row_to_fragment(r) for r in cur.fetchall()]
 
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
-        """Newest first by insertion order, strictly before `before_seq` (a stable keyset page)."""
-        if before_seq is None:
-            return self._select(scope, filt, "f.seq DESC", limit)
-        return self._select(scope, filt, "f.seq DESC", limit, "AND f.seq < %s", [before_seq])
+        """Newest first by insertion order, strictly before `before_seq` (a stable keyset page),
+        each namespace walked in that order (migration 0028)."""
+        return self._first(scope, filt, SEQ_ORDER, limit, before_seq)
 
     def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
         """Topics of permanent fragments starting with `prefix`, with their fragment counts."""

@@ -81,6 +81,7 @@ def narrowing(filt: SearchFilter) -> bool:
 # indexes it per namespace and per namespace and topic).
 LISTING_ORDER = "f.is_anchor DESC, f.importance DESC, f.created_at DESC"
 RECENT_ORDER = "f.created_at DESC"  # newest first (the fragments' (agent, created_at) index)
+SEQ_ORDER = "f.seq DESC"  # newest first by insertion: keyset pages (migration 0028's (agent, seq) index)
 
 # How far a filtered listing walks a namespace's index in its order before it sorts the filter's
 # rows instead: rows per row asked, and at least. A filter passed by one row in 16 or more is met
@@ -104,13 +105,19 @@ def listing_walk(limit: int) -> int:
     return max(LISTING_WALK_MIN, LISTING_WALK_PER_ROW * limit)
 
 
-def listing_walk_sql(filt: SearchFilter, order: str, table: str, mark: str) -> tuple[str, list[Any]]:
+def listing_walk_sql(filt: SearchFilter, order: str, table: str, mark: str, before: int | None = None) -> tuple[str, list[Any]]:
     """A filtered listing's bounded walk of one namespace's index in `order` (its parameters: the
     namespace, these, the rows to walk): by namespace, and by topic too when the filter has one
-    and the order is the listing's (migration 0027 indexes both)."""
-    keys, params = f"w.agent_id = {mark}", []
-    if filt.topic is not None and order == LISTING_ORDER:
-        keys, params = f"{keys} AND w.topic = {mark}", [filt.topic]
+    and an index has both in that order (migration 0027's listing, the (agent, topic) index's
+    insertion order); with `before`, only rows inserted before that seq (a keyset page)."""
+    keys = f"w.agent_id = {mark}"
+    params: list[Any] = []
+    if filt.topic is not None and order in (LISTING_ORDER, SEQ_ORDER):
+        keys += f" AND w.topic = {mark}"
+        params.append(filt.topic)
+    if before is not None:
+        keys += f" AND w.seq < {mark}"
+        params.append(before)
     return f"SELECT w.seq FROM {table} w WHERE {keys} ORDER BY {order.replace('f.', 'w.')} LIMIT {mark}", params
 
 

@@ -14,11 +14,17 @@ import pysqlite3.dbapi2 as sqlite3
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .protocol import RankFeatures, SearchFilter
 from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
-from .sqlfilter import LISTING_ORDER, RECENT_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
+from .sqlfilter import LISTING_ORDER, RECENT_ORDER, SEQ_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
 from .sqlite_bulk import _export_row
 from .sqlite_db import SQLiteDatabase
 from .sqlite_sql import _FRAGMENT_COLUMNS, _count, _filter_sql, _require, _row_to_fragment, _scope_sql, _visible, parse_ts, ts
 from .vectors import VectorIndex
+
+
+def _bounded_filter(filt: SearchFilter, scope: AgentScope, before: int | None) -> tuple[str, list[Any]]:
+    """The filter over fragments row `f`, and with `before` only rows inserted before that seq."""
+    fwhere, fparams = _filter_sql(filt, scope)
+    return (fwhere, fparams) if before is None else (f"{fwhere} AND f.seq < ?", [*fparams, before])
 
 
 class SQLiteQueries:
@@ -139,7 +145,7 @@ class SQLiteQueries:
         """Newest first."""
         return self._select(scope, filt, RECENT_ORDER, limit)
 
-    def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int) -> list[Fragment]:
+    def _select(self, scope: AgentScope, filt: SearchFilter, order: str, limit: int, before: int | None = None) -> list[Fragment]:
         """The first `limit` rows in `order`: chosen by their sort keys alone, then read whole (a
         topic's 20,000 rows at a million memories were sorted with their content: 89 ms, 35 now).
 
@@ -147,18 +153,28 @@ class SQLiteQueries:
         of each namespace by its own ordered walk, then the first of those: an index in `order`
         (migration 0027) serves `agent_id = ?`, not `agent_id IN (...)`, which read and sorted
         every row of the namespace (360 ms at a million memories). A filter that narrows more
-        than a topic is `_chosen`'s."""
+        than a topic is `_chosen`'s. `before`: only rows inserted before that seq (keyset pages)."""
         if limit <= 0:
             return []
         where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt, scope)
+        fwhere, fparams = _bounded_filter(filt, scope, before)
         agents = scope.visible_agents()
         conn = self.db.reader()
-        if agents is not None and walked_in_order(filt, order):
+        walks = agents is not None and walked_in_order(filt, order)
+        seqs = self._chosen(conn, scope, agents or (), filt, order, limit, before) if walks else None
+        if seqs is not None:
             # chosen by statements of their own: a row deleted meanwhile stays out all the same
             visible, vparams = _scope_sql(scope)
             chosen = f"f.seq IN (SELECT value FROM json_each(?)) AND {visible}"
-            args = [json.dumps(self._chosen(conn, scope, agents, filt, order, limit)), *vparams]
+            args = [json.dumps(seqs), *vparams]
+        elif walks:
+            # One statement over the scope, as the planner likes it best: from the filter's own
+            # index (a rare type, a tier, a source); `+` on the sort keys keeps it from walking the
+            # index in `order` instead. Per namespace, an equality on it drew the planner to the
+            # namespace's indexes (a tier no memory has: 225 ms at a million memories, not 0.1).
+            unordered = ", ".join(f"+{term}" for term in order.split(", "))
+            chosen = f"f.seq IN (SELECT f.seq FROM fragments f WHERE {where} AND {fwhere} ORDER BY {unordered} LIMIT ?)"
+            args = [*params, *fparams, limit]
         elif agents is not None and len(agents) > 1:
             arm = f"SELECT * FROM (SELECT f.seq FROM fragments f WHERE f.agent_id = ? AND {where} AND {fwhere} ORDER BY {order} LIMIT ?)"
             chosen = f"f.seq IN ({' UNION ALL '.join([arm] * len(agents))})"
@@ -172,8 +188,15 @@ class SQLiteQueries:
         return [_row_to_fragment(r) for r in rows]
 
     def _chosen(
-        self, conn: sqlite3.Connection, scope: AgentScope, agents: Sequence[str], filt: SearchFilter, order: str, limit: int
-    ) -> list[int]:
+        self,
+        conn: sqlite3.Connection,
+        scope: AgentScope,
+        agents: Sequence[str],
+        filt: SearchFilter,
+        order: str,
+        limit: int,
+        before: int | None,
+    ) -> list[int] | None:
         """The seqs of each namespace's first `limit` rows in `order` that pass a filter narrowing
         more than a topic. Which index serves that depends on how many rows pass, which SQLite
         does not know: walking the index in `order` and testing each row stops early when most
@@ -181,44 +204,29 @@ class SQLiteQueries:
         walked) and walks the whole namespace when none does (a rare type: 250 ms walked, at once
         from its own index). So the walk is bounded (`listing_walk`): when its rows hold `limit`
         that pass, or are all the namespace has, they are the answer — any row past the walk
-        comes after them in `order` —; otherwise the rows are read from the filter's index and
-        sorted (`+` on the sort keys keeps SQLite from walking the index in `order` instead)."""
+        comes after them in `order`. None when a walk does not (or the filter keeps few rows by
+        its nature): the rows that pass are then sorted, in one statement (`_select`)."""
+        if selective(filt):
+            return None
         where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt, scope)
-        walk, kparams = listing_walk_sql(filt, order, "fragments", "?")
+        fwhere, fparams = _bounded_filter(filt, scope, before)
+        walk, kparams = listing_walk_sql(filt, order, "fragments", "?", before)
         walked = f"SELECT f.seq FROM fragments f WHERE f.seq IN ({walk}) AND {where} AND {fwhere} ORDER BY {order} LIMIT ?"
-        unordered = ", ".join(f"+{term}" for term in order.split(", "))
-        # `+` on the namespace too: written as an equality it drew the planner to a namespace's
-        # index over the filter's own (a source no memory has: 340 ms instead of 0.1)
-        sort = f"SELECT f.seq FROM fragments f WHERE +f.agent_id = ? AND {where} AND {fwhere} ORDER BY {unordered} LIMIT ?"
         span = listing_walk(limit)
         seqs: list[int] = []
         for agent in agents:
-            found: list[int] | None = None
-            if not selective(filt):
-                found = [r[0] for r in conn.execute(walked, [agent, *kparams, span, *params, *fparams, limit])]
-                if len(found) < limit and conn.execute(f"SELECT COUNT(*) FROM ({walk})", [agent, *kparams, span]).fetchone()[0] == span:
-                    found = None  # the walk ended before the namespace did: the rest may hold earlier rows that pass
-            if found is None:
-                found = [r[0] for r in conn.execute(sort, [agent, *params, *fparams, limit])]
+            found = [r[0] for r in conn.execute(walked, [agent, *kparams, span, *params, *fparams, limit])]
+            if len(found) < limit and conn.execute(f"SELECT COUNT(*) FROM ({walk})", [agent, *kparams, span]).fetchone()[0] == span:
+                return None  # the walk ended before the namespace did: the rest may hold earlier rows that pass
             seqs.extend(found)
         return seqs
 
     def page(self, scope: AgentScope, filt: SearchFilter, before_seq: int | None, limit: int) -> list[Fragment]:
-        """Newest first by insertion order, strictly before `before_seq` (a stable keyset page)."""
-        where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt, scope)
-        bound = "AND f.seq < ?" if before_seq is not None else ""
-        extra = [before_seq] if before_seq is not None else []
-        rows = (
-            self.db.reader()
-            .execute(
-                f"SELECT {_FRAGMENT_COLUMNS} FROM fragments f WHERE {where} AND {fwhere} {bound} ORDER BY f.seq DESC LIMIT ?",
-                [*params, *fparams, *extra, limit],
-            )
-            .fetchall()
-        )
-        return [_row_to_fragment(r) for r in rows]
+        """Newest first by insertion order, strictly before `before_seq` (a stable keyset page):
+        each namespace walked in that order (migration 0028), as `_select` walks any order. In
+        one statement every row of the scope was read and sorted: 2.4 s for the first page of a
+        million memories (MCP resources/list)."""
+        return self._select(scope, filt, SEQ_ORDER, limit, before_seq)
 
     def topics(self, scope: AgentScope, prefix: str, limit: int) -> list[tuple[str, int]]:
         """Topics of permanent fragments starting with `prefix`, with their fragment counts."""
