@@ -98,17 +98,20 @@ class PostgresQueries:
         if before is not None:
             fwhere, fparams = f"{fwhere} AND f.seq < %s", [*fparams, before]
         walk, kparams = listing_walk_sql(filt, order, "agent_memory.fragments", "%s", before)
-        walked = f"SELECT f.seq FROM agent_memory.fragments f WHERE f.seq IN ({walk}) AND f.agent_id = %s AND {where} AND {fwhere} ORDER BY {order} LIMIT %s"
+        # the walk once, with its length: the rows that pass and whether it reached the namespace's end
+        walked = (
+            f"WITH w AS MATERIALIZED ({walk}) SELECT (SELECT COUNT(*) FROM w) AS walked, ARRAY(SELECT f.seq FROM"
+            f" agent_memory.fragments f WHERE f.seq IN (SELECT seq FROM w) AND f.agent_id = %s AND {where} AND {fwhere}"
+            f" ORDER BY {order} LIMIT %s) AS seqs"
+        )
         span = listing_walk(limit)
         seqs: list[int] = []
         for agent in agents:
             cur.execute(walked, [agent, *kparams, span, agent, *params, *fparams, limit])
-            found = [r["seq"] for r in cur.fetchall()]
-            if len(found) < limit:
-                cur.execute(f"SELECT COUNT(*) AS n FROM ({walk}) AS walked", [agent, *kparams, span])
-                if cur.fetchone()["n"] == span:
-                    return None  # the walk ended before the namespace did: the rest may hold earlier rows that pass
-            seqs.extend(found)
+            row = cur.fetchone()
+            if len(row["seqs"]) < limit and row["walked"] == span:
+                return None  # the walk ended before the namespace did: the rest may hold earlier rows that pass
+            seqs.extend(row["seqs"])
         return seqs
 
     def _select(
