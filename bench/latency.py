@@ -54,7 +54,7 @@ from locomo_data import locomo_dev
 
 from memento.app import build_app
 from memento.embeddings.hashing import HashEmbedder
-from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RememberInput
+from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RecordFields, RememberInput
 from memento.settings import Settings
 from memento.storage.protocol import NewFragment, SearchFilter
 
@@ -85,6 +85,14 @@ def fmt(values: list[float]) -> str:
     return f"p50 {statistics.median(values):7.2f} ms  p95 {pct(values, 0.95):7.2f} ms"
 
 
+def fill_record(i: int) -> RecordFields:
+    """The fill's i-th memory's tags and pin: a project tag a quarter of the memories share, a
+    milestone tag one in 5,000 carries, one memory in 10,000 pinned (bench/recall_paths.py's
+    tag and pin paths)."""
+    tags = (f"project-{i % 4}", "milestone") if i % 5_000 == 0 else (f"project-{i % 4}",)
+    return RecordFields(tags=tags, pinned=i % 10_000 == 0)
+
+
 def fill(app, embedder, turns, start: int, stop: int, rng: random.Random) -> None:
     factory = app.service.factory
     scope = AgentScope(AGENT)
@@ -96,11 +104,13 @@ def fill(app, embedder, turns, start: int, stop: int, rng: random.Random) -> Non
         if len(batch_texts) == 256 or i == stop - 1:
             vectors = embedder.embed_passages(batch_texts)
             for j, (text, vec) in enumerate(zip(batch_texts, vectors)):
+                n = i - len(batch_texts) + 1 + j  # the memory's index in the fill
                 draft = factory.draft(
                     content=text,
                     topic=f"topic-{(i + j) % 50}",
                     type_=FragmentType.FACT,
-                    created_at=base + timedelta(minutes=i - len(batch_texts) + j),
+                    created_at=base + timedelta(minutes=n - 1),
+                    record=fill_record(n),
                 )
                 app.store.insert(scope, NewFragment(draft, AGENT, None, vec))
             batch_texts = []
@@ -219,7 +229,11 @@ def fill_postgres(app, embedder, turns, start: int, stop: int, rng: random.Rando
         with store._tx(AGENT) as cur:
             for i, text, vec in zip(range(lo, hi), texts, vectors):
                 draft = factory.draft(
-                    content=text, topic=f"topic-{i % 50}", type_=FragmentType.FACT, created_at=base + timedelta(minutes=i)
+                    content=text,
+                    topic=f"topic-{i % 50}",
+                    type_=FragmentType.FACT,
+                    created_at=base + timedelta(minutes=i),
+                    record=fill_record(i),
                 )
                 store._insert(cur, scope, NewFragment(draft, AGENT, None, vec))
         if hi // 10_000 > lo // 10_000 or hi == stop:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from trace_helpers import traced_statements
 
 from memento.analysis import index_terms
 from memento.app import App
@@ -17,6 +18,7 @@ from memento.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from memento.graph import EntityChanges, NewEntity, NewRelation
 from memento.models import AgentScope, FragmentType, PoolWrites, RecordFields, TTLTier
 from memento.service import MemoryService
+from memento.storage import sqlfilter
 from memento.storage.protocol import REINFORCEMENT, AppStore, FragmentChanges, MaintenanceStore, NewFragment, SearchFilter, VersionRecord
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -369,6 +371,28 @@ def test_every_tier_applies_the_new_filter_fields_as_search_filter_matches_does(
     assert all(found == {ids[1]} for found in _tiers(store, service, A, both).values())
     assert all(found == set() for found in _tiers(store, service, B, linked).values())
     assert store.count(SYSTEM, linked) == 2
+
+
+def test_an_entity_filter_starts_from_the_entity_s_memories_where_a_statement_may(
+    service: MemoryService, store: AppStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A count, and a listing whose bounded walk falls short, start from the entity's memories
+    (the set of them from entity_memories, not a probe of every row of the namespace: ~300 ms at
+    a million memories); the rows are the same, in order, for the owner and nobody else."""
+    monkeypatch.setattr(sqlfilter, "LISTING_WALK_MIN", 3)
+    monkeypatch.setattr(sqlfilter, "LISTING_WALK_PER_ROW", 1)
+    ids = [put(service, f"gadget note number {i}", created=NOW - timedelta(hours=i)) for i in range(12)]
+    alice = entity(store, "Alice")
+    store.link_entities(A, [(alice, ids[9], 1.0), (alice, ids[11], 0.5), (alice, ids[2], 1.0)], NOW)
+    linked = SearchFilter(entity_id=alice)
+    counted = traced_statements(store, lambda: store.count(A, linked))
+    assert store.count(A, linked) == 3 and store.count(B, linked) == 0
+    assert any("(SELECT em.fragment_id FROM" in s for s in counted), counted
+    assert not any("EXISTS (SELECT 1 FROM" in s and "entity_memories" in s for s in counted), counted
+    assert [f.id for f in store.recent(A, linked, 2)] == [ids[2], ids[9]]  # the walk of 3 falls short: sorted
+    in_order = [f.id for f in store.list_fragments(A, SearchFilter(), 20) if f.id in {ids[2], ids[9], ids[11]}]
+    assert [f.id for f in store.list_fragments(A, linked, 10)] == in_order and len(in_order) == 3
+    assert store.recent(B, linked, 5) == []
 
 
 # ---------------------------------------------------------------- reinforcement and versions

@@ -85,5 +85,6 @@ def test_a_tiny_run_of_every_recall_path(tmp_path: Path) -> None:
     latency_py("--sizes", "300", "--samples", "5", "--skip-model", "--db", str(db))
     stdout = latency_py("--db", str(db), "--samples", "4", "--stats", "1", script="recall_paths.py")
     rows = [line for line in stdout.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
-    assert len(rows) == 14 and any(r.startswith("| recall + topic |") for r in rows) and rows[-1].startswith("| memory_stats")
+    assert len(rows) == 22 and any(r.startswith("| recall + topic |") for r in rows) and rows[-2].startswith("| memory_stats")
+    assert rows[-1].startswith("| delete a memory")
     assert "305 memories" in stdout

@@ -177,6 +177,13 @@ STALE_KEYWORDS = """
     (SELECT DISTINCT f.seq, k, f.agent_id, f.importance, f.created_at FROM agent_memory.fragments f, unnest(f.keywords) k
      EXCEPT ALL SELECT seq, keyword, agent_id, importance, created_at FROM agent_memory.fragment_keywords)"""
 
+STALE_TAGS = """
+    (SELECT seq, tag, agent_id FROM agent_memory.fragment_tags
+     EXCEPT ALL SELECT DISTINCT f.seq, t, f.agent_id FROM agent_memory.fragments f, unnest(f.tags) t)
+    UNION ALL
+    (SELECT DISTINCT f.seq, t, f.agent_id FROM agent_memory.fragments f, unnest(f.tags) t
+     EXCEPT ALL SELECT seq, tag, agent_id FROM agent_memory.fragment_tags)"""
+
 
 def as_system(server: PostgresServer, sql: str) -> list[tuple[object, ...]]:
     with connect(server.owner_dsn) as conn:
@@ -196,6 +203,7 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
                     topic="db" if i % 2 else "ops",
                     type="fact",
                     keywords=["port", f"k{i % 3}"] if i % 2 else None,
+                    tags=["ops", f"t{i % 3}"] if i % 3 else None,
                 ),
                 ctx,
             ).id
@@ -206,7 +214,8 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
     service.amend(AmendInput(id=mine[0], content="entirely new words"), ctx)
     service.amend(AmendInput(id=mine[1], keywords=["other"]), ctx)
     service.amend(AmendInput(id=mine[2], importance=0.11), ctx)
-    service.amend(AmendInput(id=mine[3], topic="renamed"), ctx)
+    service.amend(AmendInput(id=mine[3], topic="renamed", tags=["renamed", "ops"]), ctx)
+    service.amend(AmendInput(id=mine[2], tags=[]), ctx)
     service.amend(AmendInput(id=mine[4], content="superseding text", supersedes=True), ctx)
     service.amend(AmendInput(id=ids["default"][0], content="shared words amended", keywords=["shared"]), CallContext())
     service.forget(ForgetInput(id=mine[5], force=True), ctx)
@@ -216,8 +225,73 @@ def test_the_search_tables_follow_every_write(pg_app: App, postgres_server: Post
 
     assert as_system(postgres_server, STALE_TERMS) == []
     assert as_system(postgres_server, STALE_KEYWORDS) == []
+    assert as_system(postgres_server, STALE_TAGS) == []
     ((count,),) = as_system(postgres_server, "SELECT COUNT(*) FROM agent_memory.fragment_terms")
     assert isinstance(count, int) and count > 0
+    ((tagged,),) = as_system(postgres_server, "SELECT COUNT(*) FROM agent_memory.fragment_tags WHERE tag = 'renamed'")
+    assert tagged == 1
+
+
+def test_migrations_0029_0030_index_the_tags_and_references_a_store_holds(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database as the release before 0029 left it, with tagged and linking memories in several
+    namespaces: the upgrade fills fragment_tags and fragment_references with every one of them
+    (the owner is bound by the fragments' row-level security too), and a tag filter then finds
+    them through it."""
+    import psycopg
+
+    from memento.storage import postgres_schema
+
+    name = "memento_tags_upgrade"
+    with psycopg.connect(postgres_server.superuser_dsn, autocommit=True) as su:
+        su.execute(f"DROP DATABASE IF EXISTS {name}")
+        su.execute(f"CREATE DATABASE {name} OWNER memento_owner")
+    dsn = postgres_server.owner_dsn.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(postgres_server.superuser_dsn.rsplit("/", 1)[0] + f"/{name}", autocommit=True) as su:
+        su.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    try:
+        every = postgres_schema._migration_files
+        monkeypatch.setattr(postgres_schema, "_migration_files", lambda: [m for m in every() if m[0] < "0029"])
+        postgres_schema.migrate(dsn)
+        with psycopg.connect(dsn) as conn:
+            conn.execute("SELECT set_config('app.current_agent_id', 'system', true)")
+            for i in range(12):
+                conn.execute(
+                    "INSERT INTO agent_memory.fragments"
+                    " (id, content, topic, type, importance, content_hash, ttl_tier, agent_id, tags, linked_to)"
+                    " VALUES (%s, %s, 't', 'fact', 0.5, %s, 'warm', %s, %s, %s)",
+                    (
+                        f"frag-t{i}",
+                        f"tagged row {i}",
+                        f"h{i}",
+                        ("a", "b", "default")[i % 3],
+                        ["ops", "rare"] if i == 4 else ["ops"] if i % 2 else [],
+                        ["frag-t2"] if i in (5, 7, 8) else [],
+                    ),
+                )
+        monkeypatch.setattr(postgres_schema, "_migration_files", every)
+        assert {"0029_tags_and_pins.sql", "0030_reference_index.sql"} <= set(postgres_schema.migrate(dsn))
+        with psycopg.connect(dsn) as conn:
+            conn.execute("SELECT set_config('app.current_agent_id', 'system', true)")
+            assert conn.execute(STALE_TAGS).fetchall() == []
+            assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_tags").fetchone() == (8,)
+            refs = conn.execute("SELECT r.target, f.id FROM agent_memory.fragment_references r JOIN agent_memory.fragments f USING (seq)")
+            assert sorted(refs.fetchall()) == [("frag-t2", "frag-t5"), ("frag-t2", "frag-t7"), ("frag-t2", "frag-t8")]
+        store = PostgresStore(dsn, embedding_model=None, dimensions=None)
+        try:
+            assert [f.id for f in store.recent(AgentScope("b"), SearchFilter(tags_all=("rare",)), 10)] == ["frag-t4"]
+            assert store.recent(AgentScope("a"), SearchFilter(tags_all=("rare",)), 10) == []
+            seen = store.recent(AgentScope("b"), SearchFilter(), 50)
+            assert {"frag-t1", "frag-t4", "frag-t7"} <= {f.id for f in seen}
+            assert store.count(AgentScope("b"), SearchFilter(tags_any=("ops",))) == sum("ops" in f.tags for f in seen)
+            assert store.delete(AgentScope("system"), ["frag-t2"]) == ["frag-t2"]
+            assert [f.linked_to for f in store.get_many(AgentScope("system"), ["frag-t5", "frag-t7", "frag-t8"])] == [[], [], []]
+        finally:
+            store.close()
+    finally:
+        with psycopg.connect(postgres_server.superuser_dsn, autocommit=True) as su:
+            su.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def test_stored_term_shares_add_up_to_ts_rank(pg_app: App, postgres_server: PostgresServer) -> None:
@@ -236,7 +310,8 @@ def test_stored_term_shares_add_up_to_ts_rank(pg_app: App, postgres_server: Post
 
 def test_the_search_tables_answer_under_row_level_security_through_their_indexes(pg_app: App, postgres_server: PostgresServer) -> None:
     pg_app.service.remember(
-        RememberInput(content="a note about ports", topic="t", type="fact", keywords=["port"]), CallContext(agent_id="agent-a")
+        RememberInput(content="a note about ports", topic="t", type="fact", keywords=["port"], tags=["port"]),
+        CallContext(agent_id="agent-a"),
     )
     with connect(postgres_server.app_dsn) as conn:
         conn.execute("SELECT set_config('app.current_agent_id', 'agent-a', true)")
@@ -244,12 +319,14 @@ def test_the_search_tables_answer_under_row_level_security_through_their_indexes
         for sql in (
             "SELECT seq FROM agent_memory.fragment_terms WHERE term = 'port'",
             "SELECT seq FROM agent_memory.fragment_keywords WHERE keyword = 'port'",
+            "SELECT seq FROM agent_memory.fragment_tags WHERE tag = ANY('{port}')",
         ):
             plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())
             assert "Index" in plan and "Seq Scan" not in plan
         assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_terms WHERE term = 'port'").fetchone()[0] == 1
         conn.execute("SELECT set_config('app.current_agent_id', 'agent-b', true)")
         assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_terms WHERE term = 'port'").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM agent_memory.fragment_tags WHERE tag = 'port'").fetchone()[0] == 0
 
 
 def _fragment(app: App, content: str, linked_to: list[str] | None = None) -> str:

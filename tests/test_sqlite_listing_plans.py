@@ -1,7 +1,8 @@
 """A filtered listing on SQLite walks the namespace's index in the listing's order a bounded way,
 and when the walk holds too few rows that pass, sorts the rows that pass instead (from whichever
 index the planner takes for the filter: its statistics decide, so only the walk's plan is
-asserted here). These tests read SQLite's plans for the statements a listing runs."""
+asserted here). These tests read SQLite's plans for the statements a listing runs, and the tag
+index (migration 0029) a tag filter reads."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from migration_helpers import sqlite_store_before
 from sqlite_helpers import reopened_store
 
 from memento.app import App
 from memento.embeddings.hashing import HashEmbedder
-from memento.models import AgentScope, FragmentType, RememberInput
+from memento.models import AgentScope, FragmentType, RecordInput, RememberInput
 from memento.storage.protocol import SearchFilter
+from memento.storage.sqlite import SQLiteStore
 
 EMBEDDER = HashEmbedder(64)
 ALICE = AgentScope("alice")
@@ -24,7 +27,11 @@ ALICE = AgentScope("alice")
 def app(tmp_path: Path) -> Iterator[App]:
     notes = (
         RememberInput(
-            content=f"note {i} on the harbour", topic=f"topic-{i % 9}", type=FragmentType.DECISION if i % 500 == 7 else FragmentType.FACT
+            content=f"note {i} on the harbour",
+            topic=f"topic-{i % 9}",
+            type=FragmentType.DECISION if i % 500 == 7 else FragmentType.FACT,
+            tags=["harbour", *(["rare"] if i % 500 == 7 else [])],
+            record=RecordInput(pinned=True) if i % 500 == 11 else None,
         )
         for i in range(1_500)
     )
@@ -63,3 +70,78 @@ def test_a_filter_few_rows_pass_is_sorted_after_a_bounded_walk(app: App, filt: S
     assert walks and all("fragments_listing" in p for p in walks), planned
     # the sort is not a walk of the listing index in its order (which reads the whole namespace)
     assert sorts and all("TEMP B-TREE FOR ORDER BY" in p for p in sorts), planned
+
+
+@pytest.mark.parametrize(
+    ("filt", "index"),
+    [
+        (SearchFilter(tags_all=("rare",)), "SEARCH t USING PRIMARY KEY (tag=?)"),
+        (SearchFilter(tags_any=("rare", "absent")), "SEARCH t USING PRIMARY KEY (tag=?)"),
+        (SearchFilter(pinned=True), "fragments_pinned"),
+    ],
+)
+def test_a_rare_tag_and_the_pinned_memories_are_found_from_their_own_index(app: App, filt: SearchFilter, index: str) -> None:
+    """Few memories carry the tag (3 of 1,500) or are pinned: the bounded walk falls short, and the
+    sort and the count start from the tag's entries or the partial index of pinned rows, not from
+    a read of the whole namespace."""
+    ids, planned = plans(app, filt, 50)
+    expected = [f.id for f in app.store.list_fragments(ALICE, SearchFilter(), 2_000) if filt.matches(f)]
+    assert ids == expected and len(ids) == 3
+    sorts = [p for s, p in planned.items() if "ORDER BY +f." in s]
+    assert sorts and all(index in p for p in sorts), planned
+    conn = app.store.db.reader()  # type: ignore[attr-defined]
+    counted: list[str] = []
+    conn.set_trace_callback(counted.append)
+    try:
+        assert app.store.count(ALICE, filt) == 3
+    finally:
+        conn.set_trace_callback(None)
+    count = next(s for s in counted if "FROM fragments f" in s)
+    assert index in " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {count}")), count
+
+
+def test_a_tag_most_memories_carry_is_tested_row_by_row_in_the_ordered_walk(app: App) -> None:
+    ids, planned = plans(app, SearchFilter(tags_all=("harbour",)), 50)
+    assert len(ids) == 50
+    assert not any("ORDER BY +f." in s for s in planned), planned  # the walk answers: nothing sorted
+    assert all("f.seq IN (SELECT t.seq" not in s for s in planned), planned  # no set of 1,500 tagged rows built
+
+
+def test_migrations_0029_0030_index_the_tags_and_references_a_store_holds_and_triggers_keep_them(tmp_path: Path) -> None:
+    """A store as the release before 0029 left it: its memories' tags are in fragment_tags and
+    their linked_to in fragment_references after the upgrade; inserts, changes and deletes (by
+    any statement) keep them in step."""
+    path = tmp_path / "old.db"
+    conn = sqlite_store_before(path, "0029")
+    for n, tags in enumerate(['["ops","db"]', "[]", '["ops"]', '["ops","ops"]']):
+        conn.execute(
+            "INSERT INTO fragments (id, content, topic, type, importance, content_hash, created_at, ttl_tier, tags, pinned, linked_to)"
+            " VALUES (?, ?, 't', 'fact', 0.5, ?, '2026-01-01T00:00:00.000000+00:00', 'warm', ?, ?, ?)",
+            (f"f{n}", f"text {n}", f"h{n}", tags, n == 2, '["f0","f1"]' if n == 3 else '["f0"]' if n == 2 else "[]"),
+        )
+    conn.close()
+
+    def entries(store: SQLiteStore) -> list[tuple[str, str]]:
+        rows = store.db.reader().execute("SELECT t.tag, f.id FROM fragment_tags t JOIN fragments f ON f.seq = t.seq ORDER BY 1, 2")
+        return [tuple(r) for r in rows]
+
+    store = SQLiteStore(path, embedding_model=None, dimensions=None)
+    try:
+        assert entries(store) == [("db", "f0"), ("ops", "f0"), ("ops", "f2"), ("ops", "f3")]
+        refs = "SELECT r.target, f.id FROM fragment_references r JOIN fragments f ON f.seq = r.seq ORDER BY 1, 2"
+        assert [tuple(r) for r in store.db.reader().execute(refs)] == [("f0", "f2"), ("f0", "f3"), ("f1", "f3")]
+        system = AgentScope("system")
+        assert {f.id for f in store.recent(system, SearchFilter(tags_all=("ops",)), 10)} == {"f0", "f2", "f3"}
+        assert [f.id for f in store.recent(system, SearchFilter(pinned=True), 10)] == ["f2"]
+        with store.db.tx() as tx:
+            tx.execute("UPDATE fragments SET tags = '[\"web\"]' WHERE id = 'f0'")
+            tx.execute("UPDATE fragments SET tags = '[\"db\"]' WHERE id = 'f1'")
+            tx.execute("DELETE FROM fragments WHERE id = 'f3'")
+            tx.execute("UPDATE fragments SET topic = 'moved' WHERE id = 'f2'")  # tags untouched
+        assert entries(store) == [("db", "f1"), ("ops", "f2"), ("web", "f0")]
+        assert store.count(system, SearchFilter(tags_any=("db", "web"))) == 2
+        assert [tuple(r) for r in store.db.reader().execute(refs)] == [("f0", "f2")]  # f3 deleted
+        assert store.delete(system, ["f0"]) == ["f0"]
+        assert store.get_many(system, ["f2"])[0].linked_to == [] and list(store.db.reader().execute(refs)) == []
+    finally:
+        store.close()

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
+from trace_helpers import traced_statements
 
 from memento.analysis import query_terms
 from memento.errors import Conflict, Forbidden, InvalidArgument, NotFound
@@ -177,6 +178,25 @@ def test_neighbours_follow_links_both_ways_within_the_scope(service: MemoryServi
     assert found(A, [d], list(RelationType), 10) == [(b, d, "related", b)]
     assert len(found(A, [a, b], list(RelationType), 1)) == 1
     assert found(B, [a, b], list(RelationType), 10) == []  # bob sees none of alice's memories
+
+
+def test_a_delete_removes_the_ids_from_every_linked_to_that_names_them(service: MemoryService, store: Store) -> None:
+    """The rows that refer to deleted memories are found through fragment_references (kept by
+    triggers on every write of linked_to), in every namespace, and lose those ids and only those."""
+    t1, t2 = put(service, "first target of links"), put(service, "second target of links")
+    pool = put(service, "a pool memory others link to", "default")
+    r1 = put(service, "refers to both targets", links=(t1, t2))
+    r2 = put(service, "refers to the second target", links=(t2,))
+    r3 = put(service, "bob refers to the pool memory", "bob", links=(pool,))
+    r4 = put(service, "refers to the pool memory and the first target", links=(pool, t1))
+    statements = traced_statements(store, lambda: store.delete(A, [t2]), writer=True)
+    assert any("fragment_references" in s for s in statements), statements
+    assert store.get_many(A, [r1])[0].linked_to == [t1] and store.get_many(A, [r2])[0].linked_to == []
+    store.add_link(A, r2, t1, RelationType.RELATED, NOW)  # a link added later is found as well
+    assert store.get_many(A, [r2])[0].linked_to == [t1]
+    assert set(store.delete(SYSTEM, [pool, t1])) == {pool, t1}
+    assert store.get_many(B, [r3])[0].linked_to == []  # another namespace's reference goes too
+    assert [store.get_many(A, [r])[0].linked_to for r in (r1, r2, r4)] == [[], [], []]
 
 
 def test_delete_find_by_topic_and_pool_rules(service: MemoryService, store: Store) -> None:
@@ -583,41 +603,80 @@ def test_a_filtered_listing_is_exact_whether_its_bounded_walk_meets_the_filter_o
     assert any("fragments w " in s for s in sorted_) and any(_sorted_over_the_scope(s) for s in sorted_), sorted_
 
 
+def test_tag_and_pin_filters_are_exact_whether_few_or_many_memories_carry_them(
+    service: MemoryService, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tag filter over a count, a listing, a sort of the filter's rows, the text and vector
+    tiers: the same rows as SearchFilter.matches, whether the tag is carried by few memories (on
+    SQLite the set of them, from fragment_tags) or by many (tested row by row); tags changed by an
+    update, a deleted memory's and another agent's never leak in. Pinned likewise."""
+    monkeypatch.setattr(sqlfilter, "FEW_TAGGED", 5)  # "rare" (4 memories, any agent) is few; "team" (31) many
+    monkeypatch.setattr(sqlfilter, "LISTING_WALK_MIN", 6)
+    monkeypatch.setattr(sqlfilter, "LISTING_WALK_PER_ROW", 1)
+    ids = []
+    for i in range(30):
+        tags = ("team", "rare") if i in (4, 17) else ("team",) if i % 5 else ("solo",)
+        ids.append(
+            put(service, f"tagged note number {i} about the deploy", tags=tags, pinned=i in (3, 22), created=NOW + timedelta(hours=i))
+        )
+    retagged = put(service, "a note whose tags change later about the deploy", tags=("solo",), created=NOW - timedelta(days=1))
+    store.update(A, retagged, FragmentChanges(tags=("team", "rare"), pinned=True), "alice", NOW)
+    store.update(A, ids[4], FragmentChanges(tags=("team",)), "alice", NOW)  # loses "rare"
+    dropped = put(service, "a tagged note deleted later about the deploy", tags=("team", "rare"), pinned=True)
+    store.delete(A, [dropped])
+    put(service, "bob's rare note about the deploy", "bob", tags=("team", "rare"), pinned=True)
+    put(
+        service, "the pool's rare note about the deploy", "default", tags=("rare", "team"), importance=0.9, created=NOW - timedelta(hours=2)
+    )
+    every = store.list_fragments(A, SearchFilter(), 100)
+    assert len(every) == 32
+    in_order = sorted(every, key=lambda f: (not f.is_anchor, -f.importance, -f.created_at.timestamp()))
+    newest = sorted(every, key=lambda f: -f.created_at.timestamp())
+    filters = [
+        SearchFilter(tags_all=("rare",)),
+        SearchFilter(tags_all=("team",)),
+        SearchFilter(tags_all=("team", "rare")),
+        SearchFilter(tags_all=("absent",)),
+        SearchFilter(tags_any=("rare", "solo")),
+        SearchFilter(tags_any=("rare", "absent")),
+        SearchFilter(tags_any=("team", "solo")),
+        SearchFilter(pinned=True),
+        SearchFilter(pinned=False),
+        SearchFilter(pinned=True, tags_all=("team",)),
+        SearchFilter(pinned=False, tags_any=("rare",)),
+    ]
+    assert service.embedder is not None
+    vector = service.embedder.embed_query("the deploy")
+    for filt in filters:
+        expected = [f for f in in_order if filt.matches(f)]
+        assert store.count(A, filt) == len(expected), filt
+        for limit in (1, 3, 40):
+            assert [f.id for f in store.list_fragments(A, filt, limit)] == [f.id for f in expected][:limit], (filt, limit)
+            assert [f.id for f in store.recent(A, filt, limit)] == [f.id for f in newest if filt.matches(f)][:limit], (filt, limit)
+        found = {h.id for h in store.text_search(A, query_terms("deploy note"), filt, 50)}
+        assert found == {f.id for f in expected}, filt
+        assert {h.id for h in store.vector_search(A, vector, filt, 50)} == {f.id for f in expected}, filt
+    rare = {f.id for f in every if "rare" in f.tags}
+    assert rare == {ids[17], retagged, *(f.id for f in every if f.agent_id == "default")} and len(rare) == 3
+    # The rare tag is the set of its memories from fragment_tags (SQLite: `IN`; PostgreSQL: the
+    # array of their seqs); the common one is tested on each row.
+    few = traced_statements(store, lambda: store.count(A, SearchFilter(tags_all=("rare",))))
+    many = traced_statements(store, lambda: store.count(A, SearchFilter(tags_all=("team",))))
+    assert not any("fragment_tags t" in s for s in many), many
+    if hasattr(store.db, "reader"):  # type: ignore[attr-defined]
+        assert any("f.seq IN (SELECT t.seq FROM fragment_tags t" in s for s in few), few
+        assert any("json_each(f.tags)" in s for s in many), many
+    else:
+        assert any("f.seq = ANY(ARRAY(SELECT t.seq FROM agent_memory.fragment_tags t" in s for s in few), few
+        assert any("f.tags @> " in s for s in many), many
+
+
 def _sorted_over_the_scope(statement: str) -> bool:
     """A filtered listing's statement that sorts the rows that pass over the scope (not a walk,
     not the read of the rows the walks chose)."""
     if "fragments w " in statement or statement.startswith("SELECT set_config"):
         return False
     return "ORDER BY +f." in statement or ("agent_memory.fragments f" in statement and "f.seq = ANY(" not in statement)
-
-
-def traced_statements(store: Store, call: Any) -> list[str]:
-    """The SQL statements `call` ran on this store (SQLite: the reader's trace; PostgreSQL: the
-    cursor's executions)."""
-    seen: list[str] = []
-    db = store.db  # type: ignore[attr-defined]
-    if hasattr(db, "reader"):
-        conn = db.reader()
-        conn.set_trace_callback(seen.append)
-        try:
-            call()
-        finally:
-            conn.set_trace_callback(None)
-        return seen
-    import psycopg
-
-    execute = psycopg.Cursor.execute
-
-    def recorded(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(str(query))
-        return execute(self, query, *args, **kwargs)
-
-    psycopg.Cursor.execute = recorded  # type: ignore[method-assign]
-    try:
-        call()
-    finally:
-        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
-    return seen
 
 
 def test_keywords_rank_by_rarity_not_recency(service: MemoryService, store: Store) -> None:
@@ -1383,3 +1442,31 @@ def test_reanalysing_the_text_repairs_an_index_a_faulty_analyser_wrote(service: 
     topic = store.text_search(A, query_terms("horticulture"), SearchFilter(), 10)
     assert {h.id for h in topic} == set(written)  # the topic column is written again too
     assert store.reanalyse_text(10**12, 3) == (0, 0)
+
+
+def test_a_tag_counted_common_is_not_counted_again_until_its_time_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sqlfilter.CommonTags: a rare tag is counted every time (a tag that becomes common is seen
+    at once); a common one is taken as common without counting for COMMON_TAGS_TTL_S."""
+    monkeypatch.setattr(sqlfilter, "FEW_TAGGED", 10)
+    now = [0.0]
+    tags = sqlfilter.CommonTags(ttl_s=60, clock=lambda: now[0])
+    sizes = {"rare": 3, "team": 40}
+    asked: list[tuple[str, int]] = []
+
+    def count(tag: str) -> Any:
+        def upto(at_most: int) -> int:
+            asked.append((tag, at_most))
+            return min(sizes[tag], at_most)
+
+        return upto
+
+    assert tags.few("rare", count("rare")) and tags.few("rare", count("rare"))
+    assert not tags.few("team", count("team")) and not tags.few("team", count("team"))
+    assert asked == [("rare", 10), ("rare", 10), ("team", 10)]
+    sizes["rare"] = 50  # became common: seen at its next count
+    assert not tags.few("rare", count("rare"))
+    sizes["team"] = 2  # stopped being common: seen once the kept answer is stale
+    now[0] = 59.0
+    assert not tags.few("team", count("team"))
+    now[0] = 61.0
+    assert tags.few("team", count("team"))

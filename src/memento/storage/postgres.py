@@ -8,7 +8,9 @@ really binds it. Queries also carry the same scope predicate as the SQLite backe
 stay right even if someone runs the store as a superuser (which RLS never binds). Under the
 policy only leakproof conditions (text equality, not `@@` or `&&`) can use an index, so the
 full-text and keyword tiers read trigger-maintained lookup tables with the same policy
-(migration 0002) instead of the GIN indexes on `fragments`.
+(migration 0002) instead of the GIN indexes on `fragments`, and so do tag filters
+(`fragment_tags`, 0029) and a delete looking for the rows that link to it
+(`fragment_references`, 0030).
 
 PostgresStore composes the parts: connections and transactions (postgres_db.py), fragment writes
 (postgres_fragments.py), reads (postgres_queries.py), the retrieval tiers (postgres_search.py, their

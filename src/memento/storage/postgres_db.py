@@ -19,6 +19,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import Unavailable
 from ..models import PoolWrites
+from .sqlfilter import CommonTags
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ class PostgresDatabase:
         query_timeout_ms: int = 30_000,
     ) -> None:
         self._local = threading.local()  # .open: this thread's transaction (cursor, agent, pool), if any
+        self.common_tags = CommonTags()  # the tags many memories carry, as last counted (sqlfilter)
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
             dsn,
             min_size=1,

@@ -32,7 +32,17 @@ from .sqlfilter import live_sql
 
 log = logging.getLogger(__name__)
 
-VACUUMED = ("fragments", "fragment_versions", "fragment_links", "fragment_terms", "fragment_keywords", "entity_memories", "memory_linkages")
+VACUUMED = (
+    "fragments",
+    "fragment_versions",
+    "fragment_links",
+    "fragment_terms",
+    "fragment_keywords",
+    "fragment_tags",
+    "fragment_references",
+    "entity_memories",
+    "memory_linkages",
+)
 
 
 def any_state_sql(scope: AgentScope) -> tuple[str, list[Any]]:
@@ -181,7 +191,8 @@ class PostgresErasure:
         seqs = list(receipt.memory_seqs)
         hashes = sorted(receipt.content_hashes)
         with self.db.tx(SYSTEM) as cur:
-            rows = _count(cur, "fragments", "id", ids) + _count(cur, "fragments", "seq", seqs)
+            rows = _count(cur, "fragments", "id", ids) + _count(cur, "fragments", "seq", seqs) + _count(cur, "fragment_tags", "seq", seqs)
+            rows += _count(cur, "fragment_references", "seq", seqs) + _count(cur, "fragment_references", "target", ids)
             versions = _count(cur, "fragment_versions", "fragment_id", ids)
             for erased in ids:
                 note, prefix = merged_note(erased)

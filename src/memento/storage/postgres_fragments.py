@@ -231,14 +231,20 @@ class PostgresFragments:
         cur.execute("DELETE FROM agent_memory.fragments f WHERE f.id = ANY(%s)", (list(gone),))
         # Other agents' fragments may point at the deleted ones: clean their arrays as the
         # system, then return to the caller's context.
+        # The rows referring to them from fragment_references (migration 0030): under row-level
+        # security `linked_to && ...` cannot use the GIN index and read every row.
         _as(cur, SYSTEM)
-        cur.execute("SELECT COUNT(*) AS n FROM agent_memory.fragments f, unnest(f.linked_to) AS u(x) WHERE u.x = ANY(%s)", (list(gone),))
+        referring = "f.seq = ANY(ARRAY(SELECT r.seq FROM agent_memory.fragment_references r WHERE r.target = ANY(%s)))"
+        cur.execute(
+            f"SELECT COUNT(*) AS n FROM agent_memory.fragments f, unnest(f.linked_to) AS u(x) WHERE {referring} AND u.x = ANY(%s)",
+            (list(gone), list(gone)),
+        )
         row = cur.fetchone()
         cur.execute(
             "UPDATE agent_memory.fragments f SET linked_to = COALESCE((SELECT array_agg(u.x ORDER BY u.o)"
             " FROM unnest(f.linked_to) WITH ORDINALITY AS u(x, o) WHERE u.x <> ALL(%s)), '{}')"
-            " WHERE f.linked_to && %s",
-            (list(gone), list(gone)),
+            f" WHERE {referring} AND f.linked_to && %s",
+            (list(gone), list(gone), list(gone)),
         )
         _as(cur, scope.agent_id)
         return int(row["n"]) if row else 0

@@ -69,10 +69,10 @@ class PostgresQueries:
             with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
                 seqs = self._chosen(cur, scope, agents, filt, order, limit, before)
                 if seqs is None:  # one statement over the scope: the planner starts from the filter's index
-                    return self._rows(cur, scope, filt, order, limit, bound, bparams)
+                    return self._rows(cur, scope, filt, order, limit, bound, bparams, sorts=True)
                 return self._rows(cur, scope, filt, order, limit, "AND f.seq = ANY(%s)", [seqs])
         if not agents:  # the maintenance scope: every namespace
-            return self._select(scope, filt, order, limit, bound, bparams)
+            return self._select(scope, filt, order, limit, bound, bparams, sorts=True)
         where, params = scope_sql(scope)
         fwhere, fparams = filter_sql(filt, scope)
         arm = (
@@ -115,16 +115,35 @@ class PostgresQueries:
         return seqs
 
     def _select(
-        self, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str = "", extra_params: Sequence[Any] = ()
+        self,
+        scope: AgentScope,
+        filt: SearchFilter,
+        order: str,
+        limit: int | None,
+        extra: str = "",
+        extra_params: Sequence[Any] = (),
+        *,
+        sorts: bool = False,
     ) -> list[Fragment]:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            return self._rows(cur, scope, filt, order, limit, extra, extra_params)
+            return self._rows(cur, scope, filt, order, limit, extra, extra_params, sorts=sorts)
 
     def _rows(
-        self, cur: Any, scope: AgentScope, filt: SearchFilter, order: str, limit: int | None, extra: str, extra_params: Sequence[Any]
+        self,
+        cur: Any,
+        scope: AgentScope,
+        filt: SearchFilter,
+        order: str,
+        limit: int | None,
+        extra: str,
+        extra_params: Sequence[Any],
+        *,
+        sorts: bool = False,
     ) -> list[Fragment]:
+        """The rows of `scope` that pass `filt` (and `extra`), first `limit` in `order`. `sorts`:
+        the statement may start from the rows the filter keeps (postgres_sql.filter_sql's `cur`)."""
         where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt, scope)
+        fwhere, fparams = filter_sql(filt, scope, cur=cur if sorts else None, common=self.db.common_tags)
         cur.execute(
             f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {fwhere} {extra} ORDER BY {order} LIMIT %s",
             [*params, *fparams, *extra_params, limit],
@@ -243,8 +262,8 @@ class PostgresQueries:
 
     def count(self, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
         where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt, scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            fwhere, fparams = filter_sql(filt, scope, cur=cur, common=self.db.common_tags)
             cur.execute(
                 f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM agent_memory.fragments f WHERE {where} AND {fwhere} LIMIT %s) AS s",
                 [*params, *fparams, at_most],

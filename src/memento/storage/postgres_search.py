@@ -191,9 +191,9 @@ class PostgresSearch:
         if self.embedding_model is None:
             return []
         where, params = scope_sql(scope)
-        fwhere, fparams = filter_sql(filt, scope)
         query = np.ascontiguousarray(vector, dtype=np.float32)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            fwhere, fparams = filter_sql(filt, scope, cur=cur, common=self.db.common_tags)
             # Iterative scans (pgvector 0.8) keep walking the HNSW graph until enough rows pass
             # the filters; relaxed order is re-sorted below.
             # For an unfiltered search the planner prices the HNSW scan of a small store (~10k

@@ -16,7 +16,7 @@ from ..analysis import index_terms
 from ..errors import Forbidden
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, PoolWrites
 from .protocol import SearchFilter
-from .sqlfilter import Dialect, live_sql
+from .sqlfilter import CommonTags, Dialect, live_sql
 from .sqlfilter import filter_sql as shared_filter_sql
 from .terms import Plan, idf
 
@@ -58,8 +58,33 @@ def refuse_unwritable(scope: AgentScope, found: Sequence[Fragment]) -> None:
 POSTGRES = Dialect(mark="%s", any_of=True, tables="agent_memory.", timestamp=lambda v: v)
 
 
-def filter_sql(filt: SearchFilter, scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
-    return shared_filter_sql(filt, alias, POSTGRES, None if scope.is_maintenance else scope.agent_id)
+def filter_sql(
+    filt: SearchFilter, scope: AgentScope, alias: str = "f", cur: Any = None, common: CommonTags | None = None
+) -> tuple[str, list[Any]]:
+    """The filter over fragments row `alias`. With `cur` (the statement's, in `scope`'s session)
+    and `common` (the database's CommonTags), for a statement that may start from the rows the
+    filter keeps (a count, a sort of them, an exact vector ranking): a tag few memories carry
+    (fewer than sqlfilter.FEW_TAGGED) is then the array of its memories' seqs from fragment_tags."""
+    if cur is None or common is None:
+        return shared_filter_sql(filt, alias, POSTGRES, None if scope.is_maintenance else scope.agent_id)
+
+    def few(tags: Sequence[str]) -> bool:  # counted as the session sees them (row-level security)
+        return common.few((scope.agent_id, tuple(tags)), lambda at_most: _tagged(cur, tags, at_most))
+
+    return shared_filter_sql(filt, alias, POSTGRES, None if scope.is_maintenance else scope.agent_id, few)
+
+
+def _tagged(cur: Any, tags: Sequence[str], at_most: int) -> int:
+    """The memories the session sees that carry one of `tags`, counted up to `at_most` (an
+    index-only scan of fragment_tags). Never a prepared statement: after a common tag, a generic
+    plan (a scan of the whole table, good for the average tag) would serve a rare one too."""
+    cur.execute(
+        "SELECT COUNT(*) AS n FROM (SELECT 1 FROM agent_memory.fragment_tags WHERE tag = ANY(%s::text[]) LIMIT %s) AS s",
+        [list(tags), at_most],
+        prepare=False,
+    )
+    row = cur.fetchone()
+    return int(row["n"]) if row else 0
 
 
 def quote_lexeme(term: str) -> str:

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 INDEX = "fragments_embedding_hnsw"
 Report = Callable[[str], None]
 PROGRESS_EVERY_S = 10.0
-GROWN = ("fragments", "fragment_terms", "fragment_keywords")  # the tables a memory adds rows to
+GROWN = ("fragments", "fragment_terms", "fragment_keywords", "fragment_tags")  # the tables a memory adds rows to
 MIN_MEMORY_MB = 64
 MAX_MEMORY_MB = 8192
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pysqlite3.dbapi2 as sqlite3
 
 from .protocol import ReadOnlySession
-from .sqlfilter import SQLITE_CONFIDENCE_FUNCTION, sqlite_effective_confidence
+from .sqlfilter import SQLITE_CONFIDENCE_FUNCTION, CommonTags, sqlite_effective_confidence
 from .sqlite_sql import ts
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ class SQLiteDatabase:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self.common_tags = CommonTags()  # the tags many memories carry, as last counted (sqlfilter)
         self.writer = self.connect()
         self.migrate()
 

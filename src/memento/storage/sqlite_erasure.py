@@ -234,7 +234,11 @@ class SQLiteErasure:
             )
             texts += sum(1 for (content,) in trail if content_hash(content) in hashes)
         return {
-            "rows": _count(conn, "fragments", "id", ids) + _count(conn, "fragments", "seq", seqs),
+            "rows": _count(conn, "fragments", "id", ids)
+            + _count(conn, "fragments", "seq", seqs)
+            + _count(conn, "fragment_tags", "seq", seqs)
+            + _count(conn, "fragment_references", "seq", seqs)
+            + _count(conn, "fragment_references", "target", ids),
             "versions": int(versions),
             "fullText": _count(conn, "fragments_fts_docsize", "id", seqs) + _count(conn, "fragment_keywords", "seq", seqs),
             "vectors": _count(conn, "fragment_embeddings", "seq", seqs) + held,

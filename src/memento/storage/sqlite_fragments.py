@@ -231,14 +231,17 @@ class SQLiteFragments:
         for f in found:
             _unindex_text(conn, f.seq)
             removed.setdefault(f.agent_id, []).append(f.seq)
+        # the rows referring to them, from fragment_references (migration 0030), not a read of
+        # every row's linked_to
+        referring = f"SELECT r.seq FROM fragment_references r WHERE r.target IN ({marks})"
         references = conn.execute(
-            f"SELECT COUNT(*) FROM fragments f, json_each(f.linked_to) j WHERE j.value IN ({marks}) AND f.id NOT IN ({marks})",
-            [*gone, *gone],
+            f"SELECT COUNT(*) FROM fragments f, json_each(f.linked_to) j WHERE f.seq IN ({referring})"
+            f" AND j.value IN ({marks}) AND f.id NOT IN ({marks})",
+            [*gone, *gone, *gone],
         ).fetchone()[0]
         conn.execute(
             "UPDATE fragments SET linked_to = (SELECT json_group_array(j.value) FROM json_each(fragments.linked_to) j"
-            f" WHERE j.value NOT IN ({marks})) WHERE seq IN (SELECT f.seq FROM fragments f, json_each(f.linked_to) j"
-            f" WHERE j.value IN ({marks}))",
+            f" WHERE j.value NOT IN ({marks})) WHERE seq IN ({referring})",
             [*gone, *gone],
         )
         conn.execute(f"DELETE FROM fragments WHERE id IN ({marks})", gone)  # vectors go by cascade

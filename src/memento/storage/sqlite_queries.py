@@ -21,9 +21,10 @@ from .sqlite_sql import _FRAGMENT_COLUMNS, _count, _filter_sql, _require, _row_t
 from .vectors import VectorIndex
 
 
-def _bounded_filter(filt: SearchFilter, scope: AgentScope, before: int | None) -> tuple[str, list[Any]]:
-    """The filter over fragments row `f`, and with `before` only rows inserted before that seq."""
-    fwhere, fparams = _filter_sql(filt, scope)
+def _bounded_filter(filt: SearchFilter, scope: AgentScope, before: int | None, db: SQLiteDatabase | None = None) -> tuple[str, list[Any]]:
+    """The filter over fragments row `f`, and with `before` only rows inserted before that seq
+    (`db`: as `_filter_sql`'s, for a statement that may start from the filter's rows)."""
+    fwhere, fparams = _filter_sql(filt, scope, db=db)
     return (fwhere, fparams) if before is None else (f"{fwhere} AND f.seq < ?", [*fparams, before])
 
 
@@ -157,11 +158,11 @@ class SQLiteQueries:
         if limit <= 0:
             return []
         where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _bounded_filter(filt, scope, before)
         agents = scope.visible_agents()
         conn = self.db.reader()
         walks = agents is not None and walked_in_order(filt, order)
         seqs = self._chosen(conn, scope, agents or (), filt, order, limit, before) if walks else None
+        fwhere, fparams = _bounded_filter(filt, scope, before, None if seqs is not None else self.db)
         if seqs is not None:
             # chosen by statements of their own: a row deleted meanwhile stays out all the same
             visible, vparams = _scope_sql(scope)
@@ -271,7 +272,7 @@ class SQLiteQueries:
         return {r[0]: RankFeatures(r[1], parse_ts(r[2]) or datetime.now(UTC), parse_ts(r[3]), r[4]) for r in rows}
 
     def count(self, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
-        return _count(self.db.reader(), scope, filt, at_most)
+        return _count(self.db, scope, filt, at_most)
 
     def neighbours(
         self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int

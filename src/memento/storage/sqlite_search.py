@@ -334,7 +334,7 @@ class SQLiteSearch:
             # cost more and then not be enough. (Counting up to EXACT_FIRST rows costs 3-10 ms at
             # a million memories, so a filter the first look already meets is not counted.)
             expected = len(hits) * NARROWED_REACH / (limit * 4)
-            if expected < limit and _count(self.db.reader(), scope, filt, EXACT_FIRST + 1) <= EXACT_FIRST:
+            if expected < limit and _count(self.db, scope, filt, EXACT_FIRST + 1) <= EXACT_FIRST:
                 return self._exact_filtered(scope, filt, vector, limit) or hits
             wider = sorted((c for agent in agents for c in self.vectors.search(agent, vector, NARROWED_REACH)), key=lambda c: -c[1])
             hits = self._keep_visible(scope, filt, wider)[:limit]
@@ -365,7 +365,7 @@ class SQLiteSearch:
         then read by its row. Joined the other way the planner read every stored vector in the
         store to find them (1.4 s for a topic at a million memories, 0.1 s this way)."""
         where, params = _scope_sql(scope, use_index=True)
-        fwhere, fparams = _filter_sql(filt, scope)
+        fwhere, fparams = _filter_sql(filt, scope, db=self.db)
         rows = (
             self.db.reader()
             .execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pysqlite3.dbapi2 as sqlite3
 
@@ -15,6 +15,9 @@ from ..errors import Forbidden, NotFound
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, MemorySystem, PoolWrites, PrivacyScope, TTLTier
 from .protocol import SearchFilter
 from .sqlfilter import Dialect, filter_sql, live_sql
+
+if TYPE_CHECKING:
+    from .sqlite_db import SQLiteDatabase
 
 
 def ts(value: datetime) -> str:
@@ -110,21 +113,38 @@ def _writable(scope: AgentScope, found: Sequence[Fragment]) -> None:
 SQLITE = Dialect(mark="?", any_of=False, tables="", timestamp=ts)
 
 
-def _filter_sql(filt: SearchFilter, scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
-    return filter_sql(filt, alias, SQLITE, None if scope.is_maintenance else scope.agent_id)
+def _filter_sql(filt: SearchFilter, scope: AgentScope, alias: str = "f", db: SQLiteDatabase | None = None) -> tuple[str, list[Any]]:
+    """The filter over fragments row `alias`. With `db`, for a statement that may start from the
+    rows the filter keeps (a count, a sort of them, an exact vector ranking): a tag few memories
+    carry (fewer than sqlfilter.FEW_TAGGED, db.common_tags) is then the set of its memories."""
+
+    def few(tags: Sequence[str]) -> bool:
+        assert db is not None
+        return db.common_tags.few(tuple(tags), lambda at_most: _tagged(db.reader(), tags, at_most))
+
+    return filter_sql(filt, alias, SQLITE, None if scope.is_maintenance else scope.agent_id, None if db is None else few)
+
+
+def _tagged(conn: sqlite3.Connection, tags: Sequence[str], at_most: int) -> int:
+    """The memories (any agent's, any state) carrying one of `tags`, counted up to `at_most`."""
+    marks = ",".join("?" * len(tags))
+    inner = f"SELECT 1 FROM fragment_tags WHERE tag IN ({marks}) LIMIT ?"
+    return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", [*tags, at_most]).fetchone()[0])
 
 
 def _fts_query(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
-def _count(conn: sqlite3.Connection, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
+def _count(db: SQLiteDatabase, scope: AgentScope, filt: SearchFilter, at_most: int | None = None) -> int:
     """The rows of `scope` that pass `filt`, counted through the fragments' own indexes (up to
     `at_most`: only which side of it)."""
     where, params = _scope_sql(scope, use_index=True)
-    fwhere, fparams = _filter_sql(filt, scope)
+    fwhere, fparams = _filter_sql(filt, scope, db=db)
     inner = f"SELECT 1 FROM fragments f WHERE {where} AND {fwhere} LIMIT ?"
-    return int(conn.execute(f"SELECT COUNT(*) FROM ({inner})", [*params, *fparams, -1 if at_most is None else at_most]).fetchone()[0])
+    return int(
+        db.reader().execute(f"SELECT COUNT(*) FROM ({inner})", [*params, *fparams, -1 if at_most is None else at_most]).fetchone()[0]
+    )
 
 
 def _visible(conn: sqlite3.Connection, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:
