@@ -7,7 +7,7 @@ conversation's last session date; recall top 50 per question; R@k, any@k, NDCG@1
     python bench/locomo.py [--data FILE] [--limit-conversations N] [--embedder local|hash|none]
                            [--mode keyword|semantic|hybrid] [--profile default|004|003] [--ablation]
                            [--distractors N] [--distractor-source FILE] [--distractor-seed S]
-                           [--keywords split|only]
+                           [--keywords split|only] [--recall-limit N]
 
 Without --mode, recall runs 000's cascade (the default); with it, the 001 search mode.
 --profile 004 ranks the cascade with seed 004's score (MEMENTO_SCORE_PROFILE=004); --profile 003 with
@@ -105,6 +105,7 @@ def evaluate_conversation(
     cache: Path | None = None,
     distractors: tuple[Path, int] | None = None,
     keywords: str | None = None,
+    limit: int = 50,
 ) -> tuple[list[dict], dict]:
     sess = sessions(sample["conversation"])
     now = sess[-1][0]
@@ -139,7 +140,7 @@ def evaluate_conversation(
             continue
         split = split_keywords(qa["question"]) if keywords else None
         text = None if keywords == "only" else qa["question"]
-        inp = RecallInput(text=text, keywords=split, limit=50, tokenBudget=100_000, includeLinks=False, mode=mode)
+        inp = RecallInput(text=text, keywords=split, limit=limit, tokenBudget=100_000, includeLinks=False, mode=mode)
         found = app.service.recall(inp, ctx)
         ranked: list[str] = []
         for f in found.fragments:
@@ -260,6 +261,7 @@ def run(
     quiet: bool = False,
     distractors: list[dict[str, object]] | None = None,
     keywords: str | None = None,
+    limit: int = 50,
 ) -> list[dict]:
     """Every conversation through a fresh store (holding the distractors first, when given); the
     rows of all questions."""
@@ -273,7 +275,7 @@ def run(
             if not quiet:
                 print(f"{template[1]} distractors imported and indexed in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
         for sample in data:
-            conv_rows, info = evaluate_conversation(sample, settings, embedder, Path(tmp), mode, cache, template, keywords)
+            conv_rows, info = evaluate_conversation(sample, settings, embedder, Path(tmp), mode, cache, template, keywords, limit)
             rows += conv_rows
             if not quiet:
                 print(
@@ -294,7 +296,7 @@ def ablation(data: list[dict], base: Settings, args: argparse.Namespace, cache: 
     for name, ranking, embedder in ABLATION:
         config = base.memory.model_copy(update={"ranking": base.memory.ranking.model_copy(update=ranking)})
         settings = base.model_copy(update={"memory": config})
-        rows = run(data, settings, embedder or args.embedder, None, cache, quiet=True)
+        rows = run(data, settings, embedder or args.embedder, None, cache, quiet=True, limit=args.recall_limit)
         overall = metrics(rows)
         per = {c: metrics([r for r in rows if r["category"] == k]) for k, c in CATEGORIES.items()}
         out[name] = {"overall": overall, **per}
@@ -334,6 +336,12 @@ def main() -> int:
     )
     parser.add_argument("--distractor-source", type=Path, default=DISTRACTOR_SOURCE, help="one text a line (.tsv: 5th column)")
     parser.add_argument("--distractor-seed", type=int, default=0)
+    parser.add_argument(
+        "--recall-limit",
+        type=int,
+        default=50,
+        help="recall's limit (the protocol's 50; R@k for k above it counts what 50 would add as missed)",
+    )
     args = parser.parse_args()
     raw = args.data.read_bytes()
     data = json.loads(raw)[: args.limit_conversations]
@@ -343,14 +351,16 @@ def main() -> int:
     distractor_rows_ = distractor_memories(args.distractors, args.distractor_source, args.distractor_seed, args.embedder, settings, cache)
     print(f"data {args.data.name} sha256 {hashlib.sha256(raw).hexdigest()}")
     if args.ablation:
-        print(f"ablation: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false), profile={args.profile}")
+        print(
+            f"ablation: embedder={args.embedder}, recall(text=question, limit={args.recall_limit}, includeLinks=false), profile={args.profile}"
+        )
         table = ablation(data, settings, args, cache)
         if args.json:
             args.json.write_text(json.dumps(table, indent=2))
         return 0
-    rows = run(data, settings, args.embedder, mode, cache, distractors=distractor_rows_, keywords=args.keywords)
+    rows = run(data, settings, args.embedder, mode, cache, distractors=distractor_rows_, keywords=args.keywords, limit=args.recall_limit)
     print(
-        f"settings: embedder={args.embedder}, recall(text=question, limit=50, includeLinks=false, mode={args.mode or 'cascade'}, keywords={args.keywords or 'none'}), "
+        f"settings: embedder={args.embedder}, recall(text=question, limit={args.recall_limit}, includeLinks=false, mode={args.mode or 'cascade'}, keywords={args.keywords or 'none'}), "
         f"profile={args.profile}, ranking={settings.memory.ranking.model_dump()}"
     )
     if args.distractors:

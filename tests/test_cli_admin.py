@@ -783,7 +783,7 @@ def test_reindex_text_repairs_what_a_faulty_analyser_indexed_and_embeds_nothing(
     def caches_cleared() -> None:
         analysis._stem.cache_clear()
         terms._word_terms.cache_clear()
-        terms.TEXTS._kept.clear()
+        terms.TEXTS.clear()
 
     monkeypatch.setattr(analysis, "STEMMER_FACTORY", Faulty)
     caches_cleared()

@@ -15,8 +15,9 @@ from conftest import Clock
 
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
-from memento.models import CallContext, ForgetInput, FragmentType, RecallInput, RememberInput
-from memento.retrieval.rank import Scale, fuse, fuse_linear
+from memento.models import AgentScope, CallContext, ForgetInput, FragmentType, RecallInput, RememberInput
+from memento.retrieval.neighbours import CONTEXT_EXPAND, add_context
+from memento.retrieval.rank import Candidate, Scale, fuse, fuse_linear
 from memento.retrieval.temporal import Span, named_span
 from memento.settings import MemoryConfig, RankingConfig, Settings
 from memento.storage.protocol import Hit, SearchFilter
@@ -318,6 +319,31 @@ def test_the_vector_of_a_context_neighbour_is_its_own(plain: App) -> None:
     vector = plain.store.embeddings_of(scope, [ids["answer"]])[ids["answer"]]
     query = HashEmbedder(256).embed_query("Which football club does Nina support?")
     assert answer.similarity == pytest.approx(round(float(np.dot(vector, query)), 4), abs=1e-3)
+
+
+class _Recorded:
+    """ContextReads that answers nothing and records which ids each neighbour read asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    def sequence_neighbours(self, scope: Any, ids: Any, filt: Any, window: Any, steps: int = 1) -> dict[str, Any]:
+        self.asked.append(list(ids))
+        return {}
+
+    def embeddings_of(self, scope: Any, ids: Any) -> dict[str, np.ndarray]:
+        return {}
+
+
+@pytest.mark.parametrize("limit", [1, 10, CONTEXT_EXPAND, 45])
+def test_context_looks_around_the_best_candidates_only(limit: int) -> None:
+    """The neighbour reads start from the best CONTEXT_EXPAND candidates, or the recall's limit
+    when that is more: what the reads cost does not grow with the tiers' pools."""
+    cands = {f"m{i:03d}": Candidate(f"m{i:03d}", relevance=1.0 - i / 200) for i in range(120)}
+    reads = _Recorded()
+    add_context(reads, AgentScope("a"), cands, SearchFilter(), None, None, RankingConfig(), limit)
+    expected = max(CONTEXT_EXPAND, limit)
+    assert reads.asked and sorted(reads.asked[0]) == [f"m{i:03d}" for i in range(expected)]
 
 
 @both

@@ -739,6 +739,29 @@ def test_a_name_common_in_a_large_store_still_decides_between_memories(service: 
     assert store.text_search(A, query_terms("Alice weather day"), SearchFilter(), 3)
 
 
+def test_a_rare_term_s_matches_holding_a_common_term_as_well_come_first(service: MemoryService, store: Store) -> None:
+    """More matches of the rare term than the rescoring pool: those that also hold a common term
+    (a name in a fifth of the store) are candidates before stronger matches of the rare term
+    alone, within the scope and the filter, whatever their own rank by the rare term."""
+    search = store.search  # type: ignore[attr-defined]
+    search.scoring = dataclasses.replace(search.scoring, pool=10)
+    names = ["Alice", "Bob", "Carol", "Dave", "Erin"]
+    import_fragments(service, "alice", [f"{names[i % 5]}: the weather on day {i} was mild" for i in range(COMMON_TERM_MIN_DOCS + 100)])
+    strong = [put(service, f"zanzibar zanzibar zanzibar lighthouse report {i}", tags=("trip",) if i < 2 else ()) for i in range(30)]
+    long_tail = "with a great many other words about the harbour, the ferries, the markets and the weather of that week"
+    alices = [put(service, f"Alice: we once went to zanzibar {long_tail}, number {i}", tags=("trip",) if i == 0 else ()) for i in range(3)]
+    put(service, f"Alice: bob's own zanzibar note {long_tail}", "bob")
+    terms = query_terms("zanzibar alice")
+    hits = [h.id for h in store.text_search(A, terms, SearchFilter(), 5)]
+    assert set(hits[:3]) == set(alices) and set(hits[3:]) <= set(strong)
+    search.scoring = dataclasses.replace(search.scoring, common_terms="drop")  # the name not weighed: the strong ones win
+    assert not {h.id for h in store.text_search(A, terms, SearchFilter(), 5)} & set(alices)
+    search.scoring = dataclasses.replace(search.scoring, common_terms="score")
+    # a filter that leaves few of the first matches: every match is read, the name's first
+    filtered = [h.id for h in store.text_search(A, terms, SearchFilter(tags_all=("trip",)), 5)]
+    assert filtered[0] == alices[0] and sorted(filtered) == sorted([alices[0], *strong[:2]])
+
+
 def test_the_full_text_tier_ranks_a_bounded_number_of_matches(service: MemoryService, store: Store) -> None:
     """With a postings budget: a rare term finds its memory however old; when even the rarest
     term matches more than the budget, only its newest matches are ranked (the same on both
@@ -1407,7 +1430,7 @@ def test_reanalysing_the_text_repairs_an_index_a_faulty_analyser_wrote(service: 
     def reset() -> None:
         analysis._stem.cache_clear()
         terms._word_terms.cache_clear()
-        terms.TEXTS._kept.clear()
+        terms.TEXTS.clear()
 
     class Faulty:
         def stemWord(self, word: str) -> str:

@@ -119,17 +119,36 @@ def test_kept_analyses_give_what_term_counts_gives_within_their_bounds() -> None
         "a much longer memory " * 20,
     ]
     kept = TextTerms(keep=3, chars=1_000, longest=300)
-    for round_ in range(2):  # analysed, then from what was kept: the same counts
+    for round_ in range(3):  # met once (only the wanted words analysed), analysed whole and kept, then read from what was kept
         for text in texts:
             every = index_terms(text)
             wanted = set(every[::2]) | {"absent", "회의", "stud", "memori"}
             assert kept.counts(text, wanted) == term_counts(text, wanted), (round_, text)
-    assert len(kept) <= 3 and texts[3] not in kept._kept  # the longest text is analysed every time
+        if round_ == 0:
+            assert len(kept) == 0  # a text met once is not kept
+    assert 0 < len(kept) <= 3 and texts[3] not in kept._kept  # the longest text is analysed every time
     small = TextTerms(keep=100, chars=200, longest=200)
     for i in range(20):
-        small.counts(f"memory number {i} about the garden and the harbour", {"garden"})
+        for _ in range(2):
+            small.counts(f"memory number {i} about the garden and the harbour", {"garden"})
     assert len(small) > 0 and small._size <= 200
     assert small.counts("memory number 19 about the garden and the harbour", {"garden", "harbour"}) == {"garden": 1.0, "harbour": 1.0}
+
+
+def test_texts_met_once_are_remembered_up_to_a_bound_and_kept_when_met_again() -> None:
+    kept = TextTerms(met=4)
+    texts = [f"the harbour ferry leaves at {i} o'clock" for i in range(6)]
+    for text in texts[:4]:
+        assert kept.counts(text, {"ferri", "harbour"}) == {"ferri": 1.0, "harbour": 1.0}
+    assert len(kept) == 0
+    kept.counts(texts[0], {"ferri"})  # met again: analysed whole and kept
+    assert len(kept) == 1 and texts[0] in kept._kept
+    for text in texts[4:]:  # the bound reached: those met once are forgotten together
+        kept.counts(text, {"ferri"})
+    kept.counts(texts[1], {"ferri"})
+    assert texts[1] not in kept._kept  # forgotten, so met once again
+    kept.clear()
+    assert len(kept) == 0 and kept.counts(texts[0], {"ferri"}) == {"ferri": 1.0} and len(kept) == 0
 
 
 def test_count_cache_keeps_fresh_values_up_to_a_bound() -> None:

@@ -37,12 +37,13 @@ class ReadAhead:
         self._fragments: dict[str, Fragment | None] = {}
         self.ahead = 0  # ids read ahead (for tests and profiles)
 
-    def prefetch(self, ids: Sequence[str], reach: int, window: timedelta | None, stop: Callable[[], bool]) -> None:
-        """Read ahead for `ids` (the full-text tier's hits, best first) what ranking will ask:
-        their sequence neighbours up to `reach` steps (when context is on: `window`), the
-        neighbours' vectors, everyone's ranking features, the hits themselves. `stop()` true:
-        the embedding is ready, the rest is read when asked for."""
-        ids = list(dict.fromkeys(ids))[:CONTEXT_EXPAND]
+    def prefetch(self, ids: Sequence[str], reach: int, window: timedelta | None, stop: Callable[[], bool], limit: int = 0) -> None:
+        """Read ahead for `ids` (the full-text tier's hits, best first; as many as context looks
+        around for a recall of `limit`) what ranking will ask: their sequence neighbours up to
+        `reach` steps (when context is on: `window`), the neighbours' vectors, everyone's ranking
+        features, the hits themselves. `stop()` true: the embedding is ready, the rest is read
+        when asked for."""
+        ids = list(dict.fromkeys(ids))[: max(CONTEXT_EXPAND, limit)]
         if not ids:
             return
         seen = set(ids)

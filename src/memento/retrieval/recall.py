@@ -166,7 +166,7 @@ class Recall:
                 context = cfg.contextBefore > 0 or cfg.contextAfter > 0
                 window = timedelta(minutes=cfg.contextWindowMinutes) if context else None
                 ahead = [h.id for hits in tiers.values() for h in hits]
-                reads.prefetch(ahead, cfg.contextReach, window, stop=nearest.done)
+                reads.prefetch(ahead, cfg.contextReach, window, stop=nearest.done, limit=inp.limit)
         text_scores: dict[str, float] | None = None
         if nearest is not None:
             vector, hits, text_scores = nearest.result()
