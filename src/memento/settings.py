@@ -415,7 +415,7 @@ class Settings(BaseSettings):
         description="BM25+'s delta: the score, in IDF units, of each matched query term whatever the memory's length.",
     )
     text_rescore_pool: int = Field(
-        100,
+        60,
         ge=1,
         le=2000,
         validation_alias=AliasChoices("MEMENTO_TEXT_RESCORE_POOL"),

@@ -280,7 +280,7 @@ class Scoring:
     k1: float = 1.2
     b: float = 0.2  # MEMENTO_TEXT_LENGTH_NORM
     delta: float = 0.5  # MEMENTO_TEXT_MATCH_BONUS
-    pool: int = 100  # MEMENTO_TEXT_RESCORE_POOL
+    pool: int = 60  # MEMENTO_TEXT_RESCORE_POOL (docs/benchmarks.md, "Recall with a question: fewer reads")
     common_terms: str = "score"  # MEMENTO_TEXT_COMMON_TERMS: "score" them over the candidates, or "drop" them
     topic_weight: float = 0.3
     postings: int = 1_000  # MEMENTO_TEXT_POSTINGS_BUDGET: matches the selecting terms may bring in a large store
