@@ -515,6 +515,7 @@ def main() -> int:
                 fill(app, embedder, turns, have, size, rng)
                 have = size
             app.store.vectors.size(AGENT)
+            app.store.vectors.ready(AGENT)  # a graph built in the background: timed once it is there
             m = measure(app, embedder, turns, questions, args.samples, rng)
             have += args.samples
             print(f"\n{size:,} memories:")

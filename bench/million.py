@@ -359,17 +359,23 @@ def first_session(settings: Settings, embedder: CacheEmbedder, question: str, ve
     base = rss_mb()
     app = build_app(settings, embedder=embedder)
     opened = rss_mb()
+    t0 = time.perf_counter()
     first = first_recall_ms(app, question, vector)
+    vectors = getattr(app.store, "vectors", None)  # SQLite: the graph is built in the background meanwhile
+    if vectors is not None:
+        vectors.ready(AGENT)
+    built = time.perf_counter() - t0
     after = rss_mb()
+    second = first_recall_ms(app, question, vector)
     t0 = time.perf_counter()
     app.close()
     closed = (time.perf_counter() - t0) * 1000
     print(
         f"first session: RSS {base:,.0f} MB before opening the store (this process holds the real vectors for its probes),"
-        f" {opened:,.0f} MB opened, first recall {first:,.0f} ms (vector index built), RSS after it {after:,.0f} MB;"
-        f" close (saves the index) {closed:,.0f} ms"
+        f" {opened:,.0f} MB opened, first recall {first:,.0f} ms (vectors loaded, searched exactly while the graph is built),"
+        f" graph ready after {built:,.0f} s, RSS then {after:,.0f} MB, a recall then {second:,.0f} ms; close {closed:,.0f} ms"
     )
-    return {"rss_base": base, "rss_open": opened, "first_recall": first, "rss_first": after, "close_ms": closed}
+    return {"rss_base": base, "rss_open": opened, "first_recall": first, "graph_ready_s": built, "rss_first": after, "close_ms": closed}
 
 
 def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors, measured, disk) -> None:  # type: ignore[no-untyped-def]
@@ -381,6 +387,10 @@ def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors,
     base = rss_mb()
     app = build_app(settings, embedder=embedder)
     again = first_recall_ms(app, qtexts[1 % len(qtexts)], qvectors[1 % len(qtexts)])
+    vectors = getattr(app.store, "vectors", None)
+    if vectors is not None and not vectors.ready(AGENT, 0):  # no saved graph: built again, timed once it is there
+        print("restart: no saved graph to load; waiting for the background build", flush=True)
+        vectors.ready(AGENT)
     loaded = rss_mb()
     print(f"restart: first recall {again:,.0f} ms (saved index loaded or caught up); RSS {base:,.0f} MB before, {loaded:,.0f} MB after")
     m = measure(app, embedder, list(qtexts), qtexts, args.samples, rng)
@@ -403,6 +413,7 @@ def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors,
             "rss_base_mb": round(measured["rss_base"]),
             "rss_open_mb": round(measured["rss_open"]),
             "first_recall_ms": round(measured["first_recall"]),
+            "graph_ready_s": round(measured["graph_ready_s"], 1),
             "rss_after_first_recall_mb": round(measured["rss_first"]),
         }
         if measured

@@ -160,6 +160,9 @@ def run(app, where: str, args: argparse.Namespace) -> None:  # type: ignore[no-u
     """Every path on `app`'s store, printed as a table; closes the app."""
     try:
         size = app.store.count(AgentScope(AGENT), SearchFilter())
+        vectors = getattr(app.store, "vectors", None)
+        if vectors is not None:
+            vectors.ready(AGENT)  # a store without a saved graph builds it in the background: timed once it is there
         _, questions = corpus()
         questions = (questions * (args.samples // max(1, len(questions)) + 1))[: args.samples]
         embedder = HashEmbedder(384)

@@ -462,7 +462,7 @@ async def test_an_agent_key_never_reads_the_operators_working_memory(server: Htt
             await op.call_tool(
                 "remember",
                 {
-                    "content": "Operator scratch: the pelican ledger key is 4471",
+                    "content": "Operator scratch: the pelican ledger key is K4471Q",
                     "topic": "pelican-ops",
                     "type": "fact",
                     "keywords": ["pelicanledger"],
@@ -473,7 +473,7 @@ async def test_an_agent_key_never_reads_the_operators_working_memory(server: Htt
         assert secret in [f["id"] for f in data(await op.call_tool("recall", {"keywords": ["pelicanledger"]}))["fragments"]]
 
         async with connect(server, KEY_A) as a_client:
-            a = Probe(a_client, [secret, op_session, "pelican", "4471"])
+            a = Probe(a_client, [secret, op_session, "pelican", "K4471Q", "k4471q"])  # not "4471": a hex id may hold it
             for query in ({"keywords": ["pelicanledger"]}, {"text": "pelican ledger key"}, {"topic": "pelican-ops"}):
                 assert secret not in [f["id"] for f in data(await a.tool("recall", query))["fragments"]]
             assert_code(await a.tool("recall", {"text": "pelican ledger", "sessionId": op_session}), "forbidden")

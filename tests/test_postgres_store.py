@@ -18,7 +18,7 @@ from pg_harness import APP_ROLE, PostgresServer, connect, postgres_module
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.errors import Unavailable
-from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, ForgetMode, RecallInput, RememberInput
+from memento.models import AgentScope, AmendInput, CallContext, ForgetInput, ForgetMode, FragmentType, RecallInput, RememberInput
 from memento.settings import Settings
 from memento.storage.postgres import PostgresStore
 from memento.storage.postgres_maintenance import PostgresMaintenance
@@ -545,3 +545,49 @@ def test_a_vector_search_leaves_the_planner_settings_of_its_transaction_as_they_
         store.vector_search(AgentScope(agent_id="vec-agent"), query, SearchFilter(topic="t"), 10)
         cur.execute("SELECT current_setting('enable_sort') AS sort")
         assert cur.fetchone()["sort"] == "off"
+
+
+def test_a_count_with_no_selective_filter_is_an_index_only_scan_under_row_level_security(
+    pg_app: App, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing's total, memory_stats and /health count every live row of a namespace. The index
+    of the columns they and the isolation policy test (migration 0031) lets PostgreSQL count
+    without reading the rows; expired, deleted and other sessions' rows still do not count, and a
+    filter on another column counts as before."""
+    ctx = CallContext(agent_id="count-agent")
+    for i in range(8):
+        pg_app.service.remember(RememberInput(content=f"counted note {i} about the quay", topic="t", type="fact"), ctx)
+    pg_app.service.remember(RememberInput(content="someone else's note", topic="t", type="fact"), CallContext(agent_id="other"))
+    with connect(postgres_server.owner_dsn, autocommit=True) as conn:
+        conn.execute("SELECT set_config('app.current_agent_id', 'system', false)")
+        conn.execute("UPDATE agent_memory.fragments SET expires_at = now() - interval '1 day' WHERE content LIKE 'counted note 1 %'")
+        conn.execute(
+            "UPDATE agent_memory.fragments SET expires_at = now() - interval '1 day', pinned = true WHERE content LIKE 'counted note 2 %'"
+        )
+        conn.execute("UPDATE agent_memory.fragments SET deleted_at = now() WHERE content LIKE 'counted note 3 %'")
+        conn.execute("UPDATE agent_memory.fragments SET session_id = 's1' WHERE content LIKE 'counted note 4 %'")
+        conn.execute("UPDATE agent_memory.fragments SET type = 'decision' WHERE content LIKE 'counted note 5 %'")
+        conn.execute("VACUUM (ANALYZE) agent_memory.fragments")  # the visibility map an index-only scan needs
+    plans: list[str] = []
+    real_execute = psycopg.Cursor.execute
+
+    def explained(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        if isinstance(query, str) and query.startswith("SELECT COUNT(*) AS n") and "agent_memory.fragments f WHERE" in query:
+            real_execute(self, "EXPLAIN " + query, params, **kw)
+            plans.append("\n".join(str(next(iter(r.values()))) for r in self.fetchall()))
+        return real_execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", explained)
+    store, scope = pg_app.store, AgentScope(agent_id="count-agent")
+    with store.db.tx("count-agent") as cur:  # type: ignore[attr-defined]
+        cur.execute("SET LOCAL enable_seqscan = off")  # a store this small would be read whole: show what else is possible
+        cur.execute("SET LOCAL enable_bitmapscan = off")
+        assert store.count(scope, SearchFilter()) == 5  # 8, less the expired, deleted and session rows (pinned 2 stays)
+        assert store.count(scope, SearchFilter(session_id="s1")) == 6
+        assert store.count(scope, SearchFilter(pinned=False)) == 4
+        assert store.count(scope, SearchFilter(type=FragmentType.DECISION)) == 1
+    assert len(plans) == 4
+    for plan in plans[:3]:
+        assert "Index Only Scan using fragments_live_count" in plan, plan
+    assert "fragments_live_count" not in plans[3], plans[3]
+    assert store.count(AgentScope(agent_id="stranger"), SearchFilter()) == 0

@@ -15,7 +15,7 @@ from sqlite_helpers import reopened_store
 
 from memento.app import App
 from memento.embeddings.hashing import HashEmbedder
-from memento.models import AgentScope, FragmentType, RecordInput, RememberInput
+from memento.models import AgentScope, CallContext, FragmentType, RecallInput, RecordInput, RememberInput
 from memento.storage.protocol import SearchFilter
 from memento.storage.sqlite import SQLiteStore
 
@@ -143,5 +143,103 @@ def test_migrations_0029_0030_index_the_tags_and_references_a_store_holds_and_tr
         assert [tuple(r) for r in store.db.reader().execute(refs)] == [("f0", "f2")]  # f3 deleted
         assert store.delete(system, ["f0"]) == ["f0"]
         assert store.get_many(system, ["f2"])[0].linked_to == [] and list(store.db.reader().execute(refs)) == []
+    finally:
+        store.close()
+
+
+def counted(app: App, scope: AgentScope, filt: SearchFilter) -> tuple[int, str]:
+    """`store.count` and SQLite's plan for the statement it ran."""
+    conn = app.store.db.reader()  # type: ignore[attr-defined]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        n = app.store.count(scope, filt)
+    finally:
+        conn.set_trace_callback(None)
+    (statement,) = [s for s in statements if "FROM fragments f" in s]
+    return n, " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {statement}"))
+
+
+def _hide(app: App) -> None:
+    """Of the 1,500 notes: 10 past their expiry (and a pinned one, which stays), 5 deleted, 7 in a
+    session's working memory."""
+    with app.store.db.tx() as tx:  # type: ignore[attr-defined]
+        for i in [*range(0, 1_500, 150), 11]:
+            tx.execute(
+                "UPDATE fragments SET expires_at = '2000-01-01T00:00:00.000000+00:00' WHERE content = ?", (f"note {i} on the harbour",)
+            )
+        for i in range(1, 6):
+            tx.execute(
+                "UPDATE fragments SET deleted_at = '2026-01-01T00:00:00.000000+00:00' WHERE content = ?", (f"note {i} on the harbour",)
+            )
+        for i in range(20, 27):
+            tx.execute("UPDATE fragments SET session_id = 's1' WHERE content = ?", (f"note {i} on the harbour",))
+
+
+@pytest.mark.parametrize(
+    ("filt", "expected"),
+    [
+        (SearchFilter(), 1_478),
+        (SearchFilter(session_id="s1"), 1_485),
+        (SearchFilter(session_id="s1", only_session=True), 7),
+        (SearchFilter(all_sessions=True), 1_485),
+        (SearchFilter(owner="alice"), 1_478),
+        (SearchFilter(pinned=False), 1_475),
+    ],
+)
+def test_a_count_with_no_selective_filter_reads_the_index_of_live_rows_alone(app: App, filt: SearchFilter, expected: int) -> None:
+    """A listing's total, memory_stats and /health count every live row of a namespace: from the
+    index of the columns they test (migration 0031), without reading the rows (~45 ms instead of
+    ~220 at a million memories). Expired, deleted and other sessions' rows still do not count."""
+    _hide(app)
+    n, plan = counted(app, ALICE, filt)
+    assert n == expected
+    assert "COVERING INDEX fragments_live_count" in plan, plan
+    n, plan = counted(app, AgentScope("bob"), filt)  # another namespace: nothing of alice's
+    assert n == 0 and "fragments_live_count" in plan, plan
+
+
+@pytest.mark.parametrize(
+    ("filt", "expected"),
+    [(SearchFilter(type=FragmentType.DECISION), 3), (SearchFilter(pinned=True), 3), (SearchFilter(tags_all=("rare",)), 3)],
+)
+def test_a_selective_filter_counts_from_its_own_index_and_only_counts_take_that_of_live_rows(
+    app: App, filt: SearchFilter, expected: int
+) -> None:
+    """The index of live rows is named by counts alone: a filter on a column it lacks counts as
+    before, and no listing, recall or look-up plans with it."""
+    n, plan = counted(app, ALICE, filt)
+    assert n == expected and "fragments_live_count" not in plan, plan
+    conn = app.store.db.reader()  # type: ignore[attr-defined]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        app.store.list_fragments(ALICE, SearchFilter(), 50)
+        app.store.list_fragments(ALICE, filt, 50)
+        app.store.recent(ALICE, SearchFilter(), 20)
+        app.service.recall(RecallInput(query="note on the harbour", limit=10), CallContext(agent_id="alice"))
+    finally:
+        conn.set_trace_callback(None)
+    reads = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH")) and "fragments" in s]
+    assert len(reads) > 5
+    for s in reads:
+        plan = " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {s}"))
+        assert "fragments_live_count" not in plan, (s, plan)
+
+
+def test_migration_0031_indexes_the_live_rows_of_a_store_that_holds_memories(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite_store_before(path, "0031")
+    for n in range(3):
+        conn.execute(
+            "INSERT INTO fragments (id, agent_id, content, topic, type, importance, content_hash, created_at, ttl_tier, expires_at)"
+            " VALUES (?, 'alice', ?, 't', 'fact', 0.5, ?, '2026-01-01T00:00:00.000000+00:00', 'warm', ?)",
+            (f"f{n}", f"text {n}", f"h{n}", "2000-01-01T00:00:00.000000+00:00" if n == 2 else None),
+        )
+    conn.close()
+    store = SQLiteStore(path, embedding_model=None, dimensions=None)
+    try:
+        assert store.db.reader().execute("SELECT 1 FROM sqlite_master WHERE name = 'fragments_live_count'").fetchone()
+        assert store.count(ALICE, SearchFilter()) == 2
     finally:
         store.close()

@@ -4,6 +4,7 @@ benchmark's helpers (bench/distractors.py, bench/hnsw_recall.py) work on a small
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 from collections.abc import Iterator
@@ -256,5 +257,49 @@ def test_the_recall_sweep_runs_on_a_small_corpus(tmp_path: Path, bench) -> None:
         assert rows[0].recall >= 0.95  # the exact scan (half-precision ties aside)
         assert all(0.0 <= r.recall <= 1.0 for r in rows)
         assert rows[2].recall >= rows[1].recall  # a candidate list as large as the store is exhaustive
+    finally:
+        store.close()
+
+
+def test_two_models_indexes_are_saved_side_by_side_and_files_of_the_old_name_still_load(tmp_path: Path) -> None:
+    """The saved files are named by agent, model and size. Named by the agent alone (before), an
+    index of another model saved over the same agent's (another embedding provider configured, a
+    process started with another model) and removed its graph: a million memories' graph took
+    ~20 minutes to build again."""
+    store = filled_store(tmp_path / "m.db")
+    folder = tmp_path / "m.db.vectors"
+    assert store.vectors is not None
+    model = store.vectors.model
+    try:
+        mine = index_over(store, folder)
+        before = nearest(mine)
+        mine.save()
+        source = SQLiteVectorSource(store.db.committed_reader, store.db.connect, "other:model", DIM)
+        other = VectorIndex(DIM, "other:model", folder, source, ann_threshold=0)
+        assert other.size(AGENT) == 0
+        other.save()
+        assert {json.loads(p.read_text())["model"] for p in folder.glob("*.json")} == {model, "other:model"}
+        CountingSource.builds = 0
+        assert nearest(index_over(store, folder)) == before
+        assert CountingSource.builds == 0  # loaded: the other model's save removed nothing
+
+        # what the release before wrote: this model's files named by the agent alone
+        (meta_path,) = [p for p in folder.glob("*.json") if json.loads(p.read_text())["model"] == model]
+        meta = json.loads(meta_path.read_text())
+        legacy = hashlib.sha256(AGENT.encode()).hexdigest()[:20]
+        old_file = f"{legacy}-{meta['change']}-0123456789ab.usearch"
+        (folder / meta["file"]).rename(folder / old_file)
+        meta_path.unlink()
+        (folder / f"{legacy}.json").write_text(json.dumps({**meta, "file": old_file}))
+        upgraded = index_over(store, folder)
+        assert nearest(upgraded) == before
+        assert CountingSource.builds == 0  # the old name still loads
+        upgraded._agents[AGENT].saved = None  # as after a write
+        upgraded.save()
+        assert not (folder / f"{legacy}.json").exists() and not (folder / old_file).exists()  # replaced by the new name
+        assert {json.loads(p.read_text())["model"] for p in folder.glob("*.json")} == {model, "other:model"}
+        CountingSource.builds = 0
+        assert nearest(index_over(store, folder)) == before
+        assert CountingSource.builds == 0
     finally:
         store.close()

@@ -10,10 +10,20 @@ from typing import Any
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .postgres_db import SYSTEM, PostgresDatabase, planned
 from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
-from .postgres_sql import filter_sql, scope_sql
+from .postgres_sql import POSTGRES, filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
 from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
-from .sqlfilter import LISTING_ORDER, RECENT_ORDER, SEQ_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
+from .sqlfilter import (
+    LISTING_ORDER,
+    RECENT_ORDER,
+    SEQ_ORDER,
+    count_index_term,
+    listing_walk,
+    listing_walk_sql,
+    narrowing,
+    selective,
+    walked_in_order,
+)
 
 
 class PostgresQueries:
@@ -264,10 +274,11 @@ class PostgresQueries:
         where, params = scope_sql(scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             fwhere, fparams = filter_sql(filt, scope, cur=cur, common=self.db.common_tags)
-            cur.execute(
-                f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM agent_memory.fragments f WHERE {where} AND {fwhere} LIMIT %s) AS s",
-                [*params, *fparams, at_most],
-            )
+            rows = f"FROM agent_memory.fragments f WHERE {where} AND {fwhere}{count_index_term(filt, 'f', POSTGRES)}"
+            if at_most is None:
+                cur.execute(f"SELECT COUNT(*) AS n {rows}", [*params, *fparams])
+            else:
+                cur.execute(f"SELECT COUNT(*) AS n FROM (SELECT 1 {rows} LIMIT %s) AS s", [*params, *fparams, at_most])
             row = cur.fetchone()
             return int(row["n"]) if row else 0
 

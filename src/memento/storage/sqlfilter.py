@@ -305,6 +305,20 @@ def _record_clauses(
         params.extend([*eparams, filt.min_confidence])
 
 
+def count_index_term(filt: SearchFilter, alias: str, dialect: Dialect) -> str:
+    """For a count under `filt`: " AND <term>" when the index of live rows' visibility columns
+    (migration 0031, `fragments_live_count`) holds every column the count tests (sessions, the
+    owner, unpinned rows, and the scope's own predicate), else "". The term is always true and
+    named only here and in the index's WHERE, so only these counts can take that index."""
+    selective = (
+        filt.topic, filt.type, filt.types, filt.tags_all, filt.tags_any, filt.memory_system, filt.memory_systems,
+        filt.created_after, filt.created_before, filt.source, filt.entity_id, filt.min_confidence, filt.memory_key, filt.ttl_tier,
+    )  # fmt: skip
+    if filt.keyed or filt.pinned or any(v is not None and v != () for v in selective):
+        return ""  # pinned rows have their own index; the others test columns this one lacks
+    return f" AND {alias}.pinned IN (true, false)" if dialect.any_of else f" AND {alias}.pinned IN (0, 1)"
+
+
 def live_sql(alias: str, now: str) -> str:
     """Rows that are neither soft-deleted nor past their expiry; `now` is an SQL expression. A
     pinned row never expires (004: pin wins over expiresAt; unpinning lets the expiry apply)."""

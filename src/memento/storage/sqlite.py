@@ -174,6 +174,7 @@ class SQLiteStore:
         self._access.close()
         if self.vectors is not None:
             self.vectors.save()
+            self.vectors.close()
         self.db.close()
 
     def _load_vectors(self, agent: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -14,7 +14,7 @@ from ..analysis import index_terms
 from ..errors import Forbidden, NotFound
 from ..models import DEFAULT_AGENT, AgentScope, Fragment, FragmentType, MemorySystem, PoolWrites, PrivacyScope, TTLTier
 from .protocol import SearchFilter
-from .sqlfilter import Dialect, filter_sql, live_sql
+from .sqlfilter import Dialect, count_index_term, filter_sql, live_sql
 
 if TYPE_CHECKING:
     from .sqlite_db import SQLiteDatabase
@@ -141,10 +141,10 @@ def _count(db: SQLiteDatabase, scope: AgentScope, filt: SearchFilter, at_most: i
     `at_most`: only which side of it)."""
     where, params = _scope_sql(scope, use_index=True)
     fwhere, fparams = _filter_sql(filt, scope, db=db)
-    inner = f"SELECT 1 FROM fragments f WHERE {where} AND {fwhere} LIMIT ?"
-    return int(
-        db.reader().execute(f"SELECT COUNT(*) FROM ({inner})", [*params, *fparams, -1 if at_most is None else at_most]).fetchone()[0]
-    )
+    rows = f"FROM fragments f WHERE {where} AND {fwhere}{count_index_term(filt, 'f', SQLITE)}"
+    if at_most is None:
+        return int(db.reader().execute(f"SELECT COUNT(*) {rows}", [*params, *fparams]).fetchone()[0])
+    return int(db.reader().execute(f"SELECT COUNT(*) FROM (SELECT 1 {rows} LIMIT ?)", [*params, *fparams, at_most]).fetchone()[0])
 
 
 def _visible(conn: sqlite3.Connection, scope: AgentScope, ids: Sequence[str]) -> list[Fragment]:

@@ -60,6 +60,11 @@ class SQLiteVectorSource:
         finally:
             conn.close()
 
+    def count(self, agent: str) -> int:
+        # From the (agent_id, model) index alone: a model's vectors all have its size.
+        row = self._reader().execute("SELECT COUNT(*) FROM fragment_embeddings WHERE agent_id = ? AND model = ?", (agent, self.model))
+        return int(row.fetchone()[0])
+
     def count_changes(self, agent: str, after: int, limit: int) -> int:
         row = (
             self._reader()

@@ -17,8 +17,9 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -41,6 +42,13 @@ LEGACY_EF_CONSTRUCTION = 64
 
 Span = tuple[int, int]  # the clock just before and just after one committed write
 
+# An agent with more vectors than this has its graph built in a background thread (usearch adds
+# ~700-1,000 vectors a second on two cores with the parameters above: 25 minutes for a million),
+# its searches meanwhile an exact scan of the vectors as they were loaded (~40-75 ms at a
+# million). Below it the first search builds the graph itself (a few seconds).
+BACKGROUND_BUILD = 5_000
+BUILD_CHUNK = 1024  # vectors added between two looks at whether the build was called off
+
 
 class VectorSource(Protocol):
     """What an index reads from the database."""
@@ -57,6 +65,10 @@ class VectorSource(Protocol):
         """All of an agent's vectors of the index's model, as (keys, vectors) batches."""
         ...
 
+    def count(self, agent: str) -> int:
+        """How many vectors of the index's model the agent has."""
+        ...
+
     def count_changes(self, agent: str, after: int, limit: int) -> int:
         """How many of the agent's fragments changed after `after` (counting stops at `limit`)."""
         ...
@@ -66,6 +78,28 @@ class VectorSource(Protocol):
         ...
 
 
+@dataclass(eq=False)
+class _Building:
+    """A graph being built beside the searches, from the vectors loaded at the entry's stamp;
+    until it is done they are searched exactly (`search_exact`)."""
+
+    keys: np.ndarray  # uint64
+    vectors: np.ndarray  # float32, one row a key, scaled to unit length
+    stop: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def search_exact(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        if not len(self.keys) or k <= 0:
+            return []
+        query = vector.astype(np.float32)
+        norm = float(np.linalg.norm(query))
+        similarities = self.vectors @ (query / norm if norm else query)
+        k = min(k, len(similarities))
+        top = np.argpartition(-similarities, k - 1)[:k]
+        top = top[np.argsort(-similarities[top], kind="stable")]
+        return [(int(self.keys[i]), float(similarities[i])) for i in top]
+
+
 @dataclass
 class _AgentIndex:
     index: Index
@@ -73,6 +107,7 @@ class _AgentIndex:
     saved: int | None  # the stamp of the copy on disk, when it came from or went there
     lock: threading.RLock
     built_with: int  # the ef_construction its graph was built with (usearch does not save it)
+    building: _Building | None = None  # the graph is being built: `index` is empty meanwhile
 
 
 class VectorIndex:
@@ -88,6 +123,7 @@ class VectorIndex:
         ef_search: int = DEFAULT_EF_SEARCH,
         m: int = DEFAULT_M,
         ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        background_build: int = BACKGROUND_BUILD,
     ) -> None:
         if m < 2 or ef_construction < 1 or ef_search < 1:
             raise ValueError("HNSW m must be at least 2, ef_construction and ef_search at least 1")
@@ -99,8 +135,12 @@ class VectorIndex:
         self.ef_search = ef_search
         self.m = m
         self.ef_construction = ef_construction
+        self.background_build = background_build
         self._agents: dict[str, _AgentIndex] = {}
+        self._opening: dict[str, threading.Lock] = {}  # an agent's index being opened (loaded or built)
+        self._builds: set[_Building] = set()  # background builds still running (some maybe called off)
         self._lock = threading.Lock()
+        self._closed = threading.Event()
 
     def _new_index(self) -> Index:
         """An empty graph with the configured parameters (cosine, half-precision vectors)."""
@@ -132,28 +172,137 @@ class VectorIndex:
             return {"m": int(entry.index.connectivity), "ef_construction": entry.built_with, "ef_search": int(entry.index.expansion_search)}
 
     def _prefix(self, agent: str) -> str:
+        """The name of the agent's saved files for this model and size. Indexes of two models
+        (a store whose embedding provider changed, a process configured with another) are saved
+        side by side: under one name a save of either removed the other's graph."""
+        return hashlib.sha256(f"{agent}\0{self.model}\0{self.dimensions}".encode()).hexdigest()[:20]
+
+    def _legacy_prefix(self, agent: str) -> str:
+        """The name of the agent's saved files before the model was part of it (still loaded when
+        they hold this model's index; replaced by the next save)."""
         return hashlib.sha256(agent.encode()).hexdigest()[:20]
 
     def _get(self, agent: str) -> _AgentIndex:
+        """The agent's index, opened on first use. Opening one agent's (a load, a build) holds up
+        only the searches of that agent: the others go on."""
         with self._lock:
             entry = self._agents.get(agent)
+            if entry is not None:
+                return entry
+            opening = self._opening.setdefault(agent, threading.Lock())
+        with opening:
+            with self._lock:
+                entry = self._agents.get(agent)
             if entry is None:
                 entry = self._open(agent)
-                self._agents[agent] = entry
+                with self._lock:
+                    self._agents[agent] = entry
+                    self._opening.pop(agent, None)
             return entry
 
     def _open(self, agent: str) -> _AgentIndex:
         clock = self.source.clock()
         entry = self._load_saved(agent, clock)
-        if entry is None:
-            return _AgentIndex(self._build(agent), clock, None, threading.RLock(), self.ef_construction)
-        self._catch_up(agent, entry)
+        if entry is not None:
+            self._catch_up(agent, entry)
+            return entry
+        entry = _AgentIndex(self._new_index(), clock, None, threading.RLock(), self.ef_construction)
+        self._renew(agent, entry, clock)
         return entry
+
+    def _renew(self, agent: str, entry: _AgentIndex, clock: int) -> None:
+        """Build the entry's graph from the database as of `clock` (entry lock held, or the entry
+        not yet shared): at once when the agent has few vectors, else beside the searches."""
+        if entry.building is not None:
+            entry.building.stop.set()
+            entry.building = None
+        entry.stamp, entry.built_with = clock, self.ef_construction
+        if self.source.count(agent) <= self.background_build:
+            entry.index = self._build(agent)
+            return
+        if self.directory is not None:
+            self.source.identity()  # read now: the build saves its graph, maybe as the store closes
+        entry.index = self._new_index()
+        keys, vectors = self._load_all(agent)
+        entry.building = _Building(keys, vectors)
+        with self._lock:
+            self._builds.add(entry.building)
+        log.info("vector index for an agent: building its graph over %d vectors in the background; exact search meanwhile", len(keys))
+        threading.Thread(target=self._build_beside, args=(agent, entry, entry.building), name="memento-vector-build", daemon=True).start()
+
+    def _load_all(self, agent: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every vector of the agent in one array (sized by a count first: a million vectors are
+        1.5 GB), each scaled to unit length, and their keys."""
+        expected = self.source.count(agent)
+        keys = np.empty(expected, dtype=np.uint64)
+        vectors = np.empty((expected, self.dimensions), dtype=np.float32)
+        filled, extra = 0, []
+        for batch_keys, batch in self.source.load(agent):
+            room = max(0, min(len(batch_keys), expected - filled))
+            keys[filled : filled + room], vectors[filled : filled + room] = batch_keys[:room], batch[:room]
+            filled += room
+            if room < len(batch_keys):  # written since the count
+                extra.append((batch_keys[room:], batch[room:]))
+        if extra:
+            keys = np.concatenate([keys[:filled], *(k for k, _ in extra)])
+            vectors = np.concatenate([vectors[:filled], *(v for _, v in extra)])
+        else:
+            keys, vectors = keys[:filled], vectors[:filled]
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        np.divide(vectors, norms, out=vectors, where=norms > 0)
+        return keys, vectors
+
+    def _build_beside(self, agent: str, entry: _AgentIndex, building: _Building) -> None:
+        """The background build: the graph of `building`'s vectors, put in place when done (the
+        next search then catches up with what was written meanwhile) and saved."""
+        try:
+            index = self._new_index()
+            for start in range(0, len(building.keys), BUILD_CHUNK):
+                if building.stop.is_set() or self._closed.is_set():
+                    return
+                index.add(building.keys[start : start + BUILD_CHUNK], building.vectors[start : start + BUILD_CHUNK], threads=2)
+            with entry.lock:
+                if entry.building is not building or self._closed.is_set():
+                    return  # rebuilt meanwhile (an erasure), or the store closed
+                entry.index, entry.building = index, None
+                log.info("vector index for an agent: graph built over %d vectors", len(index))
+                if self.directory is not None:
+                    self._write(agent, entry)  # a restart loads it instead of building again
+        except Exception:  # derived data: the exact search goes on; the next start builds again
+            log.exception("vector index for an agent: the background build failed")
+        finally:
+            with self._lock:
+                self._builds.discard(building)
+            building.done.set()
+
+    def ready(self, agent: str, timeout: float | None = None) -> bool:
+        """Whether the agent's graph is built (after waiting up to `timeout` seconds for a
+        background build; None waits for it)."""
+        entry = self._get(agent)
+        building = entry.building
+        return building is None or building.done.wait(timeout) and entry.building is None
+
+    def close(self, wait_s: float = 30.0) -> None:
+        """Call off the background builds, and wait (at most `wait_s`) for each to leave the
+        chunk of vectors it is adding: a process that exits while usearch's threads run aborts."""
+        self._closed.set()
+        with self._lock:
+            building = list(self._builds)
+        deadline = time.monotonic() + wait_s
+        for b in building:
+            b.done.wait(max(0.0, deadline - time.monotonic()))
 
     def _load_saved(self, agent: str, clock: int) -> _AgentIndex | None:
         if self.directory is None:
             return None
-        meta_path = self.directory / f"{self._prefix(agent)}.json"
+        for prefix in (self._prefix(agent), self._legacy_prefix(agent)):
+            if (self.directory / f"{prefix}.json").exists():
+                return self._load_file(agent, prefix, clock)
+        return None
+
+    def _load_file(self, agent: str, prefix: str, clock: int) -> _AgentIndex | None:
+        assert self.directory is not None
+        meta_path = self.directory / f"{prefix}.json"
         try:
             meta = json.loads(meta_path.read_text())
             stamp, name = meta.get("change"), meta.get("file")
@@ -162,7 +311,7 @@ class VectorIndex:
                 return None
             if not isinstance(stamp, int) or stamp > clock:
                 return None  # the database went back in time (restored from a copy): rebuild
-            if not isinstance(name, str) or not name.startswith(self._prefix(agent)) or Path(name).name != name:
+            if not isinstance(name, str) or not name.startswith(prefix) or Path(name).name != name:
                 return None
             built_with = meta.get("ef_construction", LEGACY_EF_CONSTRUCTION)
             if built_with != self.ef_construction:
@@ -205,14 +354,15 @@ class VectorIndex:
                 if len(keys):
                     entry.index.add(keys, vectors)
         else:  # most of the index changed (a reindex), or the database went back in time
-            entry.index = self._build(agent)
-            entry.built_with = self.ef_construction
+            self._renew(agent, entry, clock)
         entry.stamp = clock
 
     def _apply(self, agent: str, span: Span, keys: list[int], vector: np.ndarray | None) -> None:
         entry = self._get(agent)
         before, after = span
         with entry.lock:
+            if entry.building is not None:
+                return  # the graph's first catch-up reads it from the database
             if after <= entry.stamp:
                 return  # a catch-up already read this write (or a later one) from the database
             entry.index.remove(np.array(keys, dtype=np.uint64))
@@ -235,6 +385,8 @@ class VectorIndex:
         """(key, cosine similarity) pairs, best first, after catching up with the database."""
         entry = self._get(agent)
         with entry.lock:
+            if entry.building is not None:
+                return entry.building.search_exact(vector, k)
             self._catch_up(agent, entry)
             size = len(entry.index)
             if size == 0:
@@ -247,6 +399,8 @@ class VectorIndex:
         """How many vectors the agent's index holds, after catching up."""
         entry = self._get(agent)
         with entry.lock:
+            if entry.building is not None:
+                return len(entry.building.keys)
             self._catch_up(agent, entry)
             return len(entry.index)
 
@@ -254,6 +408,8 @@ class VectorIndex:
         """How many of `keys` the agent's index holds, after catching up."""
         entry = self._get(agent)
         with entry.lock:
+            if entry.building is not None:
+                return int(np.count_nonzero(np.isin(keys.astype(np.uint64), entry.building.keys)))
             self._catch_up(agent, entry)
             if not len(keys) or not len(entry.index):
                 return 0
@@ -265,6 +421,9 @@ class VectorIndex:
         erasure nothing of the removed vectors may remain. How many files were rewritten."""
         entry = self._get(agent)
         with entry.lock:
+            if entry.building is not None:  # its vectors (the erased ones among them) go now
+                entry.building.stop.set()
+                entry.building = None
             clock = self.source.clock()
             entry.index = self._build(agent)
             entry.stamp, entry.saved, entry.built_with = clock, None, self.ef_construction
@@ -281,8 +440,8 @@ class VectorIndex:
             items = list(self._agents.items())
         for agent, entry in items:
             with entry.lock:
-                if entry.stamp == entry.saved:
-                    continue
+                if entry.stamp == entry.saved or entry.building is not None:
+                    continue  # unchanged, or the graph is not there yet
                 try:
                     self._write(agent, entry)
                 except (OSError, RuntimeError) as exc:  # derived data: the next start rebuilds
@@ -314,6 +473,23 @@ class VectorIndex:
         for old in self.directory.glob(f"{prefix}*"):
             if old.suffix in (".usearch", ".tmp") and old.name != name:
                 old.unlink(missing_ok=True)  # a concurrent saver's file: it then rebuilds, never errs
+        self._drop_legacy(agent)
+
+    def _drop_legacy(self, agent: str) -> None:
+        """Remove the agent's files saved under the name without the model, when they hold this
+        model's index (now saved under its own name); another model's stay."""
+        assert self.directory is not None
+        legacy = self.directory / f"{self._legacy_prefix(agent)}.json"
+        try:
+            meta = json.loads(legacy.read_text())
+        except (OSError, ValueError):
+            return
+        if (meta.get("model"), meta.get("dim")) != (self.model, self.dimensions):
+            return
+        name = meta.get("file")
+        legacy.unlink(missing_ok=True)
+        if isinstance(name, str) and Path(name).name == name and name.startswith(self._legacy_prefix(agent)):
+            (self.directory / name).unlink(missing_ok=True)
 
 
 def _fsync(path: Path) -> None:
