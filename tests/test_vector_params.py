@@ -40,9 +40,9 @@ class CountingSource(SQLiteVectorSource):
         yield from super().load(agent)
 
 
-def filled_store(path: Path, count: int = 300) -> SQLiteStore:
-    embedder = HashEmbedder(DIM)
-    store = SQLiteStore(path, embedding_model=embedder.name, dimensions=DIM)
+def filled_store(path: Path, count: int = 300, dim: int = DIM) -> SQLiteStore:
+    embedder = HashEmbedder(dim)
+    store = SQLiteStore(path, embedding_model=embedder.name, dimensions=dim)
     vectors = embedder.embed_passages([f"memory {i} about topic {i % 17} and item {i % 5}" for i in range(count)])
     rows = []
     factory = FragmentFactory()

@@ -11,6 +11,7 @@ neither a crash nor another writer ever costs a wrong answer.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -18,6 +19,7 @@ import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +141,7 @@ class VectorIndex:
         self._agents: dict[str, _AgentIndex] = {}
         self._opening: dict[str, threading.Lock] = {}  # an agent's index being opened (loaded or built)
         self._builds: set[_Building] = set()  # background builds still running (some maybe called off)
+        _OPEN.add(self)
         self._lock = threading.Lock()
         self._closed = threading.Event()
 
@@ -418,19 +421,32 @@ class VectorIndex:
     def rebuild(self, agent: str) -> int:
         """Rebuild the agent's index from the database and replace its saved copy. A removal only
         marks a vector deleted (its bytes stay in memory and in the next saved file); after an
-        erasure nothing of the removed vectors may remain. How many files were rewritten."""
+        erasure nothing of the removed vectors may remain. An agent with few vectors is rebuilt
+        at once and saved; a large one's saved copy is removed at once and its graph built in the
+        background from the vectors as they are now (its searches exact meanwhile, the graph saved
+        when done). How many saved copies were replaced or removed."""
         entry = self._get(agent)
         with entry.lock:
-            if entry.building is not None:  # its vectors (the erased ones among them) go now
-                entry.building.stop.set()
-                entry.building = None
-            clock = self.source.clock()
-            entry.index = self._build(agent)
-            entry.stamp, entry.saved, entry.built_with = clock, None, self.ef_construction
+            self._renew(agent, entry, self.source.clock())  # a build under way (the erased vectors in it) is called off
+            entry.saved = None
             if self.directory is None:
                 return 0
-            self._write(agent, entry)
+            if entry.building is None:
+                self._write(agent, entry)
+            else:
+                self._remove_saved(agent)
             return 1
+
+    def _remove_saved(self, agent: str) -> None:
+        """Remove the agent's saved copy of this model's index (a rebuild in the background
+        saves a new one when done)."""
+        assert self.directory is not None
+        prefix = self._prefix(agent)
+        (self.directory / f"{prefix}.json").unlink(missing_ok=True)
+        for old in self.directory.glob(f"{prefix}*"):
+            if old.suffix in (".usearch", ".tmp"):
+                old.unlink(missing_ok=True)
+        self._drop_legacy(agent)
 
     def save(self) -> None:
         """Persist every loaded index that changed, stamped with what it has really seen."""
@@ -490,6 +506,17 @@ class VectorIndex:
         legacy.unlink(missing_ok=True)
         if isinstance(name, str) and Path(name).name == name and name.startswith(self._legacy_prefix(agent)):
             (self.directory / name).unlink(missing_ok=True)
+
+
+_OPEN: weakref.WeakSet[VectorIndex] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """A process that exits without closing its store (a script, an interrupted command) still
+    calls its background builds off: exiting while usearch's threads run aborts the process."""
+    for index in list(_OPEN):
+        index.close(wait_s=10.0)
 
 
 def _fsync(path: Path) -> None:
