@@ -267,6 +267,7 @@ class VectorIndex:
             with entry.lock:
                 if entry.building is not building or self._closed.is_set():
                     return  # rebuilt meanwhile (an erasure), or the store closed
+                index.expansion_search = self.ef_search  # type: ignore[misc]  # set_ef_search may have come meanwhile
                 entry.index, entry.building = index, None
                 log.info("vector index for an agent: graph built over %d vectors", len(index))
                 if self.directory is not None:
@@ -282,8 +283,13 @@ class VectorIndex:
         """Whether the agent's graph is built (after waiting up to `timeout` seconds for a
         background build; None waits for it)."""
         entry = self._get(agent)
-        building = entry.building
-        return building is None or building.done.wait(timeout) and entry.building is None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (building := entry.building) is not None:
+            if not building.done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                return False
+            if entry.building is building:
+                return False  # the build failed (logged): the searches stay exact
+        return True  # (a build that finished, or one that a rebuild replaced and then finished too)
 
     def close(self, wait_s: float = 30.0) -> None:
         """Call off the background builds, and wait (at most `wait_s`) for each to leave the
