@@ -196,7 +196,8 @@ def distractor_store(
         placed = import_distractors(app.store, rows, before=before)
         vectors = getattr(app.store, "vectors", None)
         if vectors is not None:
-            vectors.size(DEFAULT_AGENT)  # the graph, built once and saved by close
+            vectors.size(DEFAULT_AGENT)
+            vectors.ready(DEFAULT_AGENT)  # the graph, built once (in the background) and saved
     finally:
         app.close()
     return path, placed
