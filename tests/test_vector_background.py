@@ -6,6 +6,7 @@ every agent for that long.)"""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
 from memento.models import AgentScope, CallContext, ForgetInput, ForgetMode, RecallInput, RememberInput
 from memento.settings import Settings
+from memento.storage import vectors as vectors_module
 from memento.storage.protocol import SearchFilter
 from memento.storage.sqlite_vectors import SQLiteVectorSource
 
@@ -100,8 +102,10 @@ def same(found: list[float], expected: list[float]) -> bool:
 
 
 def test_searches_are_exact_while_the_graph_builds_and_it_catches_up_and_is_saved_when_done(
-    store_path: Path, gate: threading.Event
+    store_path: Path, gate: threading.Event, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    monkeypatch.setattr(vectors_module, "BUILD_CHUNK", 8)  # progress is logged a tenth at a time
+    caplog.set_level(logging.INFO, logger="memento.storage.vectors")
     app = opened(store_path)
     try:
         vectors = app.store.vectors  # type: ignore[attr-defined]
@@ -122,6 +126,10 @@ def test_searches_are_exact_while_the_graph_builds_and_it_catches_up_and_is_save
         assert vectors.size(BIG) == 65 and vectors.held(BIG, np.array([vectors_key(app, written.id)], dtype=np.uint64)) == 1
         assert same(similarities(app, BIG, "kafka lag"), exact(app, BIG, "kafka lag"))
         assert saved.exists()  # the built graph saved at once
+        logged = [r.getMessage() for r in caplog.records if r.name == "memento.storage.vectors"]
+        assert any("building its graph over 64 vectors in the background" in m for m in logged), logged
+        assert any("graph 48/64 vectors (75%)" in m for m in logged), logged
+        assert any("graph built over 64 vectors" in m for m in logged), logged
     finally:
         app.close()
     again = opened(store_path)

@@ -259,17 +259,28 @@ class VectorIndex:
         """The background build: the graph of `building`'s vectors, put in place when done (the
         next search then catches up with what was written meanwhile) and saved."""
         try:
-            index = self._new_index()
-            for start in range(0, len(building.keys), BUILD_CHUNK):
+            index, total, began = self._new_index(), len(building.keys), time.monotonic()
+            tenth = max(1, total // 10)
+            for start in range(0, total, BUILD_CHUNK):
                 if building.stop.is_set() or self._closed.is_set():
                     return
                 index.add(building.keys[start : start + BUILD_CHUNK], building.vectors[start : start + BUILD_CHUNK], threads=2)
+                done = min(total, start + BUILD_CHUNK)
+                if done // tenth > start // tenth and done < total:  # progress, a tenth at a time
+                    took = time.monotonic() - began
+                    log.info(
+                        "vector index for an agent: graph %d/%d vectors (%d%%), ~%.0f s left",
+                        done,
+                        total,
+                        100 * done // total,
+                        took * (total - done) / done,
+                    )
             with entry.lock:
                 if entry.building is not building or self._closed.is_set():
                     return  # rebuilt meanwhile (an erasure), or the store closed
                 index.expansion_search = self.ef_search  # type: ignore[misc]  # set_ef_search may have come meanwhile
                 entry.index, entry.building = index, None
-                log.info("vector index for an agent: graph built over %d vectors", len(index))
+                log.info("vector index for an agent: graph built over %d vectors in %.0f s", len(index), time.monotonic() - began)
                 if self.directory is not None:
                     self._write(agent, entry)  # a restart loads it instead of building again
         except Exception:  # derived data: the exact search goes on; the next start builds again
