@@ -9,6 +9,7 @@ unchanged: versions, dates, times, ports, UUIDs, git SHAs, prices, code identifi
 
 from __future__ import annotations
 
+import re
 import signal
 from datetime import UTC, datetime
 from pathlib import Path
@@ -300,5 +301,8 @@ async def test_planted_secrets_reach_no_file_over_a_real_transport(tmp_path: Pat
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "m.db" for p in files) and any(p.name == "memento.log" for p in files)
     written = b"\n".join(p.read_bytes() for p in files) + repr(replies).encode()
-    for secret in (GH_TOKEN, PASSWORD, KOREAN_PASSWORD, EMAIL_ADDRESS, WIDE_PHONE, normalise(WIDE_PHONE), "9876"):
+    for secret in (GH_TOKEN, PASSWORD, KOREAN_PASSWORD, EMAIL_ADDRESS, WIDE_PHONE, normalise(WIDE_PHONE)):
         assert secret.encode() not in written, f"{secret!r} was written"
+    # The phone's digits in any width or separation; four digits alone turn up by chance in binary pages and ids.
+    phone = re.compile("(?:9876|９８７６)[^0-9]{0,9}(?:5432|５４３２)".encode())
+    assert not phone.search(written), "the phone's digits were written"
