@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memento import factory
 from memento.analysis import extract_keywords
 from memento.factory import FragmentFactory, TokenCounter, content_hash, infer_ttl, new_fragment_id, truncate
 from memento.models import FragmentType, TTLTier
@@ -116,6 +117,24 @@ def test_token_encoding_loads_on_first_use_not_at_construction() -> None:
     counter.warm_up()
     assert counter._encode is not None
     assert counter.count("hello world") == 2
+
+
+def test_token_counts_kept_for_short_texts_are_the_encoders_and_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = TokenCounter()
+    counter.warm_up()
+    assert counter._encode is not None
+    encode = counter._encode
+    calls: list[str] = []
+    counter._encode = lambda text: calls.append(text) or encode(text)  # type: ignore[func-returns-value]
+    short, long = "Deploys go through the staging cluster first.", "word " * (factory.COUNTED_CHARS // 4)
+    assert [counter.count(short) for _ in range(3)] == [len(encode(short))] * 3
+    assert calls == [short]  # counted once, then kept
+    assert [counter.count(long) for _ in range(2)] == [len(encode(long))] * 2
+    assert calls.count(long) == 2  # a long text is counted every time, never kept
+    monkeypatch.setattr(factory, "COUNTED_TEXTS", 10)
+    for i in range(25):
+        assert counter.count(f"note number {i}") == len(encode(f"note number {i}"))
+        assert len(counter._counted) <= 10
 
 
 def test_fragment_ids_are_frag_and_16_hex() -> None:

@@ -46,3 +46,20 @@ def test_concurrent_clients_with_mixed_tools_see_no_errors(tmp_path: Path) -> No
     assert {tool for tool, figures in summary["tools"].items() if figures["calls"]} == TOOLS  # every tool was called
     assert [m["server"] for m in summary["memory"]] == ["sqlite"] and summary["memory"][0]["end_mib"] > 0
     assert "error rate" in done.stdout and "p99" in done.stdout and "memory" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_call_cost_bench_prints_a_row_per_call_it_timed() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "call_cost.py"), "--tools", "tools/list,recall,remember", "--calls", "5", "--memories", "3"],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r[0].strip() for r in rows] == ["tools/list", "recall", "remember"]
+    for _, calls, cpu, wall in rows:
+        assert int(calls) == 5 and float(cpu) >= 0 and float(wall) > 0

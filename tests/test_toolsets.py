@@ -16,9 +16,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_helpers import SERVE, TIMEOUT_S, TOOL_NAMES, server_env, start_http_server
 
 from memento.errors import InvalidArgument
-from memento.mcp import versions
+from memento.mcp import toolsets, versions
 from memento.mcp.tools import TOOLS, ToolSpec
-from memento.mcp.toolsets import REGISTRY, Toolset, ToolsetRegistry, list_tokens
+from memento.mcp.toolsets import REGISTRY, Toolset, ToolsetRegistry, list_tokens, tool_definitions
 from memento.models import MemoryStatsInput
 from memento.results import StatsResult
 from memento.service import MemoryService
@@ -217,3 +217,15 @@ def test_structured_output_is_opt_in() -> None:
         assert "outputSchema" not in plain and structured["outputSchema"]["type"] == "object", spec.name
         assert "outputSchema" not in spec.definition("2025-03-26", structured=True)  # not defined before 2025-06-18
     assert list_tokens(TOOLS, "2025-11-25", structured=True) > list_tokens(TOOLS, "2025-11-25")
+
+
+def test_tools_list_entries_are_built_once_and_each_caller_gets_its_own_copy() -> None:
+    tools = REGISTRY.select("all")
+    for version in (*versions.SUPPORTED, versions.STATELESS):
+        first = tool_definitions(tools, version)
+        first[0]["inputSchema"]["properties"].clear()  # a caller changing its copy (as 2026-07-28's handles do)
+        first.append({"name": "intruder"})
+        again = tool_definitions(tools, version)
+        assert again == toolsets._build_definitions(tools, version, structured=False)  # as built afresh
+        assert again[0]["inputSchema"]["properties"] and all(d["name"] != "intruder" for d in again)
+        assert tool_definitions(tools, version, structured=True) == toolsets._build_definitions(tools, version, structured=True)

@@ -72,6 +72,10 @@ def _masked(keyword: str) -> bool:
     return any(p.lower() in keyword for p in PLACEHOLDERS.values())
 
 
+COUNTED_TEXTS = 8_192  # token counts kept (at most ~16 MB of text)
+COUNTED_CHARS = 2_000  # a longer text is counted every time
+
+
 class TokenCounter:
     """cl100k_base token counts (bundled offline), falling back to ceil(chars / 4).
 
@@ -82,6 +86,7 @@ class TokenCounter:
         self._lock = threading.Lock()
         self._loaded = False
         self._encode: Callable[[str], list[int]] | None = None
+        self._counted: dict[str, int] = {}  # short texts' counts: recall counts the same memories again and again
 
     def warm_up(self) -> None:
         """Load the encoding now (idempotent, thread-safe)."""
@@ -108,7 +113,14 @@ class TokenCounter:
         self.warm_up()
         if self._encode is None:
             return math.ceil(len(text) / 4)
-        return len(self._encode(text))
+        if len(text) > COUNTED_CHARS:
+            return len(self._encode(text))
+        found = self._counted.get(text)
+        if found is None:
+            if len(self._counted) >= COUNTED_TEXTS:
+                self._counted.clear()  # all at once: cheaper than an order to keep, and soon refilled
+            found = self._counted[text] = len(self._encode(text))
+        return found
 
 
 class FragmentFactory:

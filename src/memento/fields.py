@@ -3,6 +3,7 @@ scalars with the limits of seed 000 §6, tags, and the checks on JSON objects an
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -58,11 +59,16 @@ class OperationInput(BaseModel):
     @classmethod
     def _one_spelling(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            for name in cls.model_fields:
-                snake = to_snake(name)
-                if snake != name and name in data and snake in data:
+            for name, snake in _two_spellings(cls):
+                if name in data and snake in data:
                     raise ValueError(f"{name} and {snake} are the same parameter: give one")
         return data
+
+
+@functools.cache
+def _two_spellings(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """A model's fields that have a snake_case spelling besides their own (per class, once)."""
+    return tuple((name, to_snake(name)) for name in model.model_fields if to_snake(name) != name)
 
 
 def non_blank(value: str | None) -> str | None:

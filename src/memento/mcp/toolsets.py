@@ -96,8 +96,26 @@ def selected_tools(spec: str) -> tuple[ToolSpec, ...]:
     return REGISTRY.select(spec)
 
 
+_DEFINED: dict[tuple[tuple[ToolSpec, ...], str, bool], str] = {}  # tools/list entries as JSON, per toolset and revision
+_DEFINED_MAX = 64
+
+
 def tool_definitions(tools: Sequence[ToolSpec], version: str, *, structured: bool = False) -> list[dict[str, Any]]:
-    """The `tools/list` entries of `tools` for the negotiated version (task support included)."""
+    """The `tools/list` entries of `tools` for the negotiated version (task support included).
+    Built once per toolset, revision and output mode (the JSON schemas of ~20 input models take
+    ~10 ms, which every session's listing paid); each caller gets its own copy."""
+    key = (tuple(tools), version, structured)
+    text = _DEFINED.get(key)
+    if text is None:
+        text = json.dumps(_build_definitions(tools, version, structured=structured))
+        if len(_DEFINED) >= _DEFINED_MAX:
+            _DEFINED.clear()
+        _DEFINED[key] = text
+    found: list[dict[str, Any]] = json.loads(text)
+    return found
+
+
+def _build_definitions(tools: Sequence[ToolSpec], version: str, *, structured: bool) -> list[dict[str, Any]]:
     definitions: list[dict[str, Any]] = []
     for spec in tools:
         definition = spec.definition(version, structured=structured)

@@ -31,20 +31,29 @@ def parse_ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
+def _json_list(text: str) -> list[Any]:
+    """A JSON array column; most rows hold an empty one, which needs no parser."""
+    return [] if text == "[]" else json.loads(text)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    return {} if text == "{}" else json.loads(text)
+
+
 def _row_to_fragment(row: sqlite3.Row) -> Fragment:
     return Fragment(
         id=row["id"],
         content=row["content"],
         topic=row["topic"],
         type=FragmentType(row["type"]),
-        keywords=json.loads(row["keywords"]),
+        keywords=_json_list(row["keywords"]),
         importance=row["importance"],
         content_hash=row["content_hash"],
         agent_id=row["agent_id"],
         ttl_tier=TTLTier(row["ttl_tier"]),
         created_at=parse_ts(row["created_at"]) or datetime.now(UTC),
         source=row["source"],
-        linked_to=json.loads(row["linked_to"]),
+        linked_to=_json_list(row["linked_to"]),
         access_count=row["access_count"],
         accessed_at=parse_ts(row["accessed_at"]),
         estimated_tokens=row["estimated_tokens"],
@@ -55,9 +64,9 @@ def _row_to_fragment(row: sqlite3.Row) -> Fragment:
         has_embedding=bool(row["has_embedding"]),
         seq=row["seq"],
         confidence=row["confidence"],
-        tags=json.loads(row["tags"]),
+        tags=_json_list(row["tags"]),
         context=row["context"],
-        metadata=json.loads(row["metadata"]),
+        metadata=_json_object(row["metadata"]),
         expires_at=parse_ts(row["expires_at"]),
         pinned=bool(row["pinned"]),
         memory_system=MemorySystem(row["memory_system"]),
