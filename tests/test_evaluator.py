@@ -200,6 +200,30 @@ def test_the_heuristic_prefers_specific_actionable_text_and_finds_number_and_neg
     assert heuristic(fragment(app, port), near).contradicts == (port_b, never)
 
 
+# Lines of one template that name different things: close in meaning, other numbers, no contradiction.
+TEMPLATE = [
+    f"Build {n} finished: uploaded package {name} to the internal registry in {s} seconds."
+    for n, name, s in ((101, "alpha", 42), (102, "beta", 57), (103, "gamma", 61), (104, "delta", 38), (105, "epsilon", 44))
+]
+
+
+def test_the_offline_judge_links_a_real_contradiction_not_lines_of_one_template(make_app: Callable[..., App]) -> None:
+    app = make_app(MEMENTO_EVALUATOR_PROVIDER="heuristic")
+    lines = [remember(app, text) for text in TEMPLATE]
+    port_a, port_b = remember(app, PORT_A), remember(app, PORT_B)
+    cache_on = remember(app, "The response cache is enabled for the search API in production.")
+    cache_off = remember(app, "The response cache is disabled for the search API in production.")
+    assert evaluator(app).drain().done == len(TEMPLATE) + 4
+    near = [Neighbour(fragment(app, other), 0.9) for other in lines[1:]]
+    assert heuristic(fragment(app, lines[0]), near).contradicts == ()  # close, other numbers, other names
+    for line in lines:
+        assert fragment(app, line).linked_to == []
+    assert port_a in fragment(app, port_b).linked_to and cache_on in fragment(app, cache_off).linked_to
+    done = {j.fragment_id: j.result or {} for j in app.store.evaluation_jobs(AgentScope("alice"), "done", 20)}
+    assert all(done[line]["contradicts"] == [] for line in lines)
+    assert done[port_b]["contradicts"] == [port_a]
+
+
 def test_a_models_answer_is_read_strictly() -> None:
     assert parse_answer('{"informational": 1, "specificity": 0.5, "actionability": 0, "contradicts": ["x"]}', ["x"]) == (1, 0.5, 0, ("x",))
     assert parse_answer('```json\n{"informational": 1, "specificity": 1, "actionability": 1}\n```', [])[3] == ()

@@ -18,6 +18,7 @@ from migration_helpers import sqlite_store_before
 
 from memento.errors import NotFound
 from memento.lifecycle.consolidate import STAGES
+from memento.lifecycle.sleep_text import texts_conflict
 from memento.models import (
     AgentScope,
     CallContext,
@@ -365,3 +366,33 @@ def test_put_reviews_refuses_another_namespaces_memory(service: MemoryService, c
     with pytest.raises(NotFound):
         service.review_store.put_reviews(AgentScope("agent-a"), [card], ())
     assert cards(service, "agent-b") == {}
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "conflict"),
+    [
+        (PORTS[0], PORTS[1], True),
+        ("The staging database listens on port 5432.", "The staging database now listens on port 6543 after the migration.", True),
+        ("The staging database listens on port 5432.", "The staging database does not listen on port 5432.", True),
+        ("The cache is enabled in production.", "The cache is disabled in production.", True),
+        ("The cache is not disabled in production.", "The cache is enabled in production.", False),
+        ("The integration tests passed on main.", "The integration tests failed on main.", True),
+        ("Meeting with Bob at 3pm on Friday.", "Meeting with Bob at 4pm on Friday.", True),
+        ("캐시가 켜져 있다.", "캐시가 켜져 있지 않다.", True),
+        (
+            "Build 101 finished: uploaded package alpha to the registry.",
+            "Build 102 finished: uploaded package beta to the registry.",
+            False,
+        ),
+        ("fresh note 3: the build 3 ran on runner 21", "fresh note 5: the build 5 ran on runner 35", False),
+        ("Deploy the API at 09:30 with 3 replicas.", "Deploy the API at 11:00 with 3 replicas.", True),
+        ("(load note 12) Fast JSON parser for Python", "(load note 13) Asynchronous HTTP client for Python", False),
+        ("I went to the store yesterday.", "I did not go to the gym yesterday.", False),
+        ("The tests pass on Linux.", "The tests don't pass on Windows.", False),
+        ("Alice owns the billing service since 2021.", "Bob owns the billing service since 2023.", False),
+        ("Deploys go out at 10:00. Rollbacks need approval.", "Rollbacks do not need approval.", True),
+    ],
+)
+def test_two_texts_conflict_when_nearly_the_same_words_are_negated_or_give_other_numbers(first: str, second: str, conflict: bool) -> None:
+    assert texts_conflict(first, second) is conflict
+    assert texts_conflict(second, first) is conflict

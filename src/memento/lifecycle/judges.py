@@ -2,7 +2,7 @@
 
 Two judges: `heuristic` (offline, deterministic, the default) scores informational value,
 specificity and actionability from the text and finds contradictions among close neighbours by
-negation or number mismatch; `ModelJudge` asks a language model (an OpenAI-compatible server,
+negation or number mismatch (sleep_text's test); `ModelJudge` asks a language model (an OpenAI-compatible server,
 Gemini, or the MCP client's model through sampling) for the same judgement as strict JSON.
 """
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..errors import MementoError
 from ..models import Complete, Fragment, FragmentType
+from .sleep_text import texts_conflict
 
 CONTRADICTION_SIMILARITY = 0.6  # calibrated: close enough to be about the same thing
 MAX_NEIGHBOUR_CHARS = 400
@@ -26,9 +27,6 @@ _WORD = re.compile(r"[\w'’-]+", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b", re.I)
 _IDENTIFIER = re.compile(r"[\w-]+(?:[./:_][\w-]+)+|`[^`]+`")
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|doesn't|don't|didn't|wasn't|without|disabled?)\b|n't\b", re.I
-)
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|probably|possibly|might|i think|i guess|seems?|apparently|not sure|unclear|somewhat)\b", re.I)
 _IMPERATIVE = re.compile(
     r"^(?:always|never|use|run|set|avoid|call|install|configure|prefer|add|remove|check|make|keep|do|don't|restart|deploy|enable|disable)\b",
@@ -110,15 +108,12 @@ def heuristic(memory: Fragment, neighbours: Sequence[Neighbour]) -> Judgement:
 
 
 def contradicts_heuristically(text: str, neighbour: Neighbour) -> bool:
-    """About the same thing (high similarity) yet one denies what the other says, or they give
-    different numbers."""
+    """About the same thing (high similarity), and a sentence of each says nearly the same words
+    but one denies what the other says, or the same words with other numbers (sleep_text's test:
+    two lines of one template that name different things are not a contradiction)."""
     if neighbour.similarity < CONTRADICTION_SIMILARITY:
         return False
-    other = neighbour.fragment.detail or neighbour.fragment.content
-    if bool(_NEGATION.search(text)) != bool(_NEGATION.search(other)):
-        return True
-    mine, theirs = set(_NUMBER.findall(text)), set(_NUMBER.findall(other))
-    return bool(mine and theirs and mine != theirs)
+    return texts_conflict(text, neighbour.fragment.detail or neighbour.fragment.content)
 
 
 # ---------------------------------------------------------------- a model's judgement

@@ -4,8 +4,14 @@ language model when one is available, else extracted from the episodes, never in
 
 Two sentences *agree* when they share most of their content words (`AGREE` of the shorter one's),
 state the same numbers and are both affirmative or both negated. They *conflict* when they share
-nearly all their content words (`CONFLICT`) but one is negated and the other is not, or both
-state numbers and the numbers differ ("the API listens on port 8080" / "... on port 9090").
+nearly all their content words (`CONFLICT`) but one is negated and the other is not ("the cache
+is enabled" / "the cache is disabled": a few antonyms count as the word negated), or when every
+content word of the shorter one is in the other and both state numbers that differ ("the API
+listens on port 8080" / "the API now listens on port 9090"). Numbers need every word: two lines
+of one template ("build 101 uploaded package alpha" / "build 102 uploaded package beta") differ
+in a word too, and are two facts, not one fact with two values; so do lines whose numbers differ
+in more than one place. The evaluator's offline judge
+uses the same test (`texts_conflict`), so a contradiction means one thing everywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from ..models import Complete, Fragment
 
 AGREE = 0.6
 CONFLICT = 0.8
+NUMBERS_CONFLICT = 1.0  # numbers differ: the shorter sentence's every content word in the other
 MIN_TERMS = 2  # a sentence with fewer content words says too little to agree or conflict on
 MAX_SENTENCES = 3
 MAX_STATEMENT_CHARS = 600
@@ -31,6 +38,23 @@ NEGATIONS = frozenset(
     """not no never none nothing nobody neither nor cannot can't don't doesn't didn't isn't aren't wasn't weren't
     won't wouldn't shouldn't couldn't hasn't haven't hadn't mustn't without 안 못 않 않다 않는다 않았다 없다 없음""".split()
 )
+# A word that says the opposite of another: counted as that word, negated ("disabled" = not "enabled").
+ANTONYMS = {
+    stem(a): stem(b)
+    for a, b in (
+        ("disabled", "enabled"),
+        ("false", "true"),
+        ("failed", "passed"),
+        ("unavailable", "available"),
+        ("invalid", "valid"),
+        ("incorrect", "correct"),
+        ("unsupported", "supported"),
+        ("denied", "allowed"),
+        ("forbidden", "allowed"),
+        ("rejected", "accepted"),
+        ("offline", "online"),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -45,8 +69,10 @@ class Sentence:
 
 def parse(text: str) -> Sentence:
     tokens = words(text)
-    negated = any(t in NEGATIONS for t in tokens)
-    terms = frozenset(stem(t) for t in tokens if t not in STOPWORDS and t not in NEGATIONS and not NUMBER.fullmatch(t))
+    stems = [stem(t) for t in tokens if t not in STOPWORDS and t not in NEGATIONS and not any(c.isdigit() for c in t)]
+    flipped = sum(1 for t in stems if t in ANTONYMS) % 2 == 1
+    negated = any(t in NEGATIONS for t in tokens) != flipped
+    terms = frozenset(ANTONYMS.get(t, t) for t in stems)
     return Sentence(text.strip(), terms, frozenset(NUMBER.findall(text)), negated)
 
 
@@ -66,9 +92,23 @@ def agree(a: Sentence, b: Sentence) -> bool:
 
 
 def conflict(a: Sentence, b: Sentence) -> bool:
-    if _overlap(a, b) < CONFLICT:
-        return False
-    return a.negated != b.negated or bool(a.numbers and b.numbers and a.numbers != b.numbers)
+    overlap = _overlap(a, b)
+    if a.negated != b.negated:
+        return overlap >= CONFLICT
+    return _one_value_apart(a.numbers, b.numbers) and overlap >= NUMBERS_CONFLICT
+
+
+def _one_value_apart(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Both state numbers, and one value stands in for another ("port 8080" / "port 9090"); when
+    several differ ("note 3: build 3 ran on runner 21" / "note 5: build 5 ran on runner 35") the
+    numbers name other things, as a template's lines do."""
+    return bool(a and b) and len(a - b) == 1 and len(b - a) == 1
+
+
+def texts_conflict(a: str, b: str) -> bool:
+    """Whether a sentence of `a` and one of `b` contradict each other."""
+    theirs = sentences(b)
+    return any(conflict(x, y) for x in sentences(a) for y in theirs)
 
 
 def text_of(fragment: Fragment) -> str:
