@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from memento.embeddings import LocalE5Embedder, build_embedder
 from memento.embeddings.cpu import TICKS, OtherLoad, ThreadBudget, choose_threads, machine_cpu_seconds, parse_setting, usable_cores
+from memento.embeddings.local import PASSAGE_CHUNK
 from memento.settings import Settings
 
 
@@ -199,5 +200,5 @@ class TestLocalModel:
             engine.passage, engine.query = real_passage, real_query
         assert q.shape == (384,)
         assert result and result[0].shape == (64, 384)
-        assert order.count("p") == 8  # 64 passages in chunks of 8
+        assert order.count("p") == 64 // PASSAGE_CHUNK  # 64 passages in chunks
         assert order.index("q") < len(order) - 1, order  # the query did not wait for the whole backlog

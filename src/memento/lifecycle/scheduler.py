@@ -159,6 +159,9 @@ class Scheduler:
             return "skipped"
         try:
             done = self.runner.run_consolidation(agent, trigger, due_since=due_since, progress=self._between_stages)
+        except Interrupted as exc:  # the server is stopping: recorded as an error run, not a failure to report
+            log.info("scheduled consolidation (%s, %s) ended: %s", trigger, agent or "every namespace", exc)
+            return "error"
         except Exception:
             log.exception("scheduled consolidation (%s, %s) failed", trigger, agent or "every namespace")
             return "error"
