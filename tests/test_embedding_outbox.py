@@ -27,6 +27,7 @@ from memento.embeddings.protocol import EmbeddingFailed
 from memento.graph_inputs import CreateEntitiesInput, EntityInput, StoreMemoryInput
 from memento.models import AgentScope, AmendInput, CallContext, ChangeEvent, MemoryStatsInput, RecallInput, RememberInput
 from memento.ops.metrics import ops_state
+from memento.outbox import Pace
 from memento.settings import Settings
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -281,8 +282,13 @@ def test_a_recall_waits_for_a_write_it_can_see_embedded_in_time_not_for_a_backlo
     outbox, agents = app.service.outbox, ("default",)
     waited: list[bool] = []
     try:
-        remember(app, "the first note shows the worker's pace")
-        assert app.service.settle(30)  # half a second a text, as measured by the worker
+        embedder.gate = threading.Event()
+        remember(app, "the first note shows the worker its pace")
+        assert embedder.entered.wait(10)  # the worker holds a batch of one
+        for i in range(4):
+            remember(app, f"warm-up note {i} for a batch of four")
+        embedder.gate.set()
+        assert app.service.settle(30)  # batches of one and four rows: half a second a row, no fixed cost
         embedder.gate, embedder.entered = threading.Event(), threading.Event()
         one = remember(app, "the nightly export lands in the archive bucket")
         assert embedder.entered.wait(10)  # the worker holds it
@@ -308,3 +314,17 @@ def test_a_recall_waits_for_a_write_it_can_see_embedded_in_time_not_for_a_backlo
         if embedder.gate is not None:
             embedder.gate.set()
         app.close()
+
+
+def test_the_pace_tells_a_providers_fixed_cost_a_call_from_its_cost_a_row() -> None:
+    remote, local, unknown = Pace(), Pace(), Pace()
+    assert unknown.seconds(5) is None  # nothing embedded yet: no reason to give up waiting
+    for rows, seconds in ((1, 0.2), (3, 0.21), (1, 0.19), (6, 0.2)):
+        remote.add(rows, seconds)  # a remote provider: the call costs, the rows hardly
+    for rows in (1, 3, 64, 20, 64):
+        local.add(rows, 0.008 * rows)  # the local model: every row costs the same
+    assert remote.seconds(2) == pytest.approx(0.2, abs=0.02) and (remote.seconds(60) or 0) < 0.5  # not sixty calls' worth (12 s)
+    assert local.seconds(2) == pytest.approx(0.016, abs=0.002) and local.seconds(100) == pytest.approx(0.8, abs=0.02)
+    one_size = Pace()
+    one_size.add(1, 0.2)
+    assert one_size.seconds(3) == pytest.approx(0.2)  # a call or three rows? the optimistic reading: one call

@@ -34,7 +34,35 @@ MAINTENANCE = AgentScope("system")  # sees every namespace (models.MAINTENANCE_A
 FIRST_BACKOFF_S = 0.5
 ENTITY_PAGE = 100
 POLL_S = 0.05  # how often a waiter looks at the provider's health while it waits
-PACE_WEIGHT = 0.3  # weight of the latest batch in the worker's seconds-a-row estimate
+PACE_KEEP = 0.8  # each batch weighs this much more in the worker's pace than the one before it
+
+
+class Pace:
+    """How long the provider takes for a batch of n rows, fitted over the worker's recent batches
+    as t = call + row·n (each batch weighing PACE_KEEP times the next): a local model's time grows
+    with the rows (call near 0), a remote provider's is mostly the call (row near 0). While every
+    batch so far had one size the two cannot be told apart, and the estimate is the optimistic
+    one: a batch of up to BACKFILL_BATCH rows as long as those."""
+
+    def __init__(self) -> None:
+        self.w = self.n = self.t = self.nn = self.nt = 0.0
+
+    def add(self, rows: int, seconds: float) -> None:
+        k = PACE_KEEP
+        self.w, self.n, self.t = k * self.w + 1, k * self.n + rows, k * self.t + seconds
+        self.nn, self.nt = k * self.nn + rows * rows, k * self.nt + rows * seconds
+
+    def seconds(self, rows: int) -> float | None:
+        """The time `rows` rows would take the worker (None: nothing embedded yet)."""
+        if self.w == 0:
+            return None
+        calls = -(-rows // BACKFILL_BATCH)
+        mean_n, mean_t = self.n / self.w, self.t / self.w
+        spread = self.nn / self.w - mean_n * mean_n
+        if spread < 0.25:  # one batch size so far
+            return calls * mean_t
+        row = max(0.0, (self.nt / self.w - mean_n * mean_t) / spread)
+        return calls * max(0.0, mean_t - row * mean_n) + row * rows
 
 
 def entity_text(name: str, description: str | None) -> str:
@@ -67,7 +95,7 @@ class EmbeddingOutbox:
         self._thread: threading.Thread | None = None
         self._backoff_skip = False  # drain asked for a try now, not after the back-off
         self._redo: set[str] = set()  # rows that may hold a vector of an older text: embedded again
-        self._pace: float | None = None  # seconds a row has taken lately (None: nothing embedded yet)
+        self._pace = Pace()  # how long the provider has taken for the worker's recent batches
 
     # ------------------------------------------------------------ the write side
 
@@ -131,18 +159,17 @@ class EmbeddingOutbox:
         return True
 
     def _later_than(self, owed: set[str], left: float) -> bool:
-        """Whether, at the worker's recent pace, the last of `owed` will not be embedded within
-        `left` seconds (with the lock held): rows are embedded in the order they were
+        """Whether, at the worker's recent pace (Pace), the last of `owed` will not be embedded
+        within `left` seconds (with the lock held): rows are embedded in the order they were
         acknowledged, so the rows ahead of it count as well. A recall behind a long backlog (a
         burst of writes, a busy machine) then goes on at once instead of waiting out the whole
         wait for nothing; its full-text tier finds the newest rows by their words meanwhile."""
-        if self._pace is None:
-            return False
         ahead = 0
         for position, fid in enumerate((*self._fragments, *self._entity_ids), start=1):
             if fid in owed:
                 ahead = position
-        return ahead * self._pace > left
+        needed = self._pace.seconds(ahead)
+        return needed is not None and needed > left
 
     def drain(self, timeout_s: float, *, sweep: bool = True) -> bool:
         """Wait at most `timeout_s` until nothing acknowledged is pending (and, `sweep`, the sweep
@@ -295,8 +322,7 @@ class EmbeddingOutbox:
             took = time.perf_counter() - started
             self.observers.embedding_batch(len(todo), took, None)
             with self._cond:
-                pace = took / len(todo)
-                self._pace = pace if self._pace is None else PACE_WEIGHT * pace + (1 - PACE_WEIGHT) * self._pace
+                self._pace.add(len(todo), took)
                 self._redo.difference_update(ids)
                 self._redo.update(stale)
                 self._fragments.update(stale)
