@@ -2,8 +2,9 @@
 
 Two judges: `heuristic` (offline, deterministic, the default) scores informational value,
 specificity and actionability from the text and finds contradictions among close neighbours by
-negation or number mismatch (sleep_text's test); `ModelJudge` asks a language model (an OpenAI-compatible server,
-Gemini, or the MCP client's model through sampling) for the same judgement as strict JSON.
+negation or number mismatch (sleep_text's test); `ModelJudge` asks a language model (an
+OpenAI-compatible server, Gemini, or the MCP client's model through sampling) for the same
+judgement as strict JSON.
 """
 
 from __future__ import annotations

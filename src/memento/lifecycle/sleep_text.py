@@ -10,8 +10,8 @@ content word of the shorter one is in the other and both state numbers that diff
 listens on port 8080" / "the API now listens on port 9090"). Numbers need every word: two lines
 of one template ("build 101 uploaded package alpha" / "build 102 uploaded package beta") differ
 in a word too, and are two facts, not one fact with two values; so do lines whose numbers differ
-in more than one place. The evaluator's offline judge
-uses the same test (`texts_conflict`), so a contradiction means one thing everywhere.
+in more than one place. The evaluator's offline judge uses the same test (`texts_conflict`), so a
+contradiction means one thing everywhere.
 """
 
 from __future__ import annotations
