@@ -205,6 +205,16 @@ async def test_consolidation_of_slight_variations(server: HttpServer) -> None:
         assert stats["total_memories"] == 2
         hits = await a.call("recall_memories", query="React hooks", search_mode="keyword")
         assert len(hits["results"]) == 1 and set(hits["results"][0]["memory"]["tags"]) == {f"v{i}" for i in range(5)}
+        # An id merged away is not found, and the error says which memory holds its text now.
+        survivor, gone = cluster["primary_id"], cluster["absorbed_ids"][0]
+        for tool, args in (("amend", {"id": gone, "importance": 0.9}), ("link", {"fromId": gone, "toId": survivor})):
+            code, message, _ = error_of(await a.client.call_tool(tool, {**args, "agentId": a.agent}))
+            assert code == "not_found" and f"{gone} was merged into {survivor}" in message, (tool, message)
+        code, message = await a.error("delete_memories", memory_ids=[gone])
+        assert code == "not_found" and f"merged into {survivor}" in message
+    async with agent(server, "mcp-consolidate-other") as other:  # another namespace learns nothing of it
+        code, message, _ = error_of(await other.client.call_tool("amend", {"id": gone, "importance": 0.9, "agentId": other.agent}))
+        assert code == "not_found" and survivor not in message and "merged" not in message
 
 
 async def test_bad_input_is_refused_and_changes_nothing(server: HttpServer) -> None:

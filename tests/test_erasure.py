@@ -265,6 +265,26 @@ def test_text_merged_into_another_memory_is_erased_with_the_absorbed_id(
     assert both.receipt is not None and files_holding(tmp_path, [word.encode()]) == {}
 
 
+@pytest.mark.backends("sqlite", "postgres")
+def test_text_merged_twice_is_erased_from_the_last_survivor(service: MemoryService, app: App, ctx: CallContext) -> None:
+    """X merged into Y, then Y into Z: Z's trail holds X's text as `from Y: merged:X`; erasing X
+    removes it there too (and the receipt's verification finds nothing left)."""
+    word = marker()
+    x = remember(service, ctx, f"The build cache lives on volume {word}")
+    y = remember(service, ctx, "The build cache lives on the shared volume")
+    z = remember(service, ctx, "Build caches live on the shared volume")
+    service.entities.absorb_memory(None, x, y, ctx)
+    service.entities.absorb_memory(None, y, z, ctx)
+    trail = app.store.versions(AgentScope(), z)
+    assert any(word in str(v["content"]) and f"merged:{x}" in str(v["note"]) for v in trail)  # the premise
+    receipt = service.forget(ForgetInput(id=x, mode=HARD), ctx).receipt
+    assert receipt is not None and receipt.memory_ids == [x]
+    assert (z, "merged text removed") in [(d.id, d.action) for d in receipt.derived]
+    assert not any(word in str(v["content"]) or x in str(v["note"]) for v in app.store.versions(AgentScope(), z))
+    assert any(f"merged:{y}" in str(v["note"]) for v in app.store.versions(AgentScope(), z))  # Y's own text is not X's
+    assert service.verify_erasure(VerifyErasureInput(receiptId=receipt.receipt_id), ctx).verified
+
+
 def test_memories_derived_from_an_erased_one_lose_the_reference_and_are_listed(service: MemoryService, ctx: CallContext) -> None:
     original = remember(service, ctx, "The VPN gateway is vpn-old.example")
     successor = service.amend(AmendInput(id=original, content="The VPN gateway is vpn-new.example", supersedes=True), ctx).id

@@ -216,6 +216,19 @@ def test_consolidate_dry_run_reports_and_changes_nothing(agent: Agent) -> None:
     assert agent.get("/memories").json()["total"] == 2
 
 
+def test_a_memory_merged_away_answers_404_naming_where_its_text_went(agent: Agent, server: HttpServer) -> None:
+    kept = agent.store("The staging database restarts every night at two")
+    gone = agent.store("The staging database restarts every night at two sharp")  # close, not a write-time duplicate
+    done = agent.post("/memories/consolidate", {"similarity_threshold": 0.85})
+    assert done.status_code == 200 and done.json()["memories_merged"] == 1, done.text
+    for response in (agent.get(f"/memories/{gone['id']}"), agent.put(f"/memories/{gone['id']}", {"tags": ["x"]})):
+        body = problem_of(response, 404)
+        assert f"{gone['id']} was merged into {kept['id']}" in body["detail"], body
+    with client(server.url, KEY_B) as other:  # another agent is told nothing of it
+        body = problem_of(other.get(f"/memories/{gone['id']}"), 404)
+        assert kept["id"] not in body["detail"] and "merged" not in body["detail"]
+
+
 # ---------------------------------------------------------------- entities and relations
 
 

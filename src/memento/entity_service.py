@@ -337,7 +337,7 @@ class EntityService:
         scope = self.memory._scope(agent_id, ctx)
         found = self._store.get_many(scope, [memory_id])
         if not found:
-            raise NotFound(f"memory {memory_id!r} not found")
+            raise NotFound(f"memory {memory_id!r} not found", missing=(memory_id,))
         now = self._now()
         self._store.record_access([memory_id], now)
         return self._outs(scope, found, now)[0]
@@ -362,7 +362,7 @@ class EntityService:
             raise InvalidArgument("nothing to update: give at least one of " + ", ".join(UpdateMemoryInput.model_fields))
         scope = self.memory._writable(agent_id, ctx, pool=True)
         if not self._store.get_many(scope, [memory_id]):
-            raise NotFound(f"memory {memory_id!r} not found")
+            raise NotFound(f"memory {memory_id!r} not found", missing=(memory_id,))
         now = self._now()
         amendable = {k for k in fields if k != "entity_names"}
         with self._store.atomic():
@@ -401,7 +401,7 @@ class EntityService:
             targets = self._store.get_many(scope, ids)
             missing = sorted(set(ids) - {f.id for f in targets})
             if missing:
-                raise NotFound(f"memory(s) not found: {', '.join(missing[:5])}; nothing deleted")
+                raise NotFound(f"memory(s) not found: {', '.join(missing[:5])}; nothing deleted", missing=missing)
             refuse_unchangeable(scope, targets)
         else:
             targets = []
@@ -717,7 +717,7 @@ class EntityService:
         found = {f.id: f for f in self._store.get_many(scope, [absorbed_id, primary_id]) if scope.may_change(f)}
         for wanted in (absorbed_id, primary_id):
             if wanted not in found or absorbed_id == primary_id:
-                raise NotFound(f"memory {wanted!r} not found (or the same as the other); nothing merged")
+                raise NotFound(f"memory {wanted!r} not found (or the same as the other); nothing merged", missing=(wanted,))
         absorbed, primary = found[absorbed_id], found[primary_id]
         if absorbed.pinned or absorbed.is_anchor or absorbed.memory_key is not None:
             raise InvalidArgument(f"memory {absorbed_id!r} is pinned, anchored or keyed: never absorbed; nothing merged")

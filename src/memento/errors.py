@@ -1,5 +1,9 @@
 """The exception tree. Each face translates these once (tool error, HTTP status, CLI message)."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
 
 class MementoError(Exception):
     """Base of every error Memento raises on purpose."""
@@ -18,9 +22,15 @@ class InvalidArgument(MementoError):
 
 
 class NotFound(MementoError):
-    """The named thing does not exist in the caller's namespace."""
+    """The named thing does not exist in the caller's namespace. `missing`: the memory ids the
+    message names as not found (a face then says where a merge took them: service.explain)."""
 
     code = "not_found"
+
+    def __init__(self, message: str, *, missing: Sequence[str] = (), merged_into: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.missing = tuple(missing)
+        self.merged_into = dict(merged_into or {})  # {missing id: the memory that absorbed it}, once explained
 
 
 class Forbidden(MementoError):

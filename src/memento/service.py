@@ -24,7 +24,7 @@ from .access import call_scope, refuse_foreign_session, refuse_unchangeable, wri
 from .embeddings.protocol import Embedder
 from .entity_service import EntityService
 from .erasure import Erased, Erasure
-from .errors import Conflict, Forbidden, InvalidArgument, NotFound, SessionRequired, Unavailable
+from .errors import Conflict, Forbidden, InvalidArgument, MementoError, NotFound, SessionRequired, Unavailable
 from .factory import FragmentFactory, content_hash, infer_ttl
 from .lifecycle.consolidate import ConfidencePrune, Consolidator, MergeStage, Retention
 from .lifecycle.merge import Merger, MergeStore
@@ -352,6 +352,23 @@ class MemoryService:
         if self.embedder is not None and self.settings.embed_settle_ms > 0:
             self.outbox.settle(scope.visible_agents(), self.settings.embed_settle_ms / 1000)
 
+    def explain(self, exc: MementoError, ctx: CallContext, agent_id: str | None = None) -> MementoError:
+        """`exc` as a face sends it: a NotFound naming memories a merge took away (consolidation,
+        a merge proposal, an exact duplicate removed) says which memory holds their text now, among
+        those the call could see (`agent_id`: the call's own argument; storage/merged.py). Any
+        other error, or a failed lookup, as it is."""
+        if not isinstance(exc, NotFound) or not exc.missing or exc.merged_into:
+            return exc
+        try:
+            moved = self.store.merged_into(self._scope(agent_id, ctx), exc.missing)
+        except Exception:  # boundary: the hint must never hide the error it explains
+            log.warning("looking up where a missing memory was merged failed", exc_info=True)
+            return exc
+        if not moved:
+            return exc
+        told = "; ".join(f"{old} was merged into {new} (its text is in {new}'s version history): use {new}" for old, new in moved.items())
+        return NotFound(f"{exc.message}: {told}", missing=exc.missing, merged_into=moved)
+
     def embed_within(self, text: str) -> np.ndarray | None:
         """The passage vector of `text` for a write-time decision, if the provider answers within
         MEMENTO_EMBED_WRITE_WAIT_MS (else None: decided without it, embedded in the background)."""
@@ -510,7 +527,7 @@ class MemoryService:
         if inp.id is not None:
             targets = self.store.get_many(scope, [inp.id])
             if not targets:
-                raise NotFound(f"fragment {inp.id!r} not found")
+                raise NotFound(f"fragment {inp.id!r} not found", missing=(inp.id,))
             refuse_unchangeable(scope, targets)  # force never overrides the pool rule
         else:
             found = self.store.find_by_topic(scope, inp.topic or "")
@@ -562,7 +579,7 @@ class MemoryService:
                     targets = self.erasure_store.erasure_targets(scope, chosen)
             if not targets.fragments and not targets.versions:
                 if inp.id is not None:
-                    raise NotFound(f"fragment {inp.id!r} not found")
+                    raise NotFound(f"fragment {inp.id!r} not found", missing=(inp.id,))
                 return ForgetResult(deleted=[], count=0, mode="hard")  # as a soft forget of an empty topic
             refuse_unchangeable(scope, list(targets.fragments))  # force never overrides the pool rule
             self._refuse_protected(list(targets.fragments), inp.force)
@@ -632,7 +649,7 @@ class MemoryService:
         scope = self._writable(inp.agentId, ctx, pool=True)
         found = self.store.get_many(scope, [inp.id])
         if not found:
-            raise NotFound(f"fragment {inp.id!r} not found")
+            raise NotFound(f"fragment {inp.id!r} not found", missing=(inp.id,))
         old = found[0]
         refuse_unchangeable(scope, [old])  # superseding lowers the original's importance: a change too
         if inp.isAnchor and old.agent_id == DEFAULT_AGENT and not scope.may_write_pool(anchored=True):
@@ -701,7 +718,7 @@ class MemoryService:
         scope = self._writable(inp.agentId, ctx, pool=True)
         found = self.store.get_many(scope, [inp.id])
         if not found:
-            raise NotFound(f"fragment {inp.id!r} not found")
+            raise NotFound(f"fragment {inp.id!r} not found", missing=(inp.id,))
         refuse_unchangeable(scope, found)
         if found[0].pinned is pinned:
             return PinResult(id=inp.id, pinned=pinned, changed=False)

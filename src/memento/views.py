@@ -36,7 +36,7 @@ class MemoryViews:
         self.store.flush_access()
         found = self.store.get_many(self.scope(None, ctx), [fragment_id])
         if not found:
-            raise NotFound(f"fragment {fragment_id!r} not found")
+            raise NotFound(f"fragment {fragment_id!r} not found", missing=(fragment_id,))
         return FragmentView.of(found[0])
 
     def list_topics(self, ctx: CallContext, prefix: str = "", limit: int = 1000) -> list[TopicCount]:

@@ -474,10 +474,12 @@ async def call_tool(
         result = await anyio.to_thread.run_sync(call)
     except InvalidParams as exc:  # refused by the protocol itself, as the seed asks
         raise JsonRpcError(INVALID_PARAMS, exc.message) from None
-    except MementoError as exc:
-        log.info("tool %s failed: %s", spec.name, exc.code)  # the message may quote input: not logged
-        message = exc.message + (STATELESS_SESSION_HINT if isinstance(exc, SessionRequired) and versions.is_stateless(version) else "")
-        return versions.tool_error(version, exc.code, message, structured=structured)
+    except MementoError as failed:
+        log.info("tool %s failed: %s", spec.name, failed.code)  # the message may quote input: not logged
+        named = getattr(inp, "agentId", None) or getattr(inp, "agent_id", None)  # the namespace the call asked for
+        told = await anyio.to_thread.run_sync(service.explain, failed, ctx, named if isinstance(named, str) else None)
+        message = told.message + (STATELESS_SESSION_HINT if isinstance(told, SessionRequired) and versions.is_stateless(version) else "")
+        return versions.tool_error(version, told.code, message, structured=structured)
     except InputNeeded:  # 2026-07-28: answered input_required by the core (mrtr.py)
         raise
     except Exception:  # boundary: one broken call must not take the server down

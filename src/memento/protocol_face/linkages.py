@@ -59,7 +59,9 @@ class Linkages:
         seen = {f.id for f in self.service.store.get_many(scope, wanted)}
         missing = [t for t in wanted if t not in seen]
         if missing:
-            raise NotFound(f"linkages: memory {missing[0]!r} not found (a linkage must name a memory you can see); nothing stored")
+            raise NotFound(
+                f"linkages: memory {missing[0]!r} not found (a linkage must name a memory you can see); nothing stored", missing=missing
+            )
 
     def attach(self, scope: AgentScope, memory: Fragment, linkages: Sequence[NewLinkage], now: datetime) -> list[Linkage]:
         """Store `linkages` on `memory` and a `related` link for each memory target that is not

@@ -171,7 +171,7 @@ class Memories:
         """A live memory of the caller's own namespace (the shared pool's are not this face's)."""
         found = self.service.store.get_many(scope, [memory_id])
         if not found or found[0].agent_id != scope.agent_id:
-            raise NotFound(f"memory {memory_id!r} not found")
+            raise NotFound(f"memory {memory_id!r} not found", missing=(memory_id,))
         return found[0]
 
     def _recalled(self, scope: AgentScope, query: str | None, tags: list[str], type_: str | None, limit: int) -> MemoryList:

@@ -76,7 +76,7 @@ def create_rest_api(app: App, gate: RequestGate, entities_api: EntityApi) -> Res
     api = FastAPI(
         title="Memento REST API", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_PATH, docs_url=None, redoc_url=None
     )
-    problems.install(api)
+    problems.install(api, app.service.explain)
     api.include_router(dashboard.router(app))  # before /memories/{id}: /memories/bulk
     api.include_router(memories.router(entities_api, app.service))
     api.include_router(memories.erasure_router(app.service))

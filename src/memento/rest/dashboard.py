@@ -84,7 +84,7 @@ def details(store: Store, memory_id: str, ctx: CallContext) -> MemoryDetails:
     store.flush_access()
     found = store.get_many(scope, [memory_id])
     if not found:
-        raise NotFound(f"memory {memory_id!r} not found")
+        raise NotFound(f"memory {memory_id!r} not found", missing=(memory_id,))
     fragment = found[0]
     versions = [{k: _plain(v) for k, v in row.items()} for row in store.versions(scope, memory_id)[-VERSIONS_SHOWN:]]
     links = [
@@ -127,7 +127,9 @@ def bulk(store: Store, memory: MemoryService, body: BulkBody, ctx: CallContext) 
         seen = {f.id for f in store.get_many(call_scope(None, ctx), ids)}
         missing = [i for i in ids if i not in seen]
         if missing:
-            raise NotFound(f"memory {missing[0]!r} not found" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+            raise NotFound(
+                f"memory {missing[0]!r} not found" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""), missing=missing
+            )
         for memory_id in ids:
             if body.action == "forget":
                 changed += memory.forget(ForgetInput(id=memory_id, mode=ForgetMode.SOFT, force=True), ctx).deleted

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
@@ -23,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import Conflict, Forbidden, InvalidArgument, MementoError, NotFound, Unavailable
+from ..models import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +116,14 @@ def _summary(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts) + more
 
 
-def install(api: FastAPI) -> None:
-    """Answer every error of `api` with a problem document."""
+def install(api: FastAPI, explain: Callable[[MementoError, CallContext], MementoError] | None = None) -> None:
+    """Answer every error of `api` with a problem document; `explain` (MemoryService.explain)
+    adds to an error what the caller should know (where a memory it named was merged)."""
 
-    async def memento_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, MementoError)
+    async def memento_error(request: Request, raised: Exception) -> Response:
+        assert isinstance(raised, MementoError)
+        ctx = getattr(request.state, "ctx", None)
+        exc = raised if explain is None or not isinstance(ctx, CallContext) else await anyio.to_thread.run_sync(explain, raised, ctx)
         status = status_of(exc)
         if status == 500:
             log.error("unmapped error on %s %s: %s", request.method, request.url.path, exc)

@@ -25,7 +25,9 @@ def _context(
         AgentId | None, Query(description="Act in this agent's namespace (admin credentials; an agent's own id is accepted too).")
     ] = None,
 ) -> CallContext:
-    return call_context(principal_of(request), agent_id)
+    ctx = call_context(principal_of(request), agent_id)
+    request.state.ctx = ctx  # for the error handler (problems.install: a memory merged away is explained)
+    return ctx
 
 
 Ctx = Annotated[CallContext, Depends(_context)]

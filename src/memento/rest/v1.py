@@ -30,7 +30,7 @@ def create_v1_api(app: App, gate: RequestGate) -> ASGIApp:
     api = FastAPI(
         title="Memento Protocol API", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_PATH, docs_url=None, redoc_url=None
     )
-    problems.install(api)
+    problems.install(api, app.service.explain)
     api.include_router(v1_memories.router(app))
     api.include_router(v1_skips.router(app))
     api.include_router(v1_identity.router(app))

@@ -117,7 +117,7 @@ def explore(store: Store, scope: AgentScope, inp: GraphExploreInput, linkages: L
     are not fragments, so they are listed beside the walk rather than walked)."""
     start = store.get_many(scope, [inp.startId])
     if not start:
-        raise NotFound(f"fragment {inp.startId!r} not found")
+        raise NotFound(f"fragment {inp.startId!r} not found", missing=(inp.startId,))
     nodes = {start[0].id: start[0]}
     edges: dict[tuple[str, str], RelationType] = {}
     frontier = [start[0].id]

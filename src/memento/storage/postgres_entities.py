@@ -369,7 +369,7 @@ class PostgresEntities:
             seen = {f.id for f in _visible(cur, scope, wanted)}
             missing = [f for f in wanted if f not in seen]
             if missing:
-                raise NotFound(f"fragment not found: {', '.join(missing)}")
+                raise NotFound(f"fragment not found: {', '.join(missing)}", missing=missing)
             return _associate(cur, [(entities[e].agent_id, e, f, unit_value("relevance", r)) for e, f, r in links], now)
 
     def entity_links(self, scope: AgentScope, *, entity_ids: Sequence[str] = (), fragment_ids: Sequence[str] = ()) -> list[EntityLink]:
@@ -399,7 +399,7 @@ class PostgresEntities:
     def move_entity_links(self, scope: AgentScope, from_fragment: str, to_fragment: str, now: datetime) -> int:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             if not _visible(cur, scope, [to_fragment]):
-                raise NotFound(f"fragment {to_fragment!r} not found")
+                raise NotFound(f"fragment {to_fragment!r} not found", missing=(to_fragment,))
             if from_fragment == to_fragment:
                 return 0
             owner, params = _owner(scope, "em")

@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 
 from ..analysis import content_hash
 from ..models import AgentScope, Fragment
+from .merged import merged_mark, names_merged
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, _as, retried
 from .postgres_fragments import PostgresFragments
 from .postgres_rows import _COLUMNS, _row_to_fragment
@@ -51,10 +52,6 @@ def any_state_sql(scope: AgentScope) -> tuple[str, list[Any]]:
     return where.replace(live_sql("f", "now()"), "TRUE", 1), params
 
 
-def merged_note(fragment_id: str) -> tuple[str, str]:
-    return f"merged:{fragment_id}", f"merged:{fragment_id} ("
-
-
 class PostgresErasure:
     """The ErasureStore protocol on PostgreSQL."""
 
@@ -74,17 +71,16 @@ class PostgresErasure:
             cur.execute("SELECT id, fragment_id, content FROM agent_memory.fragment_versions WHERE fragment_id = ANY(%s)", (found,))
             versions = [ErasedVersion(int(r["id"]), r["fragment_id"], r["content"]) for r in cur.fetchall()]
             for erased in named:
-                note, prefix = merged_note(erased)
                 cur.execute(
-                    "SELECT v.id, v.fragment_id, v.content FROM agent_memory.fragment_versions v"
+                    "SELECT v.id, v.fragment_id, v.content, v.note FROM agent_memory.fragment_versions v"
                     " JOIN agent_memory.fragments f ON f.id = v.fragment_id"
-                    f" WHERE (v.note = %s OR substr(v.note, 1, %s) = %s) AND {where} AND {write_sql(scope)}",
-                    [note, len(prefix), prefix, *params],
+                    f" WHERE strpos(v.note, %s) > 0 AND {where} AND {write_sql(scope)}",
+                    [merged_mark(erased), *params],
                 )
                 versions += [
                     ErasedVersion(int(r["id"]), r["fragment_id"], r["content"], merged_from=erased)
                     for r in cur.fetchall()
-                    if r["fragment_id"] not in found
+                    if r["fragment_id"] not in found and names_merged(r["note"], erased)
                 ]
             cur.execute(
                 f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {write_sql(scope)} AND (f.source LIKE 'supersedes:%%'"
@@ -195,12 +191,8 @@ class PostgresErasure:
             rows += _count(cur, "fragment_references", "seq", seqs) + _count(cur, "fragment_references", "target", ids)
             versions = _count(cur, "fragment_versions", "fragment_id", ids)
             for erased in ids:
-                note, prefix = merged_note(erased)
-                cur.execute(
-                    "SELECT COUNT(*) AS n FROM agent_memory.fragment_versions WHERE note = %s OR substr(note, 1, %s) = %s",
-                    (note, len(prefix), prefix),
-                )
-                versions += _n(cur)
+                cur.execute("SELECT note FROM agent_memory.fragment_versions WHERE strpos(note, %s) > 0", (merged_mark(erased),))
+                versions += sum(1 for r in cur.fetchall() if names_merged(r["note"], erased))
             full_text = _count(cur, "fragment_terms", "seq", seqs) + _count(cur, "fragment_keywords", "seq", seqs)
             _as(cur, scope.agent_id)
             where, params = any_state_sql(scope)

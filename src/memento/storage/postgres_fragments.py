@@ -98,7 +98,7 @@ class PostgresFragments:
         targets = _visible(cur, scope, list(dict.fromkeys(new.linked_to)))
         missing = set(new.linked_to) - {t.id for t in targets}
         if missing:
-            raise NotFound(f"linkedTo fragment(s) not found: {', '.join(sorted(missing))}")
+            raise NotFound(f"linkedTo fragment(s) not found: {', '.join(sorted(missing))}", missing=sorted(missing))
         vector, model = self._embedding_value(new.embedding)
         cur.execute(
             "INSERT INTO agent_memory.fragments (id, content, topic, keywords, type, importance, content_hash, source,"

@@ -40,12 +40,12 @@ class PostgresLinkages:
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
             memory = _require(cur, scope, fragment_id)
             if not (scope.is_maintenance or memory.agent_id == scope.agent_id):
-                raise NotFound(f"fragment {fragment_id!r} not found")  # a pool memory is not this namespace's own
+                raise NotFound(f"fragment {fragment_id!r} not found", missing=(fragment_id,))  # a pool memory is not this namespace's own
             targets = list(dict.fromkeys(n.target for n in linkages if n.kind == "memory"))
             seen = {f.id for f in _visible(cur, scope, targets)}
             missing = [t for t in targets if t not in seen]
             if missing:
-                raise NotFound(f"linked memory {missing[0]!r} not found; nothing stored")
+                raise NotFound(f"linked memory {missing[0]!r} not found; nothing stored", missing=missing)
             for new in linkages:  # a repeat meets the unique index and is skipped
                 cur.execute(
                     f"INSERT INTO agent_memory.memory_linkages (agent_id, fragment_id, target_type, {TARGET_COLUMN[new.kind]}, label, created_at)"

@@ -77,7 +77,7 @@ class PostgresReviews:
             owners: dict[str, str] = {r["id"]: r["agent_id"] for r in cur.fetchall()}
             missing = [i for i in ids if i not in owners]
             if missing:
-                raise NotFound(f"fragment {missing[0]!r} not found; no review changed")
+                raise NotFound(f"fragment {missing[0]!r} not found; no review changed", missing=missing)
             for card in cards:
                 cur.execute(
                     "INSERT INTO agent_memory.memory_reviews"

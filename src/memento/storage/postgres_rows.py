@@ -73,7 +73,7 @@ def _visible(cur: Cursor, scope: AgentScope, ids: Sequence[str]) -> list[Fragmen
 def _require(cur: Cursor, scope: AgentScope, fragment_id: str) -> Fragment:
     found = _visible(cur, scope, [fragment_id])
     if not found:
-        raise NotFound(f"fragment {fragment_id!r} not found")
+        raise NotFound(f"fragment {fragment_id!r} not found", missing=(fragment_id,))
     return found[0]
 
 
@@ -82,5 +82,5 @@ def _written(cur: Cursor, fragment_id: str) -> Fragment:
     cur.execute(f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE f.id = %s", (fragment_id,))
     row = cur.fetchone()
     if row is None:
-        raise NotFound(f"fragment {fragment_id!r} not found")
+        raise NotFound(f"fragment {fragment_id!r} not found", missing=(fragment_id,))
     return _row_to_fragment(row)

@@ -306,6 +306,11 @@ class Store(Protocol):
         self, scope: AgentScope, ids: Sequence[str], relations: Sequence[RelationType], limit: int
     ) -> list[tuple[Link, Fragment]]: ...
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]: ...
+    def merged_into(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, str]:
+        """{id: the visible memory that absorbed it} for those of `ids` a merge took away (their
+        text is in that memory's version trail; storage/merged.py); the others are left out."""
+        ...
+
     def add_version(self, scope: AgentScope, fragment_id: str, version: VersionRecord, now: datetime) -> int:
         """Archive `version` in the trail of a fragment the scope may change (001 §2.5: what a merge
         absorbed); the new version row's id."""

@@ -288,6 +288,9 @@ class SQLiteStore:
     def versions(self, scope: AgentScope, fragment_id: str) -> list[dict[str, object]]:
         return self.queries.versions(scope, fragment_id)
 
+    def merged_into(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, str]:
+        return self.queries.merged_into(scope, ids)
+
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         return self.queries.missing_embeddings(scope, limit, after_seq)
 

@@ -363,7 +363,7 @@ class SQLiteEntities:
             seen = {f.id for f in _visible(conn, scope, wanted)}
             missing = [f for f in wanted if f not in seen]
             if missing:
-                raise NotFound(f"fragment not found: {', '.join(missing)}")
+                raise NotFound(f"fragment not found: {', '.join(missing)}", missing=missing)
             return self._associate(conn, [(entities[e].agent_id, e, f, unit_value("relevance", r)) for e, f, r in links], now)
 
     @staticmethod
@@ -410,7 +410,7 @@ class SQLiteEntities:
     def move_entity_links(self, scope: AgentScope, from_fragment: str, to_fragment: str, now: datetime) -> int:
         with self.db.tx() as conn:
             if not _visible(conn, scope, [to_fragment]):
-                raise NotFound(f"fragment {to_fragment!r} not found")
+                raise NotFound(f"fragment {to_fragment!r} not found", missing=(to_fragment,))
             owner, params = _owner(scope, "em")
             rows = conn.execute(
                 f"SELECT em.seq, em.agent_id, em.entity_id, em.relevance FROM entity_memories em WHERE em.fragment_id = ? AND {owner}",

@@ -25,6 +25,7 @@ import pysqlite3.dbapi2 as sqlite3
 
 from ..analysis import content_hash
 from ..models import AgentScope, Fragment
+from .merged import merged_mark, names_merged
 from .protocol import ErasedVersion, ErasureTargets, StoredReceipt, names_any, strip_reference
 from .sqlfilter import live_sql
 from .sqlite_db import SQLiteDatabase
@@ -46,12 +47,6 @@ def any_state_sql(scope: AgentScope, alias: str = "f") -> tuple[str, list[Any]]:
 
 def _marks(items: Sequence[object]) -> str:
     return ",".join("?" * len(items))
-
-
-def merged_note(fragment_id: str) -> tuple[str, str]:
-    """The version note of text a merge archived from `fragment_id` (entity_service), exactly
-    and with its `(source …)` suffix: (note, prefix)."""
-    return f"merged:{fragment_id}", f"merged:{fragment_id} ("
 
 
 class SQLiteErasure:
@@ -87,13 +82,12 @@ class SQLiteErasure:
                 )
             ]
             for erased in named:
-                note, prefix = merged_note(erased)
                 for r in conn.execute(
-                    "SELECT v.id, v.fragment_id, v.content FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id"
-                    f" WHERE (v.note = ? OR substr(v.note, 1, ?) = ?) AND {where} AND {_write_sql(scope)}",
-                    [note, len(prefix), prefix, *params],
+                    "SELECT v.id, v.fragment_id, v.content, v.note FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id"
+                    f" WHERE instr(v.note, ?) > 0 AND {where} AND {_write_sql(scope)}",
+                    [merged_mark(erased), *params],
                 ):
-                    if r[1] not in found:
+                    if r[1] not in found and names_merged(r[3], erased):
                         versions.append(ErasedVersion(r[0], r[1], r[2], merged_from=erased))
             derived = [
                 f
@@ -214,10 +208,8 @@ class SQLiteErasure:
         seqs = list(receipt.memory_seqs)
         versions = _count(conn, "fragment_versions", "fragment_id", ids)
         for erased in ids:
-            note, prefix = merged_note(erased)
-            versions += conn.execute(
-                "SELECT COUNT(*) FROM fragment_versions WHERE note = ? OR substr(note, 1, ?) = ?", (note, len(prefix), prefix)
-            ).fetchone()[0]
+            notes = conn.execute("SELECT note FROM fragment_versions WHERE instr(note, ?) > 0", (merged_mark(erased),))
+            versions += sum(1 for (note,) in notes if names_merged(note, erased))
         held = 0
         if self.vectors is not None and seqs:
             keys = np.array(seqs, dtype=np.uint64)

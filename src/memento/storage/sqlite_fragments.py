@@ -92,7 +92,7 @@ class SQLiteFragments:
             targets = _visible(conn, scope, list(dict.fromkeys(new.linked_to)))
             missing = set(new.linked_to) - {t.id for t in targets}
             if missing:
-                raise NotFound(f"linkedTo fragment(s) not found: {', '.join(sorted(missing))}")
+                raise NotFound(f"linkedTo fragment(s) not found: {', '.join(sorted(missing))}", missing=sorted(missing))
             created = ts(d.created_at)
             if conn.execute("SELECT 1 FROM fragments WHERE id = ?", (d.id,)).fetchone() is not None:
                 raise Conflict(f"fragment id {d.id} is already taken")  # as PostgreSQL reports it

@@ -145,7 +145,7 @@ class SQLiteMaintenance:
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET from_id = ? WHERE from_id IN ({marks})", [survivor, *duplicates])
                 conn.execute(f"UPDATE OR IGNORE fragment_links SET to_id = ? WHERE to_id IN ({marks})", [survivor, *duplicates])
                 conn.execute("DELETE FROM fragment_links WHERE from_id = to_id")
-            merged.extend(self.store.delete(scope, duplicates))
+                merged.extend(self.store.delete(scope, duplicates))  # in the same transaction: a crash never sums twice
         return merged
 
     def contradictions(self, scope: AgentScope) -> list[tuple[str, str]]:

@@ -86,7 +86,7 @@ class SQLiteReviews:
             owners: dict[str, str] = {r[0]: r[1] for r in found.fetchall()} if ids else {}
             missing = [i for i in ids if i not in owners]
             if missing:
-                raise NotFound(f"fragment {missing[0]!r} not found; no review changed")
+                raise NotFound(f"fragment {missing[0]!r} not found; no review changed", missing=missing)
             for card in cards:
                 conn.execute(
                     "INSERT INTO memory_reviews (fragment_id, agent_id, due_at, interval_days, reviews, last_reviewed_at, created_at)"

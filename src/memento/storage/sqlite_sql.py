@@ -170,7 +170,7 @@ def _visible(conn: sqlite3.Connection, scope: AgentScope, ids: Sequence[str]) ->
 def _require(conn: sqlite3.Connection, scope: AgentScope, fragment_id: str) -> Fragment:
     found = _visible(conn, scope, [fragment_id])
     if not found:
-        raise NotFound(f"fragment {fragment_id!r} not found")
+        raise NotFound(f"fragment {fragment_id!r} not found", missing=(fragment_id,))
     return found[0]
 
 
