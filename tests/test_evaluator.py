@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,15 @@ from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextConte
 
 from memento.app import App, build_app
 from memento.embeddings.hashing import HashEmbedder
+from memento.graph_inputs import StoreMemoryInput
 from memento.lifecycle.evaluator import next_day
 from memento.lifecycle.judges import InvalidAnswer, Neighbour, heuristic, parse_answer
 from memento.models import AgentScope, CallContext, ConsolidateInput, MemoryStatsInput, RememberInput
+from memento.protocol_face.memory_models import StoreMemoryInput as ProtocolStoreInput
 from memento.settings import Settings
-from memento.storage.protocol import EvaluationOutcome
+from memento.storage.protocol import EvaluationOutcome, SearchFilter
 from memento.storage.utility import utility
+from memento.vault_models import CommitMemoryInput
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -125,12 +128,37 @@ def test_every_created_memory_is_queued_once_and_claimed_by_one_worker(make_app:
 def test_a_consolidation_run_queues_the_memories_never_evaluated(make_app: Callable[..., App]) -> None:
     app = make_app()
     app.service.remove_listener(evaluator(app).on_change)  # as if queueing had failed
+    queue, app.service.queue_in_write = app.service.queue_in_write, None
     fid = remember(app, PORT_A)
     assert stats(app)["queued"] == 0
     app.service.add_listener(evaluator(app).on_change)
+    app.service.queue_in_write = queue
     app.service.memory_consolidate(ConsolidateInput(), CallContext())
     assert [j.fragment_id for j in app.store.evaluation_jobs(AgentScope("alice"), "queued", 10)] == [fid]
     assert evaluator(app).drain().done == 1 and fragment(app, fid).verified_at is not None
+
+
+def test_a_memory_and_its_evaluation_job_are_written_in_one_transaction(make_app: Callable[..., App]) -> None:
+    app = make_app()
+    app.service.remove_listener(evaluator(app).on_change)  # no queueing after the commit: the write's own
+    fid = remember(app, PORT_A)
+    assert [j.fragment_id for j in app.store.evaluation_jobs(AgentScope("alice"), "queued", 10)] == [fid]
+    faces = [  # every face's new memory: 001 store_memory, 002 commit_memory, 003 memento_store
+        app.service.entities.store_memory(StoreMemoryInput(content="Alice reviews the billing pull requests"), ALICE).memory.id,
+        app.service.protocol.memories.store(ProtocolStoreInput(content="Rotate the signing keys every quarter"), ALICE).id,
+    ]
+    app.service.vault.commit(CommitMemoryInput(scope="vault", key="owner", content="Billing is owned by Alice"), ALICE)
+    queued = {j.fragment_id for j in app.store.evaluation_jobs(AgentScope("alice"), "queued", 10)}
+    assert len(queued) == 4 and {fid, *faces} <= queued
+
+    def failing(agent_id: str, ids: Sequence[str]) -> int:
+        raise RuntimeError("the queue refused")
+
+    app.service.queue_in_write = failing
+    with pytest.raises(RuntimeError):
+        remember(app, DEPLOY)
+    stored = [f.content for f in app.store.list_fragments(AgentScope("alice"), SearchFilter(), 10)]
+    assert len(stored) == 4 and DEPLOY not in stored  # nothing half-written
 
 
 def test_finishing_a_job_writes_utility_links_and_proposals_of_the_same_agent_only(make_app: Callable[..., App], clock: Clock) -> None:

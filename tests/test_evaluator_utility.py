@@ -76,6 +76,7 @@ def judged(app: App, clock: Clock) -> Callable[[], dict[str, str]]:
     def make() -> dict[str, str]:
         assert app.evaluator is not None
         app.service.remove_listener(app.evaluator.on_change)  # nothing is queued by itself: PLAIN stays unjudged
+        app.service.queue_in_write = None
         ids = {text: remember(app, text) for text in (LOW, HIGH, PLAIN)}
         clock.now += timedelta(days=1)
         assert app.store.enqueue_evaluations(AgentScope("default"), [ids[LOW], ids[HIGH]], clock()) == 2

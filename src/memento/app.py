@@ -127,6 +127,7 @@ def build_app(settings: Settings, *, embedder: Embedder | None | str = "auto", c
         stream=stream,
     )
     service.add_listener(evaluator.on_change)  # a write only queues; the worker judges (docs/lifecycle.md)
+    service.queue_in_write = evaluator.queue_in_write  # remember queues in its own transaction
     built = App(
         settings=settings,
         service=service,

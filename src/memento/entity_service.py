@@ -192,17 +192,19 @@ class EntityService:
         new = replace(new, embedding=self.memory.embed_within(new.draft.content))
         near = self._near_duplicate(scope, new.draft.content, new.draft.content_hash, new.embedding)
         kind: str | None = None
+        queued: dict[str, object] | None = None
         with self._store.atomic():
             if near is not None:
                 fragment, created, kind = self._merge_into(scope, near, new.draft.content, record, inp.source, now), False, "near"
             else:
                 fragment, created = self._store.insert(scope, new)
                 kind = None if created else "exact"
+                queued = self.memory.queued_with(fragment) if created else None
             pairs = self._ensure_entities(scope, inp.entity_names, now)
             if pairs:
                 self._store.link_entities(scope, [(e.id, fragment.id, 1.0) for e, _ in pairs], now)
         if created:
-            self.memory._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
+            self.memory._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), details=queued))
         elif kind == "near":
             details = {"changes": ["tags", "confidence", "metadata"], "merged_text": True}
             self.memory._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), (fragment.topic,), details=details))

@@ -12,7 +12,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -243,6 +243,9 @@ class MemoryService:
         )
         self._listeners: list[Callable[[ChangeEvent], None]] = []
         self._held = threading.local()  # a unit of work's change events, sent when it commits (held_events)
+        # Queues a new memory's evaluation in the transaction that stores it (the evaluator's
+        # `queue_in_write`, wired by app.py): one commit a remember, and never a memory without a job.
+        self.queue_in_write: Callable[[str, Sequence[str]], int] | None = None
         # Every backend is an AppStore, so the store is its erasure store too (004 §5.1 forget mode=hard).
         self.erasure_store = cast(ErasureStore, store)
         self.erasure = Erasure(self.erasure_store, settings.backend, clock)
@@ -386,28 +389,31 @@ class MemoryService:
             raise InvalidArgument(f"expiresAt {expires.isoformat()} is not in the future; nothing stored")
         if inp.scope is Scope.SESSION and inp.record and inp.record.pinned:
             raise InvalidArgument(PINNED_SESSION + "; nothing stored")
-        fragment, created = self._insert(
+        prepared = self._prepare(
             scope,
-            self._prepare(
-                scope,
-                ctx,
-                content=inp.content,
-                topic=inp.topic,
-                type_=inp.fragment_type,
-                keywords=inp.keywords,
-                importance=inp.importance,
-                source=inp.source,
-                linked_to=inp.linkedTo or [],
-                scope_kind=inp.scope,
-                is_anchor=inp.isAnchor,
-                session_id=inp.sessionId,
-                created_at=inp.createdAt,
-                record=self._shared_by(inp, ctx),
-            ),
-            fragment_id,
+            ctx,
+            content=inp.content,
+            topic=inp.topic,
+            type_=inp.fragment_type,
+            keywords=inp.keywords,
+            importance=inp.importance,
+            source=inp.source,
+            linked_to=inp.linkedTo or [],
+            scope_kind=inp.scope,
+            is_anchor=inp.isAnchor,
+            session_id=inp.sessionId,
+            created_at=inp.createdAt,
+            record=self._shared_by(inp, ctx),
         )
+        details: dict[str, object] | None = None
+        if fragment_id is None and self.queue_in_write is not None:
+            with self.store.atomic():  # the memory and its evaluation job: one transaction, one commit
+                fragment, created = self.store.insert(scope, prepared)
+                details = self.queued_with(fragment) if created else None
+        else:
+            fragment, created = self._insert(scope, prepared, fragment_id)
         if created:
-            self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
+            self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id, details=details))
         message = None
         if not created:
             message = f"duplicate of existing fragment {fragment.id}; nothing new stored"
@@ -429,6 +435,14 @@ class MemoryService:
             original_length=len(inp.content) if cut else None,
             message=message,
         )
+
+    def queued_with(self, fragment: Fragment) -> dict[str, object] | None:
+        """Called inside the transaction that created `fragment`: queue its evaluation there
+        (queue_in_write). The details its `created` event carries (None: nothing was queued, the
+        evaluator's listener queues it after the commit)."""
+        if self.queue_in_write is None:
+            return None
+        return {"evaluationsQueued": self.queue_in_write(fragment.agent_id, [fragment.id])}
 
     @staticmethod
     def _home(inp: RememberInput, ctx: CallContext) -> str | None:

@@ -145,8 +145,10 @@ class VaultService:
         )
         d = new.draft
         store = self.memory.store
+        queued: dict[str, object] = {}
         with store.atomic():
             fragment, created = store.insert(scope, new)
+            queued = (self.memory.queued_with(fragment) or {}) if created else {}
             changed = not created and (
                 (fragment.content, fragment.detail, tuple(fragment.tags), fragment.client_embedding)
                 != (d.content, d.record.detail, tuple(d.record.tags), client)
@@ -167,7 +169,7 @@ class VaultService:
                 fragment = store.update(scope, fragment.id, changes, scope.agent_id, self.memory.clock())
         if created or changed:
             kind = "created" if created else "amended"
-            details = {"memory_key": inp.key, "scope": inp.scope}
+            details = {"memory_key": inp.key, "scope": inp.scope, **queued}
             self.memory._emit(ChangeEvent(kind, fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id, details=details))
         return CommitResult(committed=True, key=inp.key, scope=inp.scope)
 

@@ -132,9 +132,17 @@ class Evaluator:
             return
         if event.kind != "created" or not event.fragment_ids:
             return
-        if self.store.enqueue_evaluations(AgentScope(event.agent_id), event.fragment_ids, self.clock()):
+        queued = (event.details or {}).get("evaluationsQueued")  # by queue_in_write, committed with the memory
+        if queued is None:
+            queued = self.store.enqueue_evaluations(AgentScope(event.agent_id), event.fragment_ids, self.clock())
+        if queued:
             self._announce(event.fragment_ids)
             self._wake.set()
+
+    def queue_in_write(self, agent_id: str, fragment_ids: Sequence[str]) -> int:
+        """Queue the jobs of `agent_id`'s memories being stored, inside the transaction that stores
+        them (MemoryService.queue_in_write): how many were queued (a working memory gets none)."""
+        return self.store.enqueue_evaluations(AgentScope(agent_id), fragment_ids, self.clock())
 
     def _announce(self, fragment_ids: Sequence[str]) -> None:
         """Put the new jobs on the stream (after their rows committed). Redis not answering loses

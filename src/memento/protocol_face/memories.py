@@ -94,10 +94,11 @@ class Memories:
         )
         with service.store.atomic():
             fragment, created = service.store.insert(scope, new)
+            queued = service.queued_with(fragment) if created else None
             if linkages:
                 self.linkages.attach(scope, fragment, linkages, service.clock())
         if created:
-            service._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,)))
+            service._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), details=queued))
         elif linkages:
             service._emit(ChangeEvent("amended", fragment.agent_id, (fragment.id,), (fragment.topic,), details={"linkages": True}))
         message = None if created else f"the same content is stored already as {fragment.id}; nothing new stored"
