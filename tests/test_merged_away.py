@@ -12,6 +12,7 @@ import pytest
 from memento.errors import NotFound
 from memento.models import AmendInput, CallContext, ForgetInput, ForgetMode, GraphExploreInput, LinkInput, RememberInput
 from memento.service import MemoryService
+from memento.storage.merged import absorbed_into, merged_ids
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -85,3 +86,13 @@ def test_erasing_the_merged_text_erases_the_hint(service: MemoryService, ctx: Ca
 def test_other_errors_pass_through_unchanged(service: MemoryService, ctx: CallContext) -> None:
     error = told(service, ctx, lambda: service.amend(AmendInput(id="frag-0000000000000000", importance=0.2), ctx))
     assert error.merged_into == {} and error.message == "fragment 'frag-0000000000000000' not found"
+
+
+def test_the_notes_are_read_exactly() -> None:
+    assert merged_ids("merged:frag-a") == ["frag-a"]
+    assert merged_ids("merged:frag-a (source chat)") == ["frag-a"]
+    assert merged_ids("from frag-b: merged:frag-a (source chat)") == ["frag-a"]
+    assert merged_ids("from frag-b") == [] and merged_ids(None) == []
+    rows = [("merged:frag-a1", "frag-x", 1), ("from frag-b: merged:frag-a", "frag-z", 3), ("merged:frag-a", "frag-b", 2)]
+    assert absorbed_into(["frag-a"], rows) == {"frag-a": "frag-z"}  # the newest trail; frag-a1 is another id
+    assert absorbed_into(["frag-a"], [("merged:frag-a", "frag-a", 1)]) == {}  # never itself

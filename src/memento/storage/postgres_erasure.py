@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 
 from ..analysis import content_hash
 from ..models import AgentScope, Fragment
-from .merged import merged_mark, names_merged
+from .merged import MERGED, merged_from
 from .postgres_db import SYSTEM, Cursor, PostgresDatabase, _as, retried
 from .postgres_fragments import PostgresFragments
 from .postgres_rows import _COLUMNS, _row_to_fragment
@@ -70,18 +70,22 @@ class PostgresErasure:
             named = found if topic is not None else list(dict.fromkeys(ids))
             cur.execute("SELECT id, fragment_id, content FROM agent_memory.fragment_versions WHERE fragment_id = ANY(%s)", (found,))
             versions = [ErasedVersion(int(r["id"]), r["fragment_id"], r["content"]) for r in cur.fetchall()]
-            for erased in named:
-                cur.execute(
-                    "SELECT v.id, v.fragment_id, v.content, v.note FROM agent_memory.fragment_versions v"
-                    " JOIN agent_memory.fragments f ON f.id = v.fragment_id"
-                    f" WHERE strpos(v.note, %s) > 0 AND {where} AND {write_sql(scope)}",
-                    [merged_mark(erased), *params],
-                )
-                versions += [
-                    ErasedVersion(int(r["id"]), r["fragment_id"], r["content"], merged_from=erased)
-                    for r in cur.fetchall()
-                    if r["fragment_id"] not in found and names_merged(r["note"], erased)
-                ]
+            wanted = set(named)
+            cur.execute(  # one scan for every id named: the notes are read in Python (storage/merged.py)
+                "SELECT v.id, v.fragment_id, v.note FROM agent_memory.fragment_versions v"
+                " JOIN agent_memory.fragments f ON f.id = v.fragment_id"
+                f" WHERE strpos(v.note, %s) > 0 AND {where} AND {write_sql(scope)}",
+                [MERGED, *params],
+            )
+            sources = {
+                int(r["id"]): (r["fragment_id"], merged_from(r["note"], wanted)) for r in cur.fetchall() if r["fragment_id"] not in found
+            }
+            chosen = [i for i, (_, source) in sources.items() if source is not None]
+            if chosen:
+                cur.execute("SELECT id, content FROM agent_memory.fragment_versions WHERE id = ANY(%s) ORDER BY id", (chosen,))
+                for r in cur.fetchall():
+                    fragment_id, source = sources[int(r["id"])]
+                    versions.append(ErasedVersion(int(r["id"]), fragment_id, r["content"], merged_from=source))
             cur.execute(
                 f"SELECT {_COLUMNS} FROM agent_memory.fragments f WHERE {where} AND {write_sql(scope)} AND (f.source LIKE 'supersedes:%%'"
                 " OR f.origin_trace IS NOT NULL OR f.metadata <> '{}'::jsonb)",
@@ -190,9 +194,9 @@ class PostgresErasure:
             rows = _count(cur, "fragments", "id", ids) + _count(cur, "fragments", "seq", seqs) + _count(cur, "fragment_tags", "seq", seqs)
             rows += _count(cur, "fragment_references", "seq", seqs) + _count(cur, "fragment_references", "target", ids)
             versions = _count(cur, "fragment_versions", "fragment_id", ids)
-            for erased in ids:
-                cur.execute("SELECT note FROM agent_memory.fragment_versions WHERE strpos(note, %s) > 0", (merged_mark(erased),))
-                versions += sum(1 for r in cur.fetchall() if names_merged(r["note"], erased))
+            erased = set(ids)
+            cur.execute("SELECT note FROM agent_memory.fragment_versions WHERE strpos(note, %s) > 0", (MERGED,))
+            versions += sum(1 for r in cur.fetchall() if merged_from(r["note"], erased) is not None)
             full_text = _count(cur, "fragment_terms", "seq", seqs) + _count(cur, "fragment_keywords", "seq", seqs)
             _as(cur, scope.agent_id)
             where, params = any_state_sql(scope)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
-from .merged import absorbed_into, merged_mark
+from .merged import EXPLAINED, MERGED, absorbed_into
 from .postgres_db import SYSTEM, PostgresDatabase, planned
 from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import POSTGRES, filter_sql, scope_sql
@@ -330,17 +330,18 @@ class PostgresQueries:
         ]
 
     def merged_into(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, str]:
+        asked = list(dict.fromkeys(ids))[:EXPLAINED]
+        if not asked:
+            return {}
         where, params = scope_sql(scope)
-        rows: list[tuple[str | None, str, int]] = []
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            for fid in dict.fromkeys(ids):
-                cur.execute(
-                    "SELECT v.note, v.fragment_id, v.id FROM agent_memory.fragment_versions v"
-                    f" JOIN agent_memory.fragments f ON f.id = v.fragment_id WHERE strpos(v.note, %s) > 0 AND {where}",
-                    [merged_mark(fid), *params],
-                )
-                rows += [(r["note"], r["fragment_id"], int(r["id"])) for r in cur.fetchall()]
-        return absorbed_into(ids, rows)
+            cur.execute(
+                "SELECT v.note, v.fragment_id, v.id FROM agent_memory.fragment_versions v"
+                f" JOIN agent_memory.fragments f ON f.id = v.fragment_id WHERE strpos(v.note, %s) > 0 AND {where}",
+                [MERGED, *params],
+            )
+            rows = [(r["note"], r["fragment_id"], int(r["id"])) for r in cur.fetchall()]
+        return absorbed_into(asked, rows)
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = scope_sql(scope)

@@ -25,7 +25,7 @@ import pysqlite3.dbapi2 as sqlite3
 
 from ..analysis import content_hash
 from ..models import AgentScope, Fragment
-from .merged import merged_mark, names_merged
+from .merged import MERGED, merged_from
 from .protocol import ErasedVersion, ErasureTargets, StoredReceipt, names_any, strip_reference
 from .sqlfilter import live_sql
 from .sqlite_db import SQLiteDatabase
@@ -81,14 +81,16 @@ class SQLiteErasure:
                     else []
                 )
             ]
-            for erased in named:
-                for r in conn.execute(
-                    "SELECT v.id, v.fragment_id, v.content, v.note FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id"
-                    f" WHERE instr(v.note, ?) > 0 AND {where} AND {_write_sql(scope)}",
-                    [merged_mark(erased), *params],
-                ):
-                    if r[1] not in found and names_merged(r[3], erased):
-                        versions.append(ErasedVersion(r[0], r[1], r[2], merged_from=erased))
+            wanted = set(named)
+            for r in conn.execute(  # one scan for every id named: the notes are read in Python (storage/merged.py)
+                "SELECT v.id, v.fragment_id, v.note FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id"
+                f" WHERE instr(v.note, ?) > 0 AND {where} AND {_write_sql(scope)}",
+                [MERGED, *params],
+            ).fetchall():
+                source = merged_from(r[2], wanted) if r[1] not in found else None
+                if source is not None:
+                    (content,) = conn.execute("SELECT content FROM fragment_versions WHERE id = ?", (r[0],)).fetchone()
+                    versions.append(ErasedVersion(r[0], r[1], content, merged_from=source))
             derived = [
                 f
                 for f in (
@@ -207,9 +209,9 @@ class SQLiteErasure:
         conn = self.db.reader()
         seqs = list(receipt.memory_seqs)
         versions = _count(conn, "fragment_versions", "fragment_id", ids)
-        for erased in ids:
-            notes = conn.execute("SELECT note FROM fragment_versions WHERE instr(note, ?) > 0", (merged_mark(erased),))
-            versions += sum(1 for (note,) in notes if names_merged(note, erased))
+        erased = set(ids)
+        notes = conn.execute("SELECT note FROM fragment_versions WHERE instr(note, ?) > 0", (MERGED,))
+        versions += sum(1 for (note,) in notes if merged_from(note, erased) is not None)
         held = 0
         if self.vectors is not None and seqs:
             keys = np.array(seqs, dtype=np.uint64)

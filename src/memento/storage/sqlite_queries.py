@@ -12,7 +12,7 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
-from .merged import absorbed_into, merged_mark
+from .merged import EXPLAINED, MERGED, absorbed_into
 from .protocol import RankFeatures, SearchFilter
 from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
 from .sqlfilter import LISTING_ORDER, RECENT_ORDER, SEQ_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
@@ -323,18 +323,16 @@ class SQLiteQueries:
         ]
 
     def merged_into(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, str]:
+        asked = list(dict.fromkeys(ids))[:EXPLAINED]
+        if not asked:
+            return {}
         where, params = _scope_sql(scope)
-        conn = self.db.reader()
-        rows = [
-            (r[0], r[1], r[2])
-            for fid in dict.fromkeys(ids)
-            for r in conn.execute(
-                "SELECT v.note, v.fragment_id, v.id FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id"
-                f" WHERE instr(v.note, ?) > 0 AND {where}",
-                [merged_mark(fid), *params],
-            )
-        ]
-        return absorbed_into(ids, rows)
+        rows = self.db.reader().execute(
+            "SELECT v.note, v.fragment_id, v.id FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id"
+            f" WHERE instr(v.note, ?) > 0 AND {where}",
+            [MERGED, *params],
+        )
+        return absorbed_into(asked, ((r[0], r[1], r[2]) for r in rows))
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = _scope_sql(scope)
