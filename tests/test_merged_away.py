@@ -1,16 +1,30 @@
-"""A memory merged away (001 §6.2 consolidation, a merge proposal) is gone; a call that names its id
-is told which memory holds its text now (MemoryService.explain, storage/merged.py), in the caller's
-namespace only, and never once that memory is gone too or the merged text was erased. The faces'
-own tests (test_entity_mcp.py, test_rest_api.py) check the message as clients see it."""
+"""Why a memory is not found (MemoryService.explain): one merged away (001 §6.2 consolidation, a
+merge proposal) names the memory that holds its text now (storage/merged.py), in the caller's
+namespace only, and never once that memory is gone too or the merged text was erased; a
+soft-forgotten one says so (and that `restore` brings it back), an expired one when it expired;
+one erased or never stored gets the plain message. The faces' own tests (test_entity_mcp.py,
+test_rest_api.py) check the message as clients see it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from memento.errors import NotFound
-from memento.models import AmendInput, CallContext, ForgetInput, ForgetMode, GraphExploreInput, LinkInput, RememberInput
+from memento.models import (
+    AmendInput,
+    CallContext,
+    ForgetInput,
+    ForgetMode,
+    GraphExploreInput,
+    LinkInput,
+    RecordInput,
+    RememberInput,
+    RestoreInput,
+)
 from memento.service import MemoryService
 from memento.storage.merged import absorbed_into, merged_ids
 
@@ -96,3 +110,26 @@ def test_the_notes_are_read_exactly() -> None:
     rows = [("merged:frag-a1", "frag-x", 1), ("from frag-b: merged:frag-a", "frag-z", 3), ("merged:frag-a", "frag-b", 2)]
     assert absorbed_into(["frag-a"], rows) == {"frag-a": "frag-z"}  # the newest trail; frag-a1 is another id
     assert absorbed_into(["frag-a"], [("merged:frag-a", "frag-a", 1)]) == {}  # never itself
+
+
+def test_a_forgotten_or_expired_memory_is_said_to_be(service: MemoryService, ctx: CallContext) -> None:
+    forgotten = remember(service, ctx, "The old wiki lives at wiki-old.example")
+    service.forget(ForgetInput(id=forgotten), ctx)
+    error = told(service, ctx, lambda: service.amend(AmendInput(id=forgotten, importance=0.2), ctx))
+    assert f"{forgotten} was forgotten at " in error.message and "`restore` brings it back" in error.message
+    service.restore(RestoreInput(id=forgotten), ctx)
+    assert service.views.get_fragment(forgotten, ctx).id == forgotten
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+    expiring = service.remember(
+        RememberInput(
+            content="The demo token works until the end of the call", topic="ops", type="fact", record=RecordInput(expiresAt=soon)
+        ),
+        ctx,
+    ).id
+    time.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.2)  # stores hide expired rows by the wall clock
+    error = told(service, ctx, lambda: service.views.get_fragment(expiring, ctx))
+    assert f"{expiring} expired at {soon.isoformat(timespec='seconds')}" in error.message
+    erased = remember(service, ctx, "A memory erased for good")
+    service.forget(ForgetInput(id=erased, mode=ForgetMode.HARD), ctx)
+    error = told(service, ctx, lambda: service.amend(AmendInput(id=erased, importance=0.2), ctx))
+    assert error.message == f"fragment {erased!r} not found"  # nothing of it is left to tell

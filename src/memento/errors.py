@@ -27,10 +27,13 @@ class NotFound(MementoError):
 
     code = "not_found"
 
-    def __init__(self, message: str, *, missing: Sequence[str] = (), merged_into: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, missing: Sequence[str] = (), merged_into: Mapping[str, str] | None = None, explained: bool = False
+    ) -> None:
         super().__init__(message)
         self.missing = tuple(missing)
         self.merged_into = dict(merged_into or {})  # {missing id: the memory that absorbed it}, once explained
+        self.explained = explained  # the message says why (service.explain): not explained again
 
 
 class Forbidden(MementoError):

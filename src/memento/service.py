@@ -356,21 +356,33 @@ class MemoryService:
             self.outbox.settle(scope.visible_agents(), self.settings.embed_settle_ms / 1000)
 
     def explain(self, exc: MementoError, ctx: CallContext, agent_id: str | None = None) -> MementoError:
-        """`exc` as a face sends it: a NotFound naming memories a merge took away (consolidation,
-        a merge proposal, an exact duplicate removed) says which memory holds their text now, among
-        those the call could see (`agent_id`: the call's own argument; storage/merged.py). Any
-        other error, or a failed lookup, as it is."""
-        if not isinstance(exc, NotFound) or not exc.missing or exc.merged_into:
+        """`exc` as a face sends it: a NotFound naming memories says, for those the call's
+        namespace holds or held (`agent_id`: the call's own argument), why they are not there: a
+        merge took them (consolidation, a merge proposal: which memory holds their text now,
+        storage/merged.py), they are soft-forgotten (`restore` brings them back) or expired. A
+        memory never stored, erased or deleted for good gets the plain message, as does any
+        other error or a failed lookup."""
+        if not isinstance(exc, NotFound) or not exc.missing or exc.explained:
             return exc
         try:
-            moved = self.store.merged_into(self._scope(agent_id, ctx), exc.missing)
+            scope = self._scope(agent_id, ctx)
+            moved = self.store.merged_into(scope, exc.missing)
+            hidden = self.store.hidden_states(scope, [i for i in exc.missing if i not in moved])
         except Exception:  # boundary: the hint must never hide the error it explains
-            log.warning("looking up where a missing memory was merged failed", exc_info=True)
+            log.warning("looking up why a memory is missing failed", exc_info=True)
             return exc
-        if not moved:
+        now = utc_now()  # stores hide expired rows by the wall clock
+        told = [f"{old} was merged into {new} (its text is in {new}'s version history): use {new}" for old, new in moved.items()]
+        for fid, (forgotten, expires) in hidden.items():
+            if forgotten is not None:
+                told.append(
+                    f"{fid} was forgotten at {forgotten.isoformat(timespec='seconds')} (`restore` brings it back until it is purged)"
+                )
+            elif expires is not None and expires <= now:
+                told.append(f"{fid} expired at {expires.isoformat(timespec='seconds')}")
+        if not told:
             return exc
-        told = "; ".join(f"{old} was merged into {new} (its text is in {new}'s version history): use {new}" for old, new in moved.items())
-        return NotFound(f"{exc.message}: {told}", missing=exc.missing, merged_into=moved)
+        return NotFound(f"{exc.message}: {'; '.join(told)}", missing=exc.missing, merged_into=moved, explained=True)
 
     def embed_within(self, text: str) -> np.ndarray | None:
         """The passage vector of `text` for a write-time decision, if the provider answers within
@@ -617,7 +629,7 @@ class MemoryService:
         scope = self._writable(inp.agentId, ctx, pool=True)
         back = self.store.restore(scope, [inp.id])
         if not back:
-            raise NotFound(f"fragment {inp.id!r} is not a soft-forgotten memory of yours")
+            raise NotFound(f"fragment {inp.id!r} is not a soft-forgotten memory of yours", missing=(inp.id,))
         fragment = self.store.get_many(scope, back)[0]  # soft_delete dropped its vector: the "created" event queues it
         self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         return RestoreResult(id=fragment.id, fragment=FragmentView.of(fragment))
@@ -630,7 +642,7 @@ class MemoryService:
             back = self.store.restore(scope, ids)
             missing = [i for i in ids if i not in set(back)]
             if missing:
-                raise NotFound(f"fragment {missing[0]!r} is not a soft-forgotten memory of yours; nothing restored")
+                raise NotFound(f"fragment {missing[0]!r} is not a soft-forgotten memory of yours; nothing restored", missing=missing)
         for fragment in self.store.get_many(scope, back):  # committed: each "created" event queues its vector
             self._emit(ChangeEvent("created", fragment.agent_id, (fragment.id,), (fragment.topic,), fragment.session_id))
         return back

@@ -304,6 +304,9 @@ class PostgresStore:
     def merged_into(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, str]:
         return self.queries.merged_into(scope, ids)
 
+    def hidden_states(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, tuple[datetime | None, datetime | None]]:
+        return self.queries.hidden_states(scope, ids)
+
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         return self.queries.missing_embeddings(scope, limit, after_seq)
 

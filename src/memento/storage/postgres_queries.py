@@ -10,6 +10,7 @@ from typing import Any
 from ..models import AgentScope, Fragment, FragmentType, Link, RelationType, TTLTier
 from .merged import EXPLAINED, MERGED, absorbed_into
 from .postgres_db import SYSTEM, PostgresDatabase, planned
+from .postgres_erasure import any_state_sql
 from .postgres_rows import _COLUMNS, _require, _row_to_fragment, _visible
 from .postgres_sql import POSTGRES, filter_sql, scope_sql
 from .protocol import RankFeatures, SearchFilter
@@ -342,6 +343,18 @@ class PostgresQueries:
             )
             rows = [(r["note"], r["fragment_id"], int(r["id"])) for r in cur.fetchall()]
         return absorbed_into(asked, rows)
+
+    def hidden_states(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, tuple[datetime | None, datetime | None]]:
+        asked = list(dict.fromkeys(ids))[:EXPLAINED]
+        if not asked:
+            return {}
+        where, params = any_state_sql(scope)
+        with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
+            cur.execute(
+                f"SELECT f.id, f.deleted_at, f.expires_at, f.pinned FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
+                [asked, *params],
+            )
+            return {r["id"]: (r["deleted_at"], None if r["pinned"] else r["expires_at"]) for r in cur.fetchall()}
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = scope_sql(scope)

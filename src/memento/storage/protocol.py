@@ -311,6 +311,12 @@ class Store(Protocol):
         text is in that memory's version trail; storage/merged.py); the others are left out."""
         ...
 
+    def hidden_states(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, tuple[datetime | None, datetime | None]]:
+        """{id: (forgotten at, expires at)} for those of `ids` that are rows the scope's agents own in
+        any state, live, soft-forgotten or expired (a pinned row has no expiry); the others, never
+        stored or deleted for good, are left out. At most ten ids are looked at."""
+        ...
+
     def add_version(self, scope: AgentScope, fragment_id: str, version: VersionRecord, now: datetime) -> int:
         """Archive `version` in the trail of a fragment the scope may change (001 §2.5: what a merge
         absorbed); the new version row's id."""

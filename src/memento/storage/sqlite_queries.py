@@ -18,6 +18,7 @@ from .sequence import FILTERED_REACH, SequenceNeighbours, pick, two_steps
 from .sqlfilter import LISTING_ORDER, RECENT_ORDER, SEQ_ORDER, listing_walk, listing_walk_sql, narrowing, selective, walked_in_order
 from .sqlite_bulk import _export_row
 from .sqlite_db import SQLiteDatabase
+from .sqlite_erasure import any_state_sql
 from .sqlite_sql import _FRAGMENT_COLUMNS, _count, _filter_sql, _require, _row_to_fragment, _scope_sql, _visible, parse_ts, ts
 from .vectors import VectorIndex
 
@@ -333,6 +334,17 @@ class SQLiteQueries:
             [MERGED, *params],
         )
         return absorbed_into(asked, ((r[0], r[1], r[2]) for r in rows))
+
+    def hidden_states(self, scope: AgentScope, ids: Sequence[str]) -> dict[str, tuple[datetime | None, datetime | None]]:
+        asked = list(dict.fromkeys(ids))[:EXPLAINED]
+        if not asked:
+            return {}
+        where, params = any_state_sql(scope)
+        rows = self.db.reader().execute(
+            f"SELECT f.id, f.deleted_at, f.expires_at, f.pinned FROM fragments f WHERE f.id IN ({','.join('?' * len(asked))}) AND {where}",
+            [*asked, *params],
+        )
+        return {r[0]: (parse_ts(r[1]), None if r[3] else parse_ts(r[2])) for r in rows}
 
     def missing_embeddings(self, scope: AgentScope, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
         where, params = _scope_sql(scope)
