@@ -18,6 +18,7 @@ from runtime_env import runtime_python
 
 from memento.app import App, build_app
 from memento.cli import main
+from memento.importers.session import remember_session
 from memento.importers.transcript import distill, read_transcript
 from memento.models import AgentScope, CallContext, MemoryStatsInput, RecallInput
 from memento.results import RecallItem
@@ -147,6 +148,30 @@ def test_the_sample_transcript_distills_into_typed_items() -> None:
     assert len(distilled.errors_resolved) == 1 and distilled.errors_resolved[0].startswith(
         "FAILED tests/test_export.py::test_unicode_names"
     )
+
+
+def test_a_session_is_remembered_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    distilled = distill(read_transcript(SAMPLE))
+    assert distilled is not None and len(distilled.preferences) >= 1
+    app = build_app(Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", EMBEDDING_PROVIDER="hash"))
+    try:
+        seen: list[object] = []
+        app.service.add_listener(seen.append)
+        real = app.service.remember
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("the disk filled up")  # the last step, after the summary and the reflection
+
+        monkeypatch.setattr(app.service, "remember", failing)
+        with pytest.raises(RuntimeError):
+            remember_session(app.service, distilled, CallContext())
+        stats = app.service.memory_stats(MemoryStatsInput(), CallContext())
+        assert stats.total == 0 and seen == []  # nothing stored, nothing announced
+        monkeypatch.setattr(app.service, "remember", real)
+        report = remember_session(app.service, distilled, CallContext())
+        assert report.created == app.service.memory_stats(MemoryStatsInput(), CallContext()).total > 0 and seen
+    finally:
+        app.close()
 
 
 def test_a_transcript_without_conversation_gives_nothing(tmp_path: Path) -> None:

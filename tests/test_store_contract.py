@@ -318,6 +318,38 @@ def test_feedback_and_stats(service: MemoryService, store: Store) -> None:
     assert set(stats) >= {"total", "working_memory", "by_tier", "by_type", "links", "embedded", "embedding_coverage"}
 
 
+@pytest.mark.backends("sqlite")
+def test_a_memory_pinned_while_a_stage_chooses_is_kept(service: MemoryService, app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lifecycle stage chooses its rows without the write lock; a pin committed between the
+    choice and the write is seen (the choice is asked again inside the write's transaction)."""
+    store: Store = app.store
+    maintenance: MaintenanceStore = service.consolidator.maintenance
+    old = NOW - timedelta(days=400)
+    cold, unsure = put(service, "an old cold fact", created=old), put(service, "an old unsure fact", created=old)
+    store.update(A, cold, FragmentChanges(ttl_tier=TTLTier.COLD), "alice", NOW)
+    store.update(A, unsure, FragmentChanges(ttl_tier=TTLTier.WARM, confidence=0.01), "alice", NOW)
+    db, reader = app.store.db, app.store.db.reader
+    pinned: list[str] = []
+
+    class Racing:  # the stage's reads, with another client's pin landing right after its choice
+        def __init__(self, conn: Any) -> None:
+            self.conn = conn
+
+        def execute(self, sql: str, params: Any = ()) -> Any:
+            if not sql.startswith("SELECT f.id FROM fragments f WHERE"):
+                return self.conn.execute(sql, params)
+            rows = self.conn.execute(sql, params).fetchall()
+            for (fid,) in rows:
+                store.update(A, fid, FragmentChanges(pinned=True), "alice", NOW)
+                pinned.append(fid)
+            return iter(rows)
+
+    monkeypatch.setattr(db, "reader", lambda: Racing(reader()))
+    assert maintenance.expire_cold(A, None, [], NOW - timedelta(days=90)) == []
+    assert maintenance.prune_low_confidence(A, 0.05, 30.0, NOW + timedelta(days=1), archive=False) == []
+    assert pinned == [cold, unsure] and {f.id for f in store.get_many(A, [cold, unsure])} == {cold, unsure}  # both kept
+
+
 def test_maintenance_primitives(service: MemoryService, app: Any) -> None:
     store: Store = app.store
     maintenance: MaintenanceStore = service.consolidator.maintenance

@@ -939,9 +939,10 @@ class MemoryService:
         """Record a scheduled run that did not happen (another run held the lock), and count it."""
         scope = self._namespace_scope(agent)
         now = self.clock()
-        run_id = self.runs.start_consolidation_run(scope.agent_id, NewRun(trigger, now, self.replica))
-        if run_id is not None:
-            self.runs.finish_consolidation_run(scope.agent_id, run_id, now, "skipped", None, reason)
+        with self.store.atomic():  # one record, never a run left "running" by a crash in between
+            run_id = self.runs.start_consolidation_run(scope.agent_id, NewRun(trigger, now, self.replica))
+            if run_id is not None:
+                self.runs.finish_consolidation_run(scope.agent_id, run_id, now, "skipped", None, reason)
         self.observers.consolidation_run(trigger, "skipped", 0.0)
 
     def consolidation_runs(self, limit: int, ctx: CallContext, agent_id: str | None = None) -> ConsolidationRunsResult:

@@ -40,6 +40,11 @@ class SessionReport:
 def remember_session(service: MemoryService, distilled: Distilled, ctx: CallContext, agent: str | None = None) -> SessionReport:
     """Store the session's memories in `agent`'s namespace (default: `default`)."""
     namespace = agent or "default"
+    with service.store.atomic(), service.held_events():  # the whole session or none of it; announced once committed
+        return _remember_session(service, distilled, ctx, namespace)
+
+
+def _remember_session(service: MemoryService, distilled: Distilled, ctx: CallContext, namespace: str) -> SessionReport:
     updated = _update_summary(service, distilled, ctx, namespace)
     reflected = service.reflect(
         ReflectInput(

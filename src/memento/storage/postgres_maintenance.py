@@ -67,7 +67,8 @@ class PostgresMaintenance:
         with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
             cur.execute(
                 f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
-                f" AND COALESCE(f.accessed_at, f.created_at) < %s AND COALESCE(f.tier_since, f.created_at) < %s{clauses} AND {where}",
+                f" AND COALESCE(f.accessed_at, f.created_at) < %s AND COALESCE(f.tier_since, f.created_at) < %s{clauses} AND {where}"
+                " FOR UPDATE OF f",  # a pin or a touch committed meanwhile is seen (the row is read again), one after waits
                 [stale_before, stale_before, *extra, *params],
             )
             ids = [r["id"] for r in cur.fetchall()]
@@ -85,16 +86,16 @@ class PostgresMaintenance:
             return []
         where, params = _changeable(scope)
         eff, eparams = POSTGRES.effective_confidence("f", now, half_life_days, since_tier=True)
-        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:
+        with self.store.db.tx(scope.agent_id, scope.pool_writes) as cur:  # chosen and written together (the write joins it)
             cur.execute(
                 f"SELECT f.id FROM agent_memory.fragments f WHERE {_LIFECYCLE} AND f.ttl_tier NOT IN ('hot', 'permanent')"
-                f" AND f.deleted_at IS NULL AND {eff} < %s AND {where}",
+                f" AND f.deleted_at IS NULL AND {eff} < %s AND {where} FOR UPDATE OF f",
                 [*eparams, threshold, *params],
             )
             ids = [r["id"] for r in cur.fetchall()]
-        if not ids:
-            return []
-        return self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids)
+            if not ids:
+                return []
+            return self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids)
 
     @retried
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> list[str]:
@@ -245,7 +246,8 @@ class PostgresMaintenance:
             cur.execute(
                 "SELECT f.id FROM agent_memory.fragments f JOIN (SELECT agent_id, session_id FROM agent_memory.fragments"
                 " WHERE session_id IS NOT NULL GROUP BY agent_id, session_id"
-                " HAVING MAX(COALESCE(accessed_at, created_at)) < %s) s ON f.agent_id = s.agent_id AND f.session_id = s.session_id",
+                " HAVING MAX(COALESCE(accessed_at, created_at)) < %s) s ON f.agent_id = s.agent_id AND f.session_id = s.session_id"
+                " FOR UPDATE OF f",
                 (idle_before,),
             )
             ids = [r["id"] for r in cur.fetchall()]

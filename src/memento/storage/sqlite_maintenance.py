@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from ..models import AgentScope, MemorySystem, TTLTier
@@ -63,15 +63,30 @@ class SQLiteMaintenance:
             clauses.append(f"f.type NOT IN ({','.join('?' * len(exclude_types))})")
             extra.extend(exclude_types)
         type_sql = (" AND " + " AND ".join(clauses)) if clauses else ""
-        ids = [
-            r[0]
-            for r in self.store.db.reader().execute(
-                f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier = 'cold'"
-                f" AND COALESCE(f.accessed_at, f.created_at) < ? AND COALESCE(f.tier_since, f.created_at) < ?{type_sql} AND {where}",
-                [ts(stale_before), ts(stale_before), *extra, *params],
-            )
-        ]
-        return self.store.delete(scope, ids) if ids else []
+        chosen = (
+            f"{_LIFECYCLE} AND f.ttl_tier = 'cold' AND COALESCE(f.accessed_at, f.created_at) < ?"
+            f" AND COALESCE(f.tier_since, f.created_at) < ?{type_sql} AND {where}"
+        )
+        values = [ts(stale_before), ts(stale_before), *extra, *params]
+        return self._delete_chosen(scope, chosen, values, lambda ids: self.store.delete(scope, ids))
+
+    def _delete_chosen(
+        self, scope: AgentScope, chosen: str, values: Sequence[object], write: Callable[[list[str]], list[str]]
+    ) -> list[str]:
+        """`write` the rows that `chosen` (a WHERE over `fragments f`) selects: found without the
+        write lock (the scan may be long), then asked again by id inside the write's transaction,
+        so a memory pinned, touched or changed in between is left alone."""
+        ids = [r[0] for r in self.store.db.reader().execute(f"SELECT f.id FROM fragments f WHERE {chosen}", list(values))]
+        if not ids:
+            return []
+        with self.store.db.tx() as conn:  # the write below joins it
+            still = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT f.id FROM fragments f WHERE f.id IN ({','.join('?' * len(ids))}) AND {chosen}", [*ids, *values]
+                )
+            ]
+            return write(still) if still else []
 
     def prune_low_confidence(
         self, scope: AgentScope, threshold: float, half_life_days: float, now: datetime, *, archive: bool
@@ -84,17 +99,13 @@ class SQLiteMaintenance:
             return []
         where, params = _changeable(scope)
         eff, eparams = SQLITE.effective_confidence("f", now, half_life_days, since_tier=True)
-        ids = [
-            r[0]
-            for r in self.store.db.reader().execute(
-                f"SELECT f.id FROM fragments f WHERE {_LIFECYCLE} AND f.ttl_tier NOT IN ('hot', 'permanent')"
-                f" AND f.deleted_at IS NULL AND {eff} < ? AND {where}",
-                [*eparams, threshold, *params],
-            )
-        ]
-        if not ids:
-            return []
-        return self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids)
+        chosen = f"{_LIFECYCLE} AND f.ttl_tier NOT IN ('hot', 'permanent') AND f.deleted_at IS NULL AND {eff} < ? AND {where}"
+        return self._delete_chosen(
+            scope,
+            chosen,
+            [*eparams, threshold, *params],
+            lambda ids: self.store.soft_delete(scope, ids, now) if archive else self.store.delete(scope, ids),
+        )
 
     def decay_importance(self, scope: AgentScope, factor: float, max_access: int, max_utility: float, older_than: datetime) -> list[str]:
         where, params = _changeable(scope)
@@ -249,16 +260,17 @@ class SQLiteMaintenance:
     def expire_sessions(self, idle_before: datetime) -> list[str]:
         """Expunge the working memory of sessions idle since `idle_before`, per owning namespace
         (a session's rows go together, when the newest of them is idle)."""
-        ids = [
-            r[0]
-            for r in self.store.db.reader().execute(
-                "SELECT f.id FROM fragments f JOIN (SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL"
-                " GROUP BY agent_id, session_id HAVING MAX(COALESCE(accessed_at, created_at)) < ?) s"
-                " ON f.agent_id = s.agent_id AND f.session_id = s.session_id",
-                (ts(idle_before),),
-            )
-        ]
-        return self.store.delete(AgentScope("system"), ids) if ids else []
+        with self.store.db.tx() as conn:  # chosen and deleted together: a session written to meanwhile is not idle
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT f.id FROM fragments f JOIN (SELECT agent_id, session_id FROM fragments WHERE session_id IS NOT NULL"
+                    " GROUP BY agent_id, session_id HAVING MAX(COALESCE(accessed_at, created_at)) < ?) s"
+                    " ON f.agent_id = s.agent_id AND f.session_id = s.session_id",
+                    (ts(idle_before),),
+                )
+            ]
+            return self.store.delete(AgentScope("system"), ids) if ids else []
 
     def idle_sessions(self, idle_before: datetime) -> list[tuple[str, str]]:
         rows = self.store.db.reader().execute(
