@@ -128,7 +128,8 @@ class PostgresMaintenance:
             for group in cur.fetchall():
                 cur.execute(
                     "SELECT f.id, f.access_count, f.pinned FROM agent_memory.fragments f WHERE f.agent_id = %s AND f.content_hash = %s"
-                    f" AND f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.pinned DESC, f.created_at, f.seq",
+                    f" AND f.session_id IS NULL AND f.memory_key IS NULL AND {where} ORDER BY f.pinned DESC, f.created_at, f.seq"
+                    " FOR UPDATE OF f",  # a copy pinned meanwhile is read as pinned (and stays)
                     (group["agent_id"], group["content_hash"], *params),
                 )
                 rows = cur.fetchall()

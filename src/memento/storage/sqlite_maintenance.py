@@ -134,22 +134,18 @@ class SQLiteMaintenance:
         )
         merged: list[str] = []
         for agent, digest in groups:
-            rows = (
-                self.store.db.reader()
-                .execute(
+            with self.store.db.tx() as conn:  # the group read again under the write lock: a copy pinned meanwhile stays
+                rows = conn.execute(
                     "SELECT f.id, f.access_count, f.pinned FROM fragments f WHERE f.agent_id = ? AND f.content_hash = ?"
                     " AND f.session_id IS NULL AND f.memory_key IS NULL"
                     f" AND {where} ORDER BY f.pinned DESC, f.created_at, f.seq",
                     (agent, digest, *params),
-                )
-                .fetchall()
-            )
-            merged_rows = [r for r in rows[1:] if not r[2]]
-            if not merged_rows:
-                continue
-            survivor, duplicates = rows[0][0], [r[0] for r in merged_rows]
-            marks = ",".join("?" * len(duplicates))
-            with self.store.db.tx() as conn:
+                ).fetchall()
+                merged_rows = [r for r in rows[1:] if not r[2]]
+                if not merged_rows:
+                    continue
+                survivor, duplicates = rows[0][0], [r[0] for r in merged_rows]
+                marks = ",".join("?" * len(duplicates))
                 conn.execute(
                     "UPDATE fragments SET access_count = access_count + ? WHERE id = ?", (sum(r[1] for r in merged_rows), survivor)
                 )
