@@ -30,7 +30,8 @@ from memento.graph_inputs import (
     UpdateMemoryInput,
 )
 from memento.graph_results import StoredMemory
-from memento.models import AmendInput, CallContext, ConsolidateInput, RecallInput, RecordInput, RememberInput
+from memento.lifecycle.merge import Cluster
+from memento.models import AgentScope, AmendInput, CallContext, ConsolidateInput, PinInput, RecallInput, RecordInput, RememberInput
 from memento.service import MemoryService
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -349,3 +350,22 @@ def test_memory_system_filters_listing_and_every_search_mode(service: MemoryServ
     for mode in ("keyword", "hybrid"):
         hits = service.entities.recall_memories(RecallMemoriesInput(query="wren release", search_mode=mode, memory_system="semantic"), ctx)
         assert [h.memory.id for h in hits.results] == [semantic.id], mode
+
+
+def test_a_member_pinned_or_amended_after_its_cluster_was_found_is_not_absorbed(service: MemoryService, ctx: CallContext) -> None:
+    """A cluster is found from reads; the merge reads its memories again inside its transaction."""
+    scope = AgentScope("default")
+    primary = service.remember(RememberInput(content="Team lunch is on Fridays at noon", topic="team", type="fact"), ctx).id
+    pinned = service.remember(RememberInput(content="Team lunch is on Fridays at noon!", topic="team", type="fact"), ctx).id
+    amended = service.remember(RememberInput(content="Team lunch is on Fridays at noon.", topic="team", type="fact"), ctx).id
+    found = {f.id: f for f in service.store.get_many(scope, [primary, pinned, amended])}
+    cluster = Cluster(found[primary], ((found[pinned], 0.99), (found[amended], 0.99)))
+    service.pin(PinInput(id=pinned), ctx)  # both land after the cluster was found
+    service.amend(AmendInput(id=amended, content="Team lunch moved to Thursdays at one"), ctx)
+    assert service.entities.merger.merge(scope, cluster, service.clock()) == []
+    kept = {f.id: f for f in service.store.get_many(scope, [primary, pinned, amended])}
+    assert set(kept) == {primary, pinned, amended} and kept[amended].content == "Team lunch moved to Thursdays at one"
+    assert not [v for v in service.store.versions(scope, primary) if "merged:" in str(v.get("note"))]  # nothing archived either
+    untouched = service.remember(RememberInput(content="Team lunch is on Fridays at noon!!", topic="team", type="fact"), ctx).id
+    again = Cluster(kept[primary], ((service.store.get_many(scope, [untouched])[0], 0.99),))
+    assert service.entities.merger.merge(scope, again, service.clock()) == [untouched]  # an unchanged member still merges

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 import numpy as np
 
 from .access import refuse_unchangeable
-from .errors import InvalidArgument, NotFound
+from .errors import Conflict, InvalidArgument, NotFound
 from .graph import UNKNOWN_TYPE, Entity, EntityChanges, NewEntity, NewRelation, Relation, SearchMode, effective_confidence
 from .graph_inputs import (
     ConsolidateMemoriesInput,
@@ -721,9 +721,10 @@ class EntityService:
             if wanted not in found or absorbed_id == primary_id:
                 raise NotFound(f"memory {wanted!r} not found (or the same as the other); nothing merged", missing=(wanted,))
         absorbed, primary = found[absorbed_id], found[primary_id]
-        if absorbed.pinned or absorbed.is_anchor or absorbed.memory_key is not None:
-            raise InvalidArgument(f"memory {absorbed_id!r} is pinned, anchored or keyed: never absorbed; nothing merged")
-        self.merger.merge(scope, Cluster(primary, ((absorbed, 1.0),)), now)
+        if absorbed.pinned or absorbed.is_anchor or absorbed.memory_key is not None or absorbed.session_id is not None:
+            raise InvalidArgument(f"memory {absorbed_id!r} is pinned, anchored, keyed or working memory: never absorbed; nothing merged")
+        if not self.merger.merge(scope, Cluster(primary, ((absorbed, 1.0),)), now):
+            raise Conflict(f"memory {absorbed_id!r} changed while it was being merged; nothing merged")
         self.memory._emit(ChangeEvent("consolidated", scope.agent_id, details={"merged": 1, "deleted": 1}))
         merged = self._store.get_many(scope, [primary_id])
         if not merged:

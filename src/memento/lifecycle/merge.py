@@ -141,17 +141,25 @@ class Merger:
         return found
 
     def merge(self, scope: AgentScope, cluster: Cluster, now: datetime) -> list[str]:
-        """Absorb a cluster into its primary in one transaction; the ids deleted."""
-        primary = cluster.primary
+        """Absorb a cluster into its primary in one transaction; the ids deleted. The memories are
+        read again inside it: one pinned, anchored, keyed, amended or gone since the cluster was
+        found is left as it is (the next run judges it afresh); without its primary, nothing is."""
         with self.store.atomic():
-            for absorbed, _ in cluster.members:
+            fresh = {f.id: f for f in self.store.get_many(scope, [cluster.primary.id, *cluster.absorbed_ids]) if scope.may_change(f)}
+            primary = fresh.get(cluster.primary.id)
+            if primary is None:
+                return []
+            members = [fresh[f.id] for f, _ in cluster.members if f.id in fresh and _unchanged(fresh[f.id], f)]
+            if not members:
+                return []
+            for absorbed in members:
                 # the absorbed memory's own trail first (what it absorbed or was before): no text is lost
                 self._carry_trail(scope, absorbed, primary, now)
                 record = RecordFields(tags=tuple(absorbed.tags), confidence=absorbed.confidence, metadata=dict(absorbed.metadata))
                 text = absorbed.detail or absorbed.content
                 primary = merge_into(self.store, scope, primary, text, record, absorbed.source, now, note=f"merged:{absorbed.id}")
                 self.store.move_entity_links(scope, absorbed.id, primary.id, now)
-            return self.store.delete(scope, cluster.absorbed_ids)
+            return self.store.delete(scope, [f.id for f in members])
 
     def _carry_trail(self, scope: AgentScope, absorbed: Fragment, primary: Fragment, now: datetime) -> None:
         """Copy the absorbed memory's version trail into the primary's (it is deleted with its memory)."""
@@ -175,6 +183,17 @@ class Merger:
     def run(self, scope: AgentScope, threshold: float, now: datetime) -> list[str]:
         """Find and merge every cluster; the ids absorbed (deleted)."""
         return [fid for cluster in self.clusters(scope, threshold) for fid in self.merge(scope, cluster, now)]
+
+
+def _unchanged(now: Fragment, then: Fragment) -> bool:
+    """Whether a memory read again may still be absorbed as it was judged: the same text, and
+    nothing since made it one that is never absorbed."""
+    return (
+        (now.content, now.detail) == (then.content, then.detail)
+        and not (now.pinned or now.is_anchor)
+        and now.memory_key is None
+        and now.session_id is None
+    )
 
 
 def _absorbable(f: Fragment, primary: Fragment, digits: set[str]) -> bool:
