@@ -336,10 +336,11 @@ class PostgresQueries:
             return {}
         where, params = scope_sql(scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            cur.execute(
+            cur.execute(  # one scan; only the rows naming one of them come back
                 "SELECT v.note, v.fragment_id, v.id FROM agent_memory.fragment_versions v"
-                f" JOIN agent_memory.fragments f ON f.id = v.fragment_id WHERE strpos(v.note, %s) > 0 AND {where}",
-                [MERGED, *params],
+                " JOIN agent_memory.fragments f ON f.id = v.fragment_id"
+                f" WHERE EXISTS (SELECT 1 FROM unnest(%s::text[]) m(mark) WHERE strpos(v.note, m.mark) > 0) AND {where}",
+                [[MERGED + i for i in asked], *params],
             )
             rows = [(r["note"], r["fragment_id"], int(r["id"])) for r in cur.fetchall()]
         return absorbed_into(asked, rows)

@@ -328,10 +328,10 @@ class SQLiteQueries:
         if not asked:
             return {}
         where, params = _scope_sql(scope)
+        named = " OR ".join(["instr(v.note, ?) > 0"] * len(asked))  # one scan; only the rows naming one of them come back
         rows = self.db.reader().execute(
-            "SELECT v.note, v.fragment_id, v.id FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id"
-            f" WHERE instr(v.note, ?) > 0 AND {where}",
-            [MERGED, *params],
+            f"SELECT v.note, v.fragment_id, v.id FROM fragment_versions v JOIN fragments f ON f.id = v.fragment_id WHERE ({named}) AND {where}",
+            [*(MERGED + i for i in asked), *params],
         )
         return absorbed_into(asked, ((r[0], r[1], r[2]) for r in rows))
 
