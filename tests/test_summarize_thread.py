@@ -32,6 +32,7 @@ from memento.factory import TokenCounter
 from memento.lifecycle.summary import extractive
 from memento.models import (
     AgentScope,
+    AmendInput,
     CallContext,
     ConsolidateInput,
     Fragment,
@@ -410,3 +411,23 @@ async def test_the_rest_route_summarizes_an_own_named_session_and_refuses_others
     bad = httpx.post(url, json={"keep": "no", "extra": 1}, headers={"Authorization": f"Bearer {KEY_A}"}, timeout=TIMEOUT_S)
     assert bad.status_code == 422
     assert json.loads(bad.text)["status"] == 422
+
+
+def test_an_item_amended_while_its_summary_is_written_is_not_removed(service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = write_notes(service, A)
+    real = extractive  # what memento.summarize calls
+    amended: list[str] = []
+
+    def racing(*args: Any, **kwargs: Any) -> str:
+        text = real(*args, **kwargs)  # the summary of the items as read
+        if not amended:  # another request amends one of them before the summary is stored
+            service.amend(AmendInput(id=ids[1], content="The staging database moved to db-staging-2.internal:5432."), A)
+            amended.append(ids[1])
+        return text
+
+    monkeypatch.setattr("memento.summarize.extractive", racing)
+    assert service.end_session("sa", A) == 0  # nothing removed, nothing summarised from the old text
+    assert episodes(service, "agent-a") == [] and len(working(service, "agent-a", "sa")) == 3
+    assert service.end_session("sa", A) == 3  # the next try reads the new text
+    (summary,) = episodes(service, "agent-a")
+    assert "db-staging-2" in summary.content and working(service, "agent-a", "sa") == []

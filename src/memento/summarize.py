@@ -265,6 +265,8 @@ class ThreadSummarizer:
 
         def insert(new: NewFragment) -> tuple[Fragment | None, int, bool]:
             with service.store.atomic():
+                if clear is not None and _amended_since(service, scope, items):
+                    return None, 0, False  # summarised from text since changed: the next fold or sweep reads it again
                 removed = clear() if clear is not None else 0
                 if clear is not None and not removed:
                     return None, 0, False
@@ -284,3 +286,10 @@ class ThreadSummarizer:
     def _removed(self, owner: str, session_id: str, ids: Sequence[str]) -> None:
         if ids:
             self.service._emit(ChangeEvent("deleted", owner, tuple(ids), session_id=session_id))
+
+
+def _amended_since(service: MemoryService, scope: AgentScope, items: Sequence[Fragment]) -> bool:
+    """Whether an item that a summary is about to replace was amended since it was read (inside
+    the transaction that would remove it)."""
+    now = {f.id: (f.content, f.detail) for f in service.store.get_many(scope, [item.id for item in items])}
+    return any(now.get(item.id, (item.content, item.detail)) != (item.content, item.detail) for item in items)
