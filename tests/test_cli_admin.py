@@ -276,6 +276,16 @@ def test_show_prints_every_field_links_both_ways_and_versions(seeded: Seeded, ca
     assert code == 1 and "frag-does-not-exist" in err and "not_found" in err
 
 
+def test_show_says_why_a_memory_is_not_there(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = seeded.ids
+    code, _, err = cli(capsys, "show", ids["alice_deleted"], "--agent", "alice")
+    assert code == 1 and f"{ids['alice_deleted']} was forgotten at" in err and "`restore` brings it back" in err
+    code, _, err = cli(capsys, "show", ids["alice_gone"], "--agent", "alice")
+    assert code == 1 and f"{ids['alice_gone']} expired at" in err
+    code, _, err = cli(capsys, "show", ids["alice_deleted"], "--agent", "bob")  # not bob's to know about
+    assert code == 1 and "not_found" in err and "forgotten" not in err
+
+
 def test_show_counts_the_feedback_on_a_memory(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
     fid = seeded.ids["alice_fix"]
     assert cli_json(capsys, "show", fid)["feedback"] == {}

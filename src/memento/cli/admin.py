@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ..app import App, build_app
-from ..errors import Forbidden, InvalidArgument, NotFound, Unavailable
+from ..errors import Forbidden, InvalidArgument, MementoError, NotFound, Unavailable
 from ..fields import AgentId
 from ..models import MAINTENANCE_AGENTS, AgentScope, CallContext, ForgetInput, ForgetMode, Fragment, FragmentType, RelationType
 from ..results import ForgetResult, FragmentView
@@ -111,6 +111,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.command == "forget":
             return _forget(app, args)
         return _export(app, args)
+    except MementoError as exc:  # a memory merged away, forgotten or expired: say so (service.explain)
+        raise app.service.explain(exc, CallContext(agent_id=_agent(getattr(args, "agent", None)))) from None
     finally:
         app.close()
 
@@ -194,7 +196,7 @@ def _show(app: App, args: argparse.Namespace) -> int:
     app.store.flush_access()
     found = app.store.get_many(scope, [args.id])
     if not found:
-        raise NotFound(f"fragment {args.id!r} not found")
+        raise NotFound(f"fragment {args.id!r} not found", missing=(args.id,))
     f = found[0]
     links = _links(app, scope, f)
     versions = [
