@@ -18,7 +18,9 @@ from memento.app import build_app, start_warm_up
 from memento.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", re.MULTILINE)
+# -X importtime keeps its running totals in process-wide counters: a module imported while the
+# warm-up thread imports others can print a negative self time, so a sign is allowed.
+IMPORTED = re.compile(r"^import time:\s+-?\d+ \|\s+-?\d+ \|\s*(\S+)\s*$", re.MULTILINE)
 
 # Modules a stdio server has no use for at start-up, each costing tens of milliseconds (or
 # more) to import: the web face, the HTTP clients of the OpenAI embedder and the language
