@@ -4,6 +4,8 @@ recall@10 against an exact scan, on SQLite or PostgreSQL.
 
     python bench/million.py [--count 1000000] [--backend sqlite|postgres] [--samples 200]
                             [--queries 200] [--embed-cache DIR] [--work DIR] [--keep]
+    python bench/million.py --stage time --work DIR                     # a kept SQLite store again
+    python bench/million.py --stage time --backend postgres --database-url URL [--migration-url URL]
 
 Steps:
 1. Writes the memories as a Memento export (NDJSON version 2, docs/export.md) whose fragment lines
@@ -265,14 +267,24 @@ def main() -> int:
         help="PostgreSQL: the server's shared_buffers (e.g. 4GB; default PostgreSQL's 128MB). Recall reads the HNSW graph's"
         " pages on every search: a graph larger than the buffer cache is copied in from the OS each time",
     )
+    parser.add_argument(
+        "--database-url",
+        help="--stage time --backend postgres: the URL of a kept PostgreSQL store to time again (its application role;"
+        " a `measure` run's server is thrown away, so keep one yourself), with --migration-url for its owner",
+    )
+    parser.add_argument("--migration-url", help="with --database-url: the schema owner's URL (default: --database-url)")
     args = parser.parse_args()
+    if args.database_url and (args.stage != "time" or args.backend != "postgres"):
+        parser.error("--database-url goes with --stage time --backend postgres")
+    if args.stage == "time" and args.backend == "postgres" and not args.database_url:
+        parser.error("--stage time --backend postgres times a kept server: give its --database-url")
     if args.rebuild_vector_index and args.backend != "postgres":
         parser.error("--rebuild-vector-index goes with --backend postgres")
     if args.shared_buffers and args.backend != "postgres":
         parser.error("--shared-buffers goes with --backend postgres")
-    if args.stage != "all" and args.work is None:
+    if args.stage != "all" and args.work is None and not args.database_url:
         parser.error("--stage export|measure needs a --work folder")
-    if args.stage != "all":  # the folder is the caller's: keep it (and the export in it)
+    if args.stage != "all" and args.work is not None:  # the folder is the caller's: keep it (and the export in it)
         args.keep = True
     work = args.work or Path(tempfile.mkdtemp(prefix="memento-million-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -296,9 +308,12 @@ def run(args: argparse.Namespace, work: Path) -> int:
         f" {MODEL} vectors, the rest mixtures of two (bench/million.py docstring); {len(qtexts)} real queries"
     )
     export = work / "export.jsonl"
+    if args.stage == "time" and args.backend == "postgres":
+        owner = args.migration_url or args.database_url
+        settings = Settings(DATABASE_URL=args.database_url, DATABASE_MIGRATION_URL=owner)
+        figures(args, settings, embedder, qtexts, qvectors, {}, disk=lambda: pg_disk(owner))
+        return 0
     if args.stage == "time":
-        if args.backend != "sqlite":
-            raise SystemExit("--stage time reopens a kept SQLite store (a PostgreSQL run's server is thrown away)")
         store = work / "store"
         if not (store / "memento.db").exists():
             raise SystemExit(f"no store in {store}: run --stage measure first")
@@ -324,7 +339,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
             extra = ["--rebuild-vector-index"] if args.rebuild_vector_index else []
             measured = imported(export, env, written, extra)
             measured.update(first_session(settings, embedder, qtexts[0], qvectors[0]))
-            figures(args, settings, embedder, qtexts, qvectors, measured, disk=lambda: pg_disk(server))
+            figures(args, settings, embedder, qtexts, qvectors, measured, disk=lambda: pg_disk(server.superuser_dsn))
         return 0
     store = work / "store"
     shutil.rmtree(store, ignore_errors=True)  # a fresh store each run
@@ -438,10 +453,10 @@ def figures(args, settings: Settings, embedder: CacheEmbedder, qtexts, qvectors,
     )
 
 
-def pg_disk(server) -> str:  # type: ignore[no-untyped-def]
+def pg_disk(dsn: str) -> str:
     import psycopg
 
-    with psycopg.connect(server.superuser_dsn) as conn:
+    with psycopg.connect(dsn) as conn:
         rows = conn.execute(
             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
             " WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind = 'r' ORDER BY 2 DESC"

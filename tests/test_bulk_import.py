@@ -272,6 +272,45 @@ def test_the_million_bench_imports_into_postgres_with_the_index_set_aside(tmp_pa
     assert figures["import_per_s"] > 0 and 0.0 <= figures["recall_at_10"] <= 1.0 and "the HNSW index" in figures["disk"]
 
 
+@pytest.mark.backends("postgres")
+def test_the_million_bench_times_a_kept_postgres_store_again(tmp_path: Path, postgres_server: Any) -> None:
+    """`--stage time --backend postgres --database-url` times a store the user kept running (a
+    `measure` run throws its server away): here a database of the test server, filled by the
+    import a user runs."""
+    import psycopg
+
+    inputs = million_inputs(tmp_path)
+    assert run_million(["--count", "600", *inputs, "--stage", "export"]).returncode == 0
+    name = "memento_million_kept"
+    with psycopg.connect(postgres_server.superuser_dsn, autocommit=True) as su:
+        su.execute(f"DROP DATABASE IF EXISTS {name}")
+        su.execute(f"CREATE DATABASE {name} OWNER memento_owner")
+    with psycopg.connect(postgres_server.superuser_dsn.rsplit("/", 1)[0] + f"/{name}", autocommit=True) as su:
+        su.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    app_url, owner_url = (dsn.rsplit("/", 1)[0] + f"/{name}" for dsn in (postgres_server.app_dsn, postgres_server.owner_dsn))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DATABASE_URL": app_url, "DATABASE_MIGRATION_URL": owner_url}
+    imported = subprocess.run(
+        [sys.executable, "-m", "memento", "import", str(tmp_path / "work" / "export.jsonl"), "--defer-embedding", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    stored = re.search(r"(\d+) stored", imported.stdout)
+    assert imported.returncode == 0 and stored and int(stored.group(1)) > 590, imported.stdout + imported.stderr[-3000:]
+    inputs = [a for a in inputs if a != str(tmp_path / "work")][:-1]  # no --work: nothing but the server
+    done = run_million(
+        ["--count", "600", *inputs, "--stage", "time", "--backend", "postgres", "--database-url", app_url, "--migration-url", owner_url]
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["stage"] == "time" and figures["backend"] == "postgres" and "import_per_s" not in figures
+    assert figures["recall_store_p50_ms"] > 0 and 0.0 <= figures["recall_at_10"] <= 1.0 and "the HNSW index" in figures["disk"]
+    refused = run_million(["--count", "600", *inputs, "--stage", "time", "--backend", "postgres"])
+    assert refused.returncode == 2 and "give its --database-url" in refused.stderr
+
+
 @pytest.mark.backends("sqlite", "postgres")
 def test_an_export_with_vectors_imports_into_another_store_without_embedding(
     tmp_path: Path, stores: Any, monkeypatch: pytest.MonkeyPatch

@@ -178,6 +178,34 @@ def test_a_recall_answers_the_same_with_its_tiers_beside_each_other(pair: tuple[
     assert result.tiers is not None and result.tiers.semantic != "unused" and result.tiers.text > 0
 
 
+def test_the_tiers_weigh_the_query_terms_once_between_them(pair: tuple[App, App]) -> None:
+    """The full-text tier (caller) and the text scores of the vector tier's hits (helper) weigh the
+    same terms: one plan a recall, the second tier waiting for the first's (storage/terms.py
+    SharedPlans), and the answers as when each tier plans for itself (the serial app, whose
+    vector tier runs in the caller)."""
+    serial, parallel = pair
+    search = parallel.store.search  # type: ignore[attr-defined]
+    planned: list[str] = []
+    inner = search.plan
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        planned.append(threading.current_thread().name)
+        return inner(*args, **kwargs)
+
+    search.plan = spy
+    scored = record_threads(parallel, "text_scores")
+    ctx = CallContext(agent_id="alice")
+    for q in ("beagle garden hose", "Lisbon fado evening", "report due"):
+        planned.clear()
+        scored.clear()
+        parallel.service.recall(RecallInput(text=q, limit=5), ctx)
+        assert scored and all(name.startswith("memento-recall") for name in scored), scored  # the helper asked too
+        assert len(planned) == 1, planned
+    parallel.service.recall(RecallInput(text="beagle garden hose", limit=5), ctx)
+    assert len(planned) == 2  # a plan is kept for its recall only: the next one weighs the terms again
+    assert answers(serial) == answers(parallel)
+
+
 def test_inside_a_unit_of_work_the_vector_tier_stays_on_the_callers_thread(pair: tuple[App, App]) -> None:
     _, parallel = pair
     on_threads = record_threads(parallel, "vector_search")

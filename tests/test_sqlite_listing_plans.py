@@ -221,10 +221,35 @@ def test_a_selective_filter_counts_from_its_own_index_and_only_counts_take_that_
     finally:
         conn.set_trace_callback(None)
     reads = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH")) and "fragments" in s]
-    assert len(reads) > 5
+    counts = [s for s in reads if s.startswith("SELECT COUNT(*) FROM fragments f WHERE")]  # the recall's scope size
+    assert len(reads) - len(counts) > 5
     for s in reads:
         plan = " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {s}"))
-        assert "fragments_live_count" not in plan, (s, plan)
+        assert ("fragments_live_count" in plan) == (s in counts), (s, plan)
+
+
+def test_the_scope_size_a_full_text_recall_weighs_terms_by_is_counted_from_the_index_of_live_rows(app: App) -> None:
+    """The full-text tier sizes the namespace (its common-term rule) on a recall's first call and
+    again every few seconds while recalls run: from the index of live rows alone, not the rows (at
+    a million memories ~45 ms instead of ~180 warm, 0.7 s instead of 4.4 cold), and the same
+    number of memories as counting the rows."""
+    _hide(app)
+    store = app.store
+    conn = store.db.reader()  # type: ignore[attr-defined]
+    for scope, whole in ((ALICE, False), (ALICE, True), (AgentScope("bob"), False)):
+        store.search.sizes.clear()  # type: ignore[attr-defined]
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            size = store.search.scope_size(scope, whole)  # type: ignore[attr-defined]
+        finally:
+            conn.set_trace_callback(None)
+        (count,) = [s for s in statements if s.startswith("SELECT COUNT(*)")]
+        plan = " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {count}"))
+        assert "COVERING INDEX fragments_live_count" in plan, plan
+        rows = conn.execute(count.replace(" AND f.pinned IN (0, 1)", "")).fetchone()[0]  # the rows themselves
+        # alice: 1,500 less 10 expired (the pinned one stays) and 5 deleted, sessions' rows included
+        assert size == rows == (1_485 if scope is ALICE else 0), (scope, whole)
 
 
 def test_migration_0031_indexes_the_live_rows_of_a_store_that_holds_memories(tmp_path: Path) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import threading
 from collections.abc import Mapping, Sequence
+
+import pytest
 
 from memento.analysis import index_terms
 from memento.storage.terms import (
@@ -18,6 +22,8 @@ from memento.storage.terms import (
     idf,
     plan,
     rescore,
+    shared_plan,
+    shared_plans,
     term_counts,
     window,
     within_budget,
@@ -307,3 +313,69 @@ def test_a_scope_within_the_window_or_no_window_is_weighed_whole() -> None:
     assert window(big, 0, never) is big
     small = plan(["feel", "cat"], 300, lambda terms, cap: {"feel": 30, "cat": 250})
     assert window(small, 50, lambda terms: {"feel": 50, "cat": 0}).df == {"feel": 50, "cat": 0}  # a small scope: every term counted
+
+
+class TestSharedPlans:
+    """One recall's tiers weigh the same terms once: the second to ask waits for the first."""
+
+    def test_outside_a_recall_every_call_computes(self) -> None:
+        calls: list[int] = []
+
+        def compute() -> int:
+            calls.append(1)
+            return len(calls)
+
+        assert [shared_plan("k", compute) for _ in range(3)] == [1, 2, 3]
+
+    def test_within_one_block_a_key_is_computed_once_and_kept_apart_from_other_keys_and_blocks(self) -> None:
+        calls: list[str] = []
+
+        def compute(key: str) -> str:
+            calls.append(key)
+            return f"plan of {key}"
+
+        with shared_plans():
+            assert [shared_plan(k, functools.partial(compute, k)) for k in ("a", "b", "a", "b")] == [
+                "plan of a",
+                "plan of b",
+                "plan of a",
+                "plan of b",
+            ]
+        with shared_plans():
+            assert shared_plan("a", lambda: compute("a")) == "plan of a"
+        assert calls == ["a", "b", "a"]
+
+    def test_the_thread_beside_waits_for_the_plan_in_progress_and_reuses_it(self) -> None:
+        started, release = threading.Event(), threading.Event()
+        calls: list[str] = []
+        got: list[object] = []
+
+        def slow() -> str:
+            calls.append(threading.current_thread().name)
+            started.set()
+            assert release.wait(10)
+            return "weighed"
+
+        with shared_plans():
+            # as retrieval/beside.py hands the recall's context to its thread (each a copy of it)
+            mine, context = contextvars.copy_context(), contextvars.copy_context()
+            first = threading.Thread(target=lambda: got.append(mine.run(shared_plan, "terms", slow)), name="caller")
+            first.start()
+            assert started.wait(10)
+            second = threading.Thread(target=lambda: got.append(context.run(shared_plan, "terms", slow)), name="helper")
+            second.start()
+            second.join(0.2)
+            assert second.is_alive()  # waiting, not computing
+            release.set()
+            first.join(10)
+            second.join(10)
+        assert got == ["weighed", "weighed"] and calls == ["caller"]
+
+    def test_a_plan_that_fails_fails_its_own_call_and_the_next_asker_computes_again(self) -> None:
+        def broken() -> str:
+            raise RuntimeError("count failed")
+
+        with shared_plans():
+            with pytest.raises(RuntimeError, match="count failed"):
+                shared_plan("terms", broken)
+            assert shared_plan("terms", lambda: "weighed") == "weighed"

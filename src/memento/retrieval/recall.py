@@ -17,6 +17,7 @@ from ..models import AgentScope, Fragment, FragmentType, MemorySystem, RecallFil
 from ..results import Edge, RecallItem, RecallResult, RecallTiers
 from ..settings import MemoryConfig
 from ..storage.protocol import Hit, KeywordIndex, RankFeatures, SearchFilter, Store
+from ..storage.terms import sharing_plans
 from .beside import Beside, Pending
 from .budget import Counter, WireBudget
 from .coverage import DEFAULT_THRESHOLD, Assessment, Evidence, assess
@@ -91,6 +92,7 @@ class Recall:
         self.search_mode = search_mode
         self.keyword_index = keyword_index
 
+    @sharing_plans
     def run(
         self,
         scope: AgentScope,
@@ -109,7 +111,8 @@ class Recall:
 
         `embed`: without a `vector`, embed the query text here; `settle`: called before the
         vector tier reads a text query's neighbours (read-your-writes by meaning). Both run with
-        the vector tier beside the keyword and full-text tiers when a thread is free (beside.py)."""
+        the vector tier beside the keyword and full-text tiers when a thread is free (beside.py).
+        The tiers weigh the query's terms once between them (storage/terms.shared_plans)."""
         searched = inp.text or " ".join(normalise_keyword(k) for k in inp.keywords or [])
         if inp.mode is not None and searched and self.search is not None:
             if inp.text and settle is not None:

@@ -11,9 +11,9 @@ import numpy as np
 from ..models import AgentScope
 from . import terms as terms_policy
 from .postgres_db import Cursor, PostgresDatabase, planned
-from .postgres_sql import df_sql, filter_sql, keyword_df_sql, keyword_sql, latest_df_sql, scope_sql, text_sql
+from .postgres_sql import POSTGRES, df_sql, filter_sql, keyword_df_sql, keyword_sql, latest_df_sql, scope_sql, text_sql
 from .protocol import Hit, SearchFilter
-from .sqlfilter import narrowing
+from .sqlfilter import count_index_term, narrowing
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 
@@ -128,7 +128,10 @@ class PostgresSearch:
 
         def count(c: Cursor) -> int:
             where, params = scope_sql(scope)
-            c.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where}", params)
+            # An index-only scan of the live rows' index (migration 0031): at a million memories
+            # ~125 ms instead of a parallel scan of the table (~480 ms, three processes).
+            live = count_index_term(SearchFilter(), "f", POSTGRES)
+            c.execute(f"SELECT COUNT(*) AS n FROM agent_memory.fragments f WHERE {where}{live}", params)
             row = c.fetchone()
             return int(row["n"]) if row else 0
 
@@ -153,15 +156,27 @@ class PostgresSearch:
 
         return self.lengths.get(scope.visible_agents(), average)
 
+    def weighed(self, cur: Cursor, scope: AgentScope, terms: Sequence[str]) -> tuple[terms_policy.Plan, terms_policy.Plan] | None:
+        """The terms' plan over the scope and the same weighed by its latest memories
+        (terms.window), or None when no term selects; once a recall (terms.shared_plans)."""
+
+        def compute() -> tuple[terms_policy.Plan, terms_policy.Plan] | None:
+            planned = self.plan(cur, scope, terms)
+            if not planned.search:
+                return None
+            return planned, terms_policy.window(planned, self.scoring.idf_window, lambda words: self._latest_counts(cur, scope, words))
+
+        return terms_policy.shared_plan((id(self), scope.visible_agents(), tuple(terms)), compute)
+
     def text_search(self, scope: AgentScope, terms: Sequence[str], filt: SearchFilter, limit: int) -> list[Hit]:
         """The rare terms' best matches (see text_sql), scored again with every term (terms.rescore)."""
         if not terms:
             return []
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            chosen = self.plan(cur, scope, terms)
-            if not chosen.search:
+            weighed = self.weighed(cur, scope, terms)
+            if weighed is None:
                 return []
-            chosen = terms_policy.window(chosen, self.scoring.idf_window, lambda words: self._latest_counts(cur, scope, words))
+            _, chosen = weighed
             cur.execute(*text_sql(scope, chosen.search, filt, max(limit, self.scoring.pool), chosen.boost, chosen.newest))
             docs = [(r["id"], r["content"], " ".join(r["keywords"] or []), r["topic"]) for r in cur.fetchall()]
             average = self.average_length(cur, scope)
@@ -175,10 +190,10 @@ class PostgresSearch:
             return {}
         where, params = scope_sql(scope)
         with self.db.tx(scope.agent_id, scope.pool_writes) as cur:
-            chosen = self.plan(cur, scope, terms)
-            if not chosen.search:
+            weighed = self.weighed(cur, scope, terms)
+            if weighed is None:
                 return {}
-            chosen = terms_policy.window(chosen, self.scoring.idf_window, lambda words: self._latest_counts(cur, scope, words))
+            _, chosen = weighed
             cur.execute(
                 f"SELECT f.id, f.content, f.keywords, f.topic FROM agent_memory.fragments f WHERE f.id = ANY(%s) AND {where}",
                 [list(dict.fromkeys(ids)), *params],
