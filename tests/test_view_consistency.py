@@ -17,6 +17,9 @@ CTX = CallContext(session_id="s-1")
 
 def test_a_view_after_a_recall_shows_that_recall(service: MemoryService) -> None:
     fid = service.remember(RememberInput(content="Backups run nightly", topic="ops", type="fact", keywords=["backups"]), CTX).id
+    # The vector is stored off the write path: once it is, no view read below can differ from
+    # another by `hasEmbedding` alone (the embedding worker landing between two reads).
+    assert service.settle()
     assert service.views.get_fragment(fid, CTX).access_count == 0
     assert service.recall(RecallInput(keywords=["backups"]), CTX).count == 1
     seen = service.views.get_fragment(fid, CTX)
