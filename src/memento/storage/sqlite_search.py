@@ -210,7 +210,7 @@ class SQLiteSearch:
         def count() -> int:
             where, params = _scope_sql(scope, use_index=True) if not whole else _scope_sql(AgentScope("system"))
             # From the index of live rows alone (migration 0031): at a million memories ~45 ms
-            # warm instead of ~180 (4.4 s instead of 0.7 cold), every COUNT_TTL_S while recalls run.
+            # warm instead of ~180 (0.7 s instead of 4.4 cold), every COUNT_TTL_S while recalls run.
             live = count_index_term(SearchFilter(), "f", SQLITE)
             return int(self.db.reader().execute(f"SELECT COUNT(*) FROM fragments f WHERE {where}{live}", params).fetchone()[0])
 
